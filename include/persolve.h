@@ -1,0 +1,293 @@
+/*
+ * persolve: a whole nonlinear optimization inside one persistent GPU kernel,
+ * with a CPU backend that runs the same algorithm.
+ *
+ * Public C11 API. No CUDA types appear here. The library never prints and
+ * never exits: every function returns a ps_status, and an optional log
+ * callback (ps_options.log) receives the file:line and the failed condition.
+ *
+ * Units (SPEC section 1): positions in cm, gradients in G/cm, RF in G
+ * (complex b1 = u + i v), dt in s, off-resonance in Hz, T1/T2 in s,
+ * gamma-bar in Hz/G. Unknowns x = (u_1..u_Nt, v_1..v_Nt): 2*Nt doubles.
+ */
+#ifndef PERSOLVE_H
+#define PERSOLVE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PS_VERSION_MAJOR 0
+#define PS_VERSION_MINOR 1
+#define PS_VERSION_PATCH 0
+
+/** Default gyromagnetic ratio over 2 pi, Hz/G (protons). */
+#define PS_GAMMA_BAR_DEFAULT 4257.59
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * One status for every function. Values are pinned: 0 and small positives
+ * are normal ends of a solve, negatives are errors (one per class).
+ */
+typedef enum ps_status {
+    PS_CONVERGED            = 0,  ///< relative gradient norm below gtol
+    PS_CONVERGED_FTOL       = 1,  ///< relative decrease of f over `past` iterations below ftol
+    PS_MAX_ITERATIONS       = 2,  ///< max_iterations reached
+    PS_MAX_EVALUATIONS      = 3,  ///< max_evaluations reached
+    PS_TIME_LIMIT           = 4,  ///< time_limit reached
+    PS_CANCELLED            = 5,  ///< the progress callback asked to stop
+    PS_YIELDED              = 6,  ///< (reserved for asynchronous runs)
+
+    PS_ERR_NULL             = -1,  ///< a required pointer is NULL
+    PS_ERR_SIZE             = -2,  ///< Ns = 0, Nt = 0 or a size too large
+    PS_ERR_NONFINITE        = -3,  ///< NaN or Inf in an input array or scalar
+    PS_ERR_DT               = -4,  ///< dt <= 0 (or gamma_bar <= 0)
+    PS_ERR_NEGATIVE         = -5,  ///< a negative weight or lambda
+    PS_ERR_RELAXATION       = -6,  ///< T1 or T2 <= 0
+    PS_ERR_LOSS             = -7,  ///< unknown loss type or name
+    PS_ERR_B1MAX            = -8,  ///< b1_max <= 0 or NaN
+    PS_ERR_OPTION           = -9,  ///< an options field is out of range
+    PS_ERR_LINE_SEARCH      = -10, ///< line search failed; x is the last good point
+    PS_ERR_OBJECTIVE        = -11, ///< the objective is NaN/Inf at the start point
+    PS_ERR_NO_MEMORY        = -12, ///< host allocation failed
+    PS_ERR_NO_GPU           = -13, ///< no usable GPU (or built without CUDA)
+    PS_ERR_GPU_UNSUPPORTED  = -14, ///< GPU lacks cooperative launch
+    PS_ERR_GPU_MEMORY       = -15, ///< device allocation failed
+    PS_ERR_GPU_LAUNCH       = -16, ///< kernel launch or execution failed
+    PS_ERR_NOT_IMPLEMENTED  = -17, ///< feature not available in this build
+    PS_ERR_PRESET           = -18, ///< unknown preset name or bad preset key/value
+    PS_ERR_FILE             = -19, ///< file missing, unreadable or malformed
+} ps_status;
+
+/** Static English text for a status (never NULL). */
+const char *ps_strerror(int status);
+
+/** Library version string, e.g. "0.1.0". */
+const char *ps_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Problem                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ps_loss {
+    PS_LOSS_FULL = 0, ///< sum w |M - Mt|^2
+    PS_LOSS_XY   = 1, ///< sum w ((Mx-Mtx)^2 + (My-Mty)^2)
+    PS_LOSS_MLS  = 2, ///< sum w (|Mxy| - |Mtxy|)^2  (magnitude least squares)
+    PS_LOSS_Z    = 3, ///< sum w (Mz - Mtz)^2
+} ps_loss;
+
+/** Parse "full" | "xy" | "mls" | "z". Returns PS_ERR_LOSS for anything else. */
+int ps_loss_parse(const char *name, ps_loss *out);
+/** Name of a loss type, or NULL if out of range. */
+const char *ps_loss_name(ps_loss loss);
+
+/** No peak constraint: the value of ps_problem_desc.b1_max for "none". */
+#define PS_B1MAX_NONE HUGE_VAL
+
+/**
+ * Plain-array description of a problem (SPEC section 1). Arrays are
+ * row-major; the library copies them in ps_problem_create().
+ */
+typedef struct ps_problem_desc {
+    size_t ns;              ///< number of spins (>= 1)
+    size_t nt;              ///< number of time steps (>= 1)
+    const double *r;        ///< [ns][3] positions, cm (required)
+    const double *target;   ///< [ns][3] target magnetization (required)
+    const double *df;       ///< [ns] off-resonance, Hz (NULL: 0)
+    const double *b1scale;  ///< [ns] B1 scale s_j (NULL: 1)
+    const double *w;        ///< [ns] weights >= 0 (NULL: 1)
+    const double *m0;       ///< [ns][3] start magnetization (NULL: (0,0,1))
+    const double *t1;       ///< [ns] T1 > 0, s (NULL: no T1 relaxation)
+    const double *t2;       ///< [ns] T2 > 0, s (NULL: no T2 relaxation)
+    const double *g;        ///< [nt][3] gradient waveform, G/cm (required)
+    const double *b1;       ///< [nt][2] start pulse (u, v), G (NULL: 0)
+    double dt;              ///< time step, s (> 0)
+    double gamma_bar;       ///< Hz/G (0: PS_GAMMA_BAR_DEFAULT)
+    double lambda;          ///< RF power penalty weight (>= 0)
+    ps_loss loss;           ///< loss type
+    double b1_max;          ///< peak |b1| in G (> 0), or PS_B1MAX_NONE
+} ps_problem_desc;
+
+/** Zero-filled description with gamma_bar default, loss full, no b1_max. */
+void ps_problem_desc_init(ps_problem_desc *d);
+
+typedef struct ps_problem ps_problem; ///< opaque, immutable once created
+
+/**
+ * Check every field of d. Returns its status class (PS_ERR_NULL,
+ * PS_ERR_SIZE, PS_ERR_NONFINITE, PS_ERR_DT, PS_ERR_NEGATIVE,
+ * PS_ERR_RELAXATION, PS_ERR_LOSS, PS_ERR_B1MAX) and, if msg is not NULL,
+ * a message naming the field and element, e.g. "df[12] is NaN".
+ */
+int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len);
+
+/** Validate d and copy it into a new problem. *out is NULL on error. */
+int ps_problem_create(const ps_problem_desc *d, ps_problem **out);
+/** Free a problem; NULL is accepted. */
+void ps_problem_free(ps_problem *p);
+/**
+ * Borrow a view of the problem's arrays (valid while p lives). Optional
+ * arrays the problem does not have are NULL; b1 is never NULL (x0 as
+ * [nt][2]). Returns PS_ERR_NULL on NULL arguments.
+ */
+int ps_problem_describe(const ps_problem *p, ps_problem_desc *out);
+/** Start point x0 in solver layout (u_1..u_Nt, v_1..v_Nt) into x[2*nt]. */
+int ps_problem_x0(const ps_problem *p, double *x);
+size_t ps_problem_ns(const ps_problem *p);
+size_t ps_problem_nt(const ps_problem *p);
+
+/**
+ * Build a preset (SPEC section 2): "slice1d", "spiral2d", "inversion", with
+ * optional overrides "NAME:key=value,key=value". On error returns
+ * PS_ERR_PRESET and, if err is not NULL, writes a message naming the
+ * offending name, key or value into err[errlen].
+ */
+int ps_preset_create(const char *spec, ps_problem **out, char *err, size_t errlen);
+/** NULL-terminated list of preset names. */
+const char *const *ps_preset_names(void);
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ps_backend {
+    PS_BACKEND_AUTO = 0, ///< GPU when one is usable, else CPU
+    PS_BACKEND_CPU  = 1,
+    PS_BACKEND_GPU  = 2,
+} ps_backend;
+
+typedef enum ps_precision {
+    PS_PRECISION_SINGLE = 0, ///< float32 spin loop (optimizer in float64)
+    PS_PRECISION_DOUBLE = 1, ///< float64 everywhere
+} ps_precision;
+
+/** Log levels for ps_options.log. */
+enum { PS_LOG_ERROR = 0, PS_LOG_WARNING = 1, PS_LOG_INFO = 2 };
+
+/** Log sink: receives the source location and a one-line message. */
+typedef void (*ps_log_fn)(void *user, int level, const char *file, int line,
+                          const char *msg);
+
+/** One iteration's progress (also one row of the history). */
+typedef struct ps_progress {
+    int64_t iteration;   ///< completed iterations (0 = the start point)
+    double f;            ///< objective at the current point
+    double gnorm;        ///< ||grad f||_2 at the current point
+    double step;         ///< accepted step length alpha (0 at iteration 0)
+    int64_t evaluations; ///< objective+gradient evaluations so far
+    double seconds;      ///< wall time since the solve began
+} ps_progress;
+
+/**
+ * Progress callback, called once per iteration (and at iteration 0) from the
+ * thread that runs the solve. Return nonzero to cancel: the solve ends with
+ * PS_CANCELLED and the best point so far.
+ */
+typedef int (*ps_progress_fn)(void *user, const ps_progress *p);
+
+typedef struct ps_options {
+    ps_backend backend;      ///< auto | cpu | gpu (default auto)
+    ps_precision precision;  ///< spin-loop precision (default single)
+    int memory;              ///< L-BFGS memory m, 1..32 (default 8)
+    int64_t max_iterations;  ///< >= 0, 0 = unlimited (default 1000)
+    int64_t max_evaluations; ///< >= 0, 0 = unlimited (default 0)
+    double time_limit;       ///< seconds, >= 0, 0 = unlimited (default 0)
+    double gtol;             ///< stop when ||g|| <= gtol ||g0|| (>= 0, default 1e-5)
+    double ftol;             ///< stop when (f_{k-past} - f_k) <= ftol max(|f_k|, tiny) (>= 0, default 1e-7)
+    int past;                ///< iterations for the ftol test, 1..64 (default 10)
+    double c1;               ///< sufficient decrease, 0 < c1 < c2 (default 1e-4)
+    double c2;               ///< curvature, c1 < c2 < 1 (default 0.9)
+    int max_linesearch;      ///< trials per line search, 1..100 (default 20)
+    double fnoise;           ///< relative noise of f allowed in the sufficient-decrease
+                             ///< test (approximate Wolfe, Hager & Zhang 2005), >= 0;
+                             ///< 0 = automatic: 1e-5 single, 1e-12 double (default 0)
+    int threads;             ///< CPU threads, >= 0, 0 = OpenMP default (default 0)
+    ps_log_fn log;           ///< log sink (default NULL: silent)
+    void *log_user;          ///< passed to log
+    ps_progress_fn progress; ///< progress callback (default NULL)
+    void *progress_user;     ///< passed to progress
+    int64_t reserved[16];    ///< must be zero
+} ps_options;
+
+/** Fill *o with the documented defaults. */
+void ps_options_default(ps_options *o);
+/** Check every field; returns PS_ERR_OPTION (logged with the field name). */
+int ps_options_validate(const ps_options *o);
+
+/* ------------------------------------------------------------------------ */
+/* Evaluation                                                               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * F(x) and its exact gradient (w.r.t. the physical pulse x = (u, v), also
+ * when the problem has b1_max). x[2*nt]; grad[2*nt] may be NULL. o may be
+ * NULL (defaults). Uses o->backend and o->precision.
+ */
+int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
+            double *f, double *grad);
+
+/** Final magnetization M_Nt for pulse x[2*nt] into m[ns][3]. */
+int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
+                double *m);
+
+/* ------------------------------------------------------------------------ */
+/* Solve                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ps_result {
+    int status;              ///< the ps_status the solve ended with
+    int64_t iterations;      ///< completed iterations
+    int64_t evaluations;     ///< objective+gradient evaluations
+    double f;                ///< objective at the returned x
+    double gnorm;            ///< gradient norm at the returned x
+    double seconds;          ///< wall time of the solve (transfers included)
+    double kernel_seconds;   ///< GPU: time of the solve kernel alone (CUDA events); 0 on the CPU
+    ps_backend backend;      ///< the backend that ran (cpu or gpu)
+    int fell_back;           ///< 1 if auto fell back to the CPU
+    char device[128];        ///< device description ("cpu: N threads", GPU name)
+    ps_progress *history;    ///< [history_len], owned by the result
+    size_t history_len;      ///< rows in history (iterations + 1)
+} ps_result;
+
+/** Release what a result owns (history); the struct itself is the caller's. */
+void ps_result_free(ps_result *r);
+
+/**
+ * Minimize F over the pulse. x[2*nt]: on entry the start point (physical
+ * u, v; NULL is not allowed: use ps_problem_x0), on exit the best point
+ * found. With b1_max the start point is projected strictly inside the
+ * constraint. r receives the outcome (call ps_result_free afterwards). The
+ * return value equals r->status. Runs the whole optimization on the chosen
+ * backend: on the GPU inside one persistent cooperative kernel.
+ */
+int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
+                     ps_result *r);
+
+/* ------------------------------------------------------------------------ */
+/* Build and devices                                                        */
+/* ------------------------------------------------------------------------ */
+
+/** 1 if the library was built with CUDA support. */
+int ps_have_cuda(void);
+/** 1 if the library was built with OpenMP. */
+int ps_have_openmp(void);
+/** Number of usable CUDA devices (0 without CUDA or without a GPU). */
+int ps_gpu_count(void);
+/**
+ * Describe GPU `index` into buf ("NAME, sm_XY, N SMs, cooperative yes/no").
+ * Returns PS_ERR_NO_GPU if there is no such device.
+ */
+int ps_gpu_describe(int index, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PERSOLVE_H */

@@ -1,0 +1,305 @@
+/*
+ * Precision template for bloch_math.h: included once per PS_REAL (float,
+ * double) with PS_SFX naming the functions. No include guard on purpose.
+ * The formulas are documented in bloch_math.h.
+ */
+
+/* Series of A, B, A', B' in q (used for q < PS_SERIES_Q); the truncation
+ * error at q = PS_SERIES_Q is below the precision's rounding unit. */
+#if PS_SERIES_TERMS == 5
+#define PS_SER_A(q)  ((PS_REAL)(1) + q * ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.0083333333333333332) + q * ((PS_REAL)(-0.00019841269841269841) + q * ((PS_REAL)(2.7557319223985893e-06))))))
+#define PS_SER_B(q)  ((PS_REAL)(0.5) + q * ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0013888888888888889) + q * ((PS_REAL)(-2.4801587301587302e-05) + q * ((PS_REAL)(2.7557319223985888e-07))))))
+#define PS_SER_AP(q) ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.016666666666666666) + q * ((PS_REAL)(-0.00059523809523809529) + q * ((PS_REAL)(1.1022927689594357e-05) + q * ((PS_REAL)(-1.2526054192720859e-07))))))
+#define PS_SER_BP(q) ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0027777777777777779) + q * ((PS_REAL)(-7.4404761904761911e-05) + q * ((PS_REAL)(1.1022927689594355e-06) + q * ((PS_REAL)(-1.043837849393405e-08))))))
+#else
+#define PS_SER_A(q)  ((PS_REAL)(1) + q * ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.0083333333333333332) + q * ((PS_REAL)(-0.00019841269841269841) + q * ((PS_REAL)(2.7557319223985893e-06) + q * ((PS_REAL)(-2.505210838544172e-08) + q * ((PS_REAL)(1.6059043836821613e-10) + q * ((PS_REAL)(-7.6471637318198164e-13) + q * ((PS_REAL)(2.8114572543455206e-15))))))))))
+#define PS_SER_B(q)  ((PS_REAL)(0.5) + q * ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0013888888888888889) + q * ((PS_REAL)(-2.4801587301587302e-05) + q * ((PS_REAL)(2.7557319223985888e-07) + q * ((PS_REAL)(-2.08767569878681e-09) + q * ((PS_REAL)(1.1470745597729725e-11) + q * ((PS_REAL)(-4.7794773323873853e-14) + q * ((PS_REAL)(1.5619206968586225e-16))))))))))
+#define PS_SER_AP(q) ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.016666666666666666) + q * ((PS_REAL)(-0.00059523809523809529) + q * ((PS_REAL)(1.1022927689594357e-05) + q * ((PS_REAL)(-1.2526054192720859e-07) + q * ((PS_REAL)(9.6354263020929685e-10) + q * ((PS_REAL)(-5.3530146122738714e-12) + q * ((PS_REAL)(2.2491658034764165e-14) + q * ((PS_REAL)(-7.3985717219618967e-17))))))))))
+#define PS_SER_BP(q) ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0027777777777777779) + q * ((PS_REAL)(-7.4404761904761911e-05) + q * ((PS_REAL)(1.1022927689594355e-06) + q * ((PS_REAL)(-1.043837849393405e-08) + q * ((PS_REAL)(6.882447358637835e-11) + q * ((PS_REAL)(-3.3456341326711696e-13) + q * ((PS_REAL)(1.249536557486898e-15) + q * ((PS_REAL)(-3.6992858609809485e-18))))))))))
+#endif
+
+/* c = cos(phi), A = sin(phi)/phi, B = (1 - cos(phi))/phi^2 at q = phi^2. */
+PS_HD void PS_SFX(ps_rot_coeffs)(PS_REAL q, PS_REAL *c, PS_REAL *A,
+                                 PS_REAL *B)
+{
+    if (q < (PS_REAL)PS_SERIES_Q) {
+        *A = PS_SER_A(q);
+        *B = PS_SER_B(q);
+        *c = (PS_REAL)1 - q * *B;
+    } else {
+        PS_REAL phi = PS_RSQRT(q), s, co;
+        PS_RSINCOS(phi, &s, &co);
+        *c = co;
+        *A = s / phi;
+        *B = ((PS_REAL)1 - co) / q;
+    }
+}
+
+/* The same plus the derivatives A' = dA/dq and B' = dB/dq. */
+PS_HD void PS_SFX(ps_rot_coeffs_deriv)(PS_REAL q, PS_REAL *c, PS_REAL *A,
+                                       PS_REAL *B, PS_REAL *Ap, PS_REAL *Bp)
+{
+    if (q < (PS_REAL)PS_SERIES_Q) {
+        *A = PS_SER_A(q);
+        *B = PS_SER_B(q);
+        *Ap = PS_SER_AP(q);
+        *Bp = PS_SER_BP(q);
+        *c = (PS_REAL)1 - q * *B;
+    } else {
+        PS_REAL phi = PS_RSQRT(q), s, co;
+        PS_RSINCOS(phi, &s, &co);
+        PS_REAL inv2q = (PS_REAL)0.5 / q;
+        *c = co;
+        *A = s / phi;
+        *B = ((PS_REAL)1 - co) / q;
+        *Ap = (co - *A) * inv2q;
+        *Bp = (*A - (PS_REAL)2 * *B) * inv2q;
+    }
+}
+
+/*
+ * Rotation angle vector of one step for one spin, rad:
+ *   theta = dt * gamma * (s u, s v, G.r) + dt * 2 pi df
+ * gs = dt * gamma * s_j, gz_k = dt * gamma * G_k . r_j, wz = dt 2 pi df_j.
+ */
+PS_HD void PS_SFX(ps_theta)(PS_REAL gs, PS_REAL u, PS_REAL v, PS_REAL gz,
+                            PS_REAL wz, PS_REAL th[3])
+{
+    th[0] = gs * u;
+    th[1] = gs * v;
+    th[2] = gz + wz;
+}
+
+/* M <- R(theta) M (rotation only). */
+PS_HD void PS_SFX(ps_rotate)(const PS_REAL th[3], PS_REAL m[3])
+{
+    PS_REAL c, A, B;
+    PS_SFX(ps_rot_coeffs)(th[0] * th[0] + th[1] * th[1] + th[2] * th[2], &c,
+                          &A, &B);
+    PS_REAL tm = th[0] * m[0] + th[1] * m[1] + th[2] * m[2];
+    PS_REAL cx = th[1] * m[2] - th[2] * m[1]; /* theta x M */
+    PS_REAL cy = th[2] * m[0] - th[0] * m[2];
+    PS_REAL cz = th[0] * m[1] - th[1] * m[0];
+    PS_REAL bt = B * tm;
+    m[0] = c * m[0] - A * cx + bt * th[0];
+    m[1] = c * m[1] - A * cy + bt * th[1];
+    m[2] = c * m[2] - A * cz + bt * th[2];
+}
+
+/*
+ * One full step: rotation, then relaxation if relax != 0, with
+ * e1 = exp(-dt/T1), e2 = exp(-dt/T2).
+ */
+PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
+                                 int relax, PS_REAL e1, PS_REAL e2)
+{
+    PS_SFX(ps_rotate)(th, m);
+    if (relax) {
+        m[0] *= e2;
+        m[1] *= e2;
+        m[2] = e1 * m[2] + ((PS_REAL)1 - e1);
+    }
+}
+
+/*
+ * Adjoint of ps_bloch_step. m is M_{k-1} (before the step), lam holds
+ * dL/dM_k on entry and dL/dM_{k-1} on exit; gth receives dL/dtheta.
+ */
+PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
+                                    PS_REAL lam[3], int relax, PS_REAL e1,
+                                    PS_REAL e2, PS_REAL gth[3])
+{
+    PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
+    if (relax) {
+        mu0 *= e2;
+        mu1 *= e2;
+        mu2 *= e1;
+    }
+    PS_REAL q = th[0] * th[0] + th[1] * th[1] + th[2] * th[2];
+    PS_REAL c, A, B, Ap, Bp;
+    PS_SFX(ps_rot_coeffs_deriv)(q, &c, &A, &B, &Ap, &Bp);
+
+    PS_REAL tm = th[0] * m[0] + th[1] * m[1] + th[2] * m[2];     /* theta.M */
+    PS_REAL tu = th[0] * mu0 + th[1] * mu1 + th[2] * mu2;        /* theta.mu */
+    PS_REAL um = mu0 * m[0] + mu1 * m[1] + mu2 * m[2];           /* mu.M */
+    PS_REAL xx = m[1] * mu2 - m[2] * mu1;                        /* M x mu */
+    PS_REAL xy = m[2] * mu0 - m[0] * mu2;
+    PS_REAL xz = m[0] * mu1 - m[1] * mu0;
+    PS_REAL txm = th[0] * xx + th[1] * xy + th[2] * xz;          /* theta.(M x mu) */
+
+    /* dL/dtheta */
+    PS_REAL s = (PS_REAL)2 * (-(PS_REAL)0.5 * A * um - Ap * txm + Bp * tu * tm);
+    gth[0] = s * th[0] - A * xx + B * (tm * mu0 + tu * m[0]);
+    gth[1] = s * th[1] - A * xy + B * (tm * mu1 + tu * m[1]);
+    gth[2] = s * th[2] - A * xz + B * (tm * mu2 + tu * m[2]);
+
+    /* dL/dM_{k-1} = R^T mu = c mu + A (theta x mu) + B theta (theta.mu) */
+    PS_REAL cx = th[1] * mu2 - th[2] * mu1;
+    PS_REAL cy = th[2] * mu0 - th[0] * mu2;
+    PS_REAL cz = th[0] * mu1 - th[1] * mu0;
+    lam[0] = c * mu0 + A * cx + B * tu * th[0];
+    lam[1] = c * mu1 + A * cy + B * tu * th[1];
+    lam[2] = c * mu2 + A * cz + B * tu * th[2];
+}
+
+/*
+ * Reverse step and adjoint together, for a backward sweep that recovers
+ * the states instead of storing them: m holds M_k on entry and
+ * M_{k-1} = R^T relax^-1(M_k) on exit (ie1 = 1/e1, ie2 = 1/e2); lam and gth
+ * as in ps_bloch_adjoint. Used over short segments only (the GPU replays
+ * each segment from its exactly composed end state), so the rounding of
+ * the inverse relaxation is not amplified over the whole pulse.
+ */
+PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
+                                            PS_REAL lam[3], int relax,
+                                            PS_REAL e1, PS_REAL e2,
+                                            PS_REAL ie1, PS_REAL ie2,
+                                            PS_REAL gth[3])
+{
+    PS_REAL q = th[0] * th[0] + th[1] * th[1] + th[2] * th[2];
+    PS_REAL c, A, B, Ap, Bp;
+    PS_SFX(ps_rot_coeffs_deriv)(q, &c, &A, &B, &Ap, &Bp);
+    PS_REAL r0 = m[0], r1 = m[1], r2 = m[2];
+    PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
+    if (relax) {
+        r0 *= ie2;
+        r1 *= ie2;
+        r2 = (r2 - ((PS_REAL)1 - e1)) * ie1;
+        mu0 *= e2;
+        mu1 *= e2;
+        mu2 *= e1;
+    }
+    /* M_{k-1} = R^T r = c r + A (theta x r) + B theta (theta.r) */
+    PS_REAL tr = th[0] * r0 + th[1] * r1 + th[2] * r2;
+    PS_REAL m0 = c * r0 + A * (th[1] * r2 - th[2] * r1) + B * tr * th[0];
+    PS_REAL m1 = c * r1 + A * (th[2] * r0 - th[0] * r2) + B * tr * th[1];
+    PS_REAL m2 = c * r2 + A * (th[0] * r1 - th[1] * r0) + B * tr * th[2];
+    m[0] = m0;
+    m[1] = m1;
+    m[2] = m2;
+
+    PS_REAL tm = th[0] * m0 + th[1] * m1 + th[2] * m2;
+    PS_REAL tu = th[0] * mu0 + th[1] * mu1 + th[2] * mu2;
+    PS_REAL um = mu0 * m0 + mu1 * m1 + mu2 * m2;
+    PS_REAL xx = m1 * mu2 - m2 * mu1;
+    PS_REAL xy = m2 * mu0 - m0 * mu2;
+    PS_REAL xz = m0 * mu1 - m1 * mu0;
+    PS_REAL txm = th[0] * xx + th[1] * xy + th[2] * xz;
+    PS_REAL s = (PS_REAL)2 * (-(PS_REAL)0.5 * A * um - Ap * txm + Bp * tu * tm);
+    gth[0] = s * th[0] - A * xx + B * (tm * mu0 + tu * m0);
+    gth[1] = s * th[1] - A * xy + B * (tm * mu1 + tu * m1);
+    gth[2] = s * th[2] - A * xz + B * (tm * mu2 + tu * m2);
+
+    lam[0] = c * mu0 + A * (th[1] * mu2 - th[2] * mu1) + B * tu * th[0];
+    lam[1] = c * mu1 + A * (th[2] * mu0 - th[0] * mu2) + B * tu * th[1];
+    lam[2] = c * mu2 + A * (th[0] * mu1 - th[1] * mu0) + B * tu * th[2];
+}
+
+/*
+ * Affine map of one step, composed onto T (3x4, row-major [R | t]):
+ *     T <- E R(theta) T + (0, 0, 1 - e1)
+ * so a segment's maps compose into one, M_end = T_lin M_start + T_t.
+ */
+PS_HD void PS_SFX(ps_affine_step)(const PS_REAL th[3], PS_REAL T[12], int relax,
+                                  PS_REAL e1, PS_REAL e2)
+{
+    PS_REAL c, A, B;
+    PS_SFX(ps_rot_coeffs)(th[0] * th[0] + th[1] * th[1] + th[2] * th[2], &c,
+                          &A, &B);
+    /* R = c I - A [theta]_x + B theta theta^T */
+    PS_REAL R[9];
+    R[0] = c + B * th[0] * th[0];
+    R[1] = A * th[2] + B * th[0] * th[1];
+    R[2] = -A * th[1] + B * th[0] * th[2];
+    R[3] = -A * th[2] + B * th[1] * th[0];
+    R[4] = c + B * th[1] * th[1];
+    R[5] = A * th[0] + B * th[1] * th[2];
+    R[6] = A * th[1] + B * th[2] * th[0];
+    R[7] = -A * th[0] + B * th[2] * th[1];
+    R[8] = c + B * th[2] * th[2];
+    PS_REAL out[12];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++)
+            out[4 * i + j] = R[3 * i] * T[j] + R[3 * i + 1] * T[4 + j] +
+                             R[3 * i + 2] * T[8 + j];
+    if (relax) {
+        for (int j = 0; j < 4; j++) {
+            out[j] *= e2;
+            out[4 + j] *= e2;
+            out[8 + j] *= e1;
+        }
+        out[11] += (PS_REAL)1 - e1;
+    }
+    for (int j = 0; j < 12; j++)
+        T[j] = out[j];
+}
+
+/*
+ * Half-angle coefficients of the step's unit quaternion at q = phi^2:
+ * C = cos(phi/2), H = sin(phi/2)/phi, so that R(theta) (rotation by -phi
+ * about theta/phi) is the quaternion (C, -H theta).
+ */
+#if PS_SERIES_TERMS == 5
+#define PS_SER_QC(u) ((PS_REAL)(1) + u * ((PS_REAL)(-0.5) + u * ((PS_REAL)(0.041666666666666664) + u * ((PS_REAL)(-0.0013888888888888889) + u * ((PS_REAL)(2.4801587301587302e-05))))))
+#define PS_SER_QH(u) ((PS_REAL)(0.5) + u * ((PS_REAL)(-0.083333333333333329) + u * ((PS_REAL)(0.0041666666666666666) + u * ((PS_REAL)(-9.9206349206349206e-05) + u * ((PS_REAL)(1.3778659611992946e-06))))))
+#else
+#define PS_SER_QC(u) ((PS_REAL)(1) + u * ((PS_REAL)(-0.5) + u * ((PS_REAL)(0.041666666666666664) + u * ((PS_REAL)(-0.0013888888888888889) + u * ((PS_REAL)(2.4801587301587302e-05) + u * ((PS_REAL)(-2.7557319223985888e-07) + u * ((PS_REAL)(2.08767569878681e-09) + u * ((PS_REAL)(-1.1470745597729725e-11) + u * ((PS_REAL)(4.7794773323873853e-14))))))))))
+#define PS_SER_QH(u) ((PS_REAL)(0.5) + u * ((PS_REAL)(-0.083333333333333329) + u * ((PS_REAL)(0.0041666666666666666) + u * ((PS_REAL)(-9.9206349206349206e-05) + u * ((PS_REAL)(1.3778659611992946e-06) + u * ((PS_REAL)(-1.252605419272086e-08) + u * ((PS_REAL)(8.0295219184108067e-11) + u * ((PS_REAL)(-3.8235818659099082e-13) + u * ((PS_REAL)(1.4057286271727603e-15))))))))))
+#endif
+
+PS_HD void PS_SFX(ps_half_coeffs)(PS_REAL q, PS_REAL *C, PS_REAL *H)
+{
+    if (q < (PS_REAL)PS_SERIES_Q) {
+        PS_REAL u = (PS_REAL)0.25 * q;
+        *C = PS_SER_QC(u);
+        *H = PS_SER_QH(u);
+    } else {
+        PS_REAL phi = PS_RSQRT(q), s, co;
+        PS_RSINCOS((PS_REAL)0.5 * phi, &s, &co);
+        *C = co;
+        *H = s / phi;
+    }
+}
+
+/*
+ * Compose one step onto the quaternion Qt (w, x, y, z): Qt <- q_step Qt,
+ * with q_step = (C, -H theta). Rotations only (no relaxation).
+ */
+PS_HD void PS_SFX(ps_quat_step)(const PS_REAL th[3], PS_REAL Qt[4])
+{
+    PS_REAL C, H;
+    PS_SFX(ps_half_coeffs)(th[0] * th[0] + th[1] * th[1] + th[2] * th[2], &C, &H);
+    PS_REAL bw = C, bx = -H * th[0], by = -H * th[1], bz = -H * th[2];
+    PS_REAL aw = Qt[0], ax = Qt[1], ay = Qt[2], az = Qt[3];
+    Qt[0] = bw * aw - bx * ax - by * ay - bz * az;
+    Qt[1] = bw * ax + bx * aw + by * az - bz * ay;
+    Qt[2] = bw * ay - bx * az + by * aw + bz * ax;
+    Qt[3] = bw * az + bx * ay - by * ax + bz * aw;
+}
+
+/* Rotation matrix of a (nearly unit) quaternion into T (3x4, zero shift). */
+PS_HD void PS_SFX(ps_quat_to_affine)(const PS_REAL Qt[4], PS_REAL T[12])
+{
+    PS_REAL w = Qt[0], x = Qt[1], y = Qt[2], z = Qt[3];
+    PS_REAL s = (PS_REAL)2 / (w * w + x * x + y * y + z * z);
+    T[0] = (PS_REAL)1 - s * (y * y + z * z);
+    T[1] = s * (x * y - w * z);
+    T[2] = s * (x * z + w * y);
+    T[3] = 0;
+    T[4] = s * (x * y + w * z);
+    T[5] = (PS_REAL)1 - s * (x * x + z * z);
+    T[6] = s * (y * z - w * x);
+    T[7] = 0;
+    T[8] = s * (x * z - w * y);
+    T[9] = s * (y * z + w * x);
+    T[10] = (PS_REAL)1 - s * (x * x + y * y);
+    T[11] = 0;
+}
+
+#undef PS_SER_QC
+#undef PS_SER_QH
+
+#undef PS_SER_A
+#undef PS_SER_B
+#undef PS_SER_AP
+#undef PS_SER_BP

@@ -1,0 +1,69 @@
+/*
+ * Launch shape of the persistent kernel: grid and block size, and how an
+ * evaluation splits spins and time (spins per tile SB, segments P, with
+ * SB * P = block size). Chosen by a heuristic unless given.
+ */
+#ifndef PS_SRC_GPU_LAUNCH_H
+#define PS_SRC_GPU_LAUNCH_H
+
+#include <stddef.h>
+
+#include "persolve.h"
+
+#define PS_GPU_MAX_THREADS 512    /* __launch_bounds__ of the kernel */
+#define PS_GPU_DEFAULT_THREADS 256
+#define PS_GPU_BLOCKS_PER_SM 2    /* co-resident blocks the heuristic aims for */
+
+typedef struct ps_gpu_config {
+    int grid;  /* blocks (all co-resident) */
+    int block; /* threads per block, a multiple of 32, <= PS_GPU_MAX_THREADS */
+    int sb;    /* spins per tile, power of two <= 32 */
+    int segs;  /* time segments, block / sb */
+    int regcap; /* 0: up to 128 registers a thread; 1: up to 64 (more resident warps) */
+} ps_gpu_config;
+
+typedef struct ps_gpu_kernel_info {
+    int registers, local_bytes, static_smem, max_threads;
+} ps_gpu_kernel_info;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Complete a configuration: zero fields of `in` (or all, if in is NULL)
+ * are chosen by the heuristic: block 256; tile SB the largest power of two
+ * <= 32 that leaves every block a tile; grid = min(occupancy, 2) blocks per
+ * SM times the SMs. Returns PS_ERR_GPU_LAUNCH if the shape cannot be
+ * co-resident (logged).
+ */
+int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
+                          const ps_gpu_config *in, ps_gpu_config *out);
+
+void ps_gpu_default_config(size_t ns, size_t nt, int grid_blocks, int tb,
+                           int *sb, int *segs);
+size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt);
+int ps_gpu_stage_pulse(int precision, size_t nt);
+
+/*
+ * Phase profile of the next solves: when enabled, block 0 adds the time
+ * between barriers to PS_GPU_PROF counters (ns); read and reset with
+ * ps_gpu_profile_read. For benchmarks only.
+ */
+#define PS_GPU_PROF 6
+enum { PS_PROF_EVAL, PS_PROF_REDUCE, PS_PROF_DECIDE, PS_PROF_UPDATE, PS_PROF_DIRECTION, PS_PROF_SUMS };
+int ps_gpu_profile_enable(int on);
+int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF]);
+unsigned long long *ps_gpu_profile_buffer(void);
+int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info);
+int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem);
+
+/* ps_gpu_solve with an explicit configuration (NULL: heuristic). */
+int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
+                        const ps_gpu_config *cfg, double *x, ps_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PS_SRC_GPU_LAUNCH_H */

@@ -1,0 +1,495 @@
+/*
+ * Device phases of the GPU solve, shared by the persistent megakernel and
+ * the comparison variants: each is a __device__ function that one block
+ * runs over its share of the work, between grid-wide barriers that the
+ * caller places. Scalars come from lbfgs_math.h, the Bloch step from
+ * bloch_math.h: the math is the CPU backend's.
+ *
+ * Work layout of an evaluation. Spins are grouped in tiles of SB spins; a
+ * block of TB = P * SB threads takes one tile at a time (grid-stride over
+ * tiles), thread t owning spin js = t % SB of the tile and time segment
+ * p = t / SB of P equal segments:
+ *   composite  each thread composes its segment's steps into one affine
+ *              map T_p (3x4: rotation and relaxation), in shared memory;
+ *   scan       one thread per spin applies the P maps in order (segment
+ *              start states), takes the loss and dL/dM_Nt, and carries the
+ *              adjoint back through the maps' linear parts (segment-end
+ *              adjoints);
+ *   replay     each thread walks its segment backward from the segment's
+ *              end state (reverse step + adjoint, bloch_math.h), and the SB
+ *              threads of a segment sum their dF/du_k, dF/dv_k with warp
+ *              shuffles in a fixed order into the tile's partial gradient.
+ * The partial gradients of all tiles are then summed per time step in a
+ * fixed order (reduce_gradient): no atomics, so results are bit-identical
+ * for a given launch shape.
+ */
+#ifndef PS_SRC_GPU_PHASES_CUH
+#define PS_SRC_GPU_PHASES_CUH
+
+#include <cooperative_groups.h>
+#include <stdint.h>
+
+extern "C" {
+#include "bloch_math.h"
+#include "lbfgs_math.h"
+}
+
+namespace ps_gpu {
+
+/* Precision dispatch onto the _f/_d functions of bloch_math.h. */
+__device__ __forceinline__ void affine_step(const float th[3], float T[12], int relax, float e1, float e2)
+{
+    ps_affine_step_f(th, T, relax, e1, e2);
+}
+__device__ __forceinline__ void affine_step(const double th[3], double T[12], int relax, double e1, double e2)
+{
+    ps_affine_step_d(th, T, relax, e1, e2);
+}
+__device__ __forceinline__ void quat_step(const float th[3], float Q[4])
+{
+    ps_quat_step_f(th, Q);
+}
+__device__ __forceinline__ void quat_step(const double th[3], double Q[4])
+{
+    ps_quat_step_d(th, Q);
+}
+__device__ __forceinline__ void quat_to_affine(const float Q[4], float T[12])
+{
+    ps_quat_to_affine_f(Q, T);
+}
+__device__ __forceinline__ void quat_to_affine(const double Q[4], double T[12])
+{
+    ps_quat_to_affine_d(Q, T);
+}
+__device__ __forceinline__ void reverse_adjoint(const float th[3], float m[3], float lam[3], int relax,
+                                                float e1, float e2, float ie1, float ie2, float gth[3])
+{
+    ps_bloch_reverse_adjoint_f(th, m, lam, relax, e1, e2, ie1, ie2, gth);
+}
+__device__ __forceinline__ void reverse_adjoint(const double th[3], double m[3], double lam[3], int relax,
+                                                double e1, double e2, double ie1, double ie2, double gth[3])
+{
+    ps_bloch_reverse_adjoint_d(th, m, lam, relax, e1, e2, ie1, ie2, gth);
+}
+
+/* Per-spin constants in the spin loop's precision. */
+enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_E1, SP_E2, SP_IE1, SP_IE2, SP_STRIDE };
+
+/* Everything a phase reads or writes: device pointers and sizes. */
+struct args {
+    /* problem */
+    int ns, nt, n;          /* spins, steps, n = 2 nt */
+    int sb, segs, ntiles;   /* spins per tile, segments (P), tiles */
+    int loss, relax, has_b1max, memory;
+    int stage_pulse;        /* 1: each block stages the trial pulse in shared memory */
+    int gv;                 /* blocks that run the vector phases: ceil(n / block), <= grid */
+    double lambda, b1max;
+    const void *spin;       /* [ns][SP_STRIDE] R */
+    const void *gdt;        /* [nt][3] R: dt gamma G_k, rad/cm */
+    const double *target;   /* [ns][3] */
+    const double *w;        /* [ns] */
+    const double *m0;       /* [ns][3] */
+    /* optimizer vectors, [n] each, optimizer variables (z with b1max) */
+    double *x, *g, *gt, *d;
+    double *S, *Y;          /* [memory][n] */
+    /* per-block partials */
+    double *gpart;          /* [ntiles][n] partial gradient of each tile of spins */
+    double *lpart;          /* [grid] partial losses */
+    double *rpart;          /* [grid][RP] partial dot products */
+    double *m_out;          /* [ns][3] or NULL */
+    /* outcome */
+    ps_solver *state;       /* solver state, in: initial, out: final */
+    ps_progress *hist;      /* [hist_cap] */
+    int hist_cap;
+    int mode;               /* MODE_SOLVE | MODE_EVAL */
+    double *eval_out;       /* MODE_EVAL: [0] = f */
+    double *elapsed;        /* [1] seconds since the launch, written by block 0 */
+    unsigned long long *prof; /* [PS_GPU_PROF] ns per phase (block 0), or NULL */
+};
+
+enum { MODE_SOLVE = 0, MODE_EVAL = 1 };
+/* Partials per block: 3 for the gradient phase, 4m+1 for the update. */
+#define PS_GPU_RP (4 * PS_MAX_MEMORY + 1)
+
+__device__ __forceinline__ uint64_t global_ns()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Pulse (u, v) at step k of the point x + alpha d (d may be NULL). */
+__device__ __forceinline__ void pulse_at(const args &a, const double *x, const double *d, double alpha,
+                                         int k, double *u, double *v, double *zp, double *zq)
+{
+    double p = x[k], q = x[a.nt + k];
+    if (d) {
+        p += alpha * d[k];
+        q += alpha * d[a.nt + k];
+    }
+    *zp = p;
+    *zq = q;
+    if (a.has_b1max)
+        ps_reparam_forward(a.b1max, p, q, u, v);
+    else {
+        *u = p;
+        *v = q;
+    }
+}
+
+/* Rotation vector of step k for a spin; the pulse from the block's staged
+ * copy pul[2k], pul[2k+1] if there is one, else from x + alpha d. */
+template <typename R>
+__device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gdt, const R *pul,
+                                         const double *x, const double *d, double alpha, int k,
+                                         R th[3])
+{
+    R u, v;
+    if (pul) {
+        u = pul[2 * k];
+        v = pul[2 * k + 1];
+    } else {
+        double ud, vd, zp, zq;
+        pulse_at(a, x, d, alpha, k, &ud, &vd, &zp, &zq);
+        u = (R)ud;
+        v = (R)vd;
+    }
+    const R *gk = gdt + 3 * k;
+    th[0] = sp[SP_GS] * u;
+    th[1] = sp[SP_GS] * v;
+    th[2] = gk[0] * sp[SP_R0] + gk[1] * sp[SP_R1] + gk[2] * sp[SP_R2] + sp[SP_WZ];
+}
+
+/* Largest staged pulse (bytes of shared memory per block). */
+#define PS_GPU_PULSE_SMEM (48 * 1024)
+
+/* Dynamic shared memory of the evaluation; pulse_len = nt if staged, else 0. */
+template <typename R>
+__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len)
+{
+    size_t tb = (size_t)sb * segs;
+    return (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
+           + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
+           + tb * 12 * sizeof(R)               /* prefix-composed segment maps */
+           + tb * 9 * sizeof(R);               /* suffix products of their linear parts */
+}
+
+/*
+ * ---- evaluate ----
+ * F's spin part and (if grad) the block's partial gradient w.r.t. the
+ * pulse, at x + alpha d. Writes a.gpart[block][*] and a.lpart[block].
+ */
+template <typename R>
+__device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad,
+                         char *smem)
+{
+    const int sb = a.sb, P = a.segs, nt = a.nt;
+    const int t = threadIdx.x, js = t % sb, p = t / sb;
+    double *lossbuf = (double *)smem;          /* [sb] */
+    double *lamf = lossbuf + sb;               /* [sb][3] dL/dM_Nt */
+    R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr; /* [nt][2] */
+    R *Tm = (R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0); /* [P*sb][12] */
+    R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
+    const R *spin = (const R *)a.spin, *gdt = (const R *)a.gdt;
+
+    const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
+    const int k0 = p * kseg;
+    double loss_acc = 0.0;
+
+    if (pul) {
+        for (int k = t; k < nt; k += blockDim.x) {
+            double ud, vd, zp, zq;
+            pulse_at(a, x, d, alpha, k, &ud, &vd, &zp, &zq);
+            pul[2 * k] = (R)ud;
+            pul[2 * k + 1] = (R)vd;
+        }
+        __syncthreads();
+    }
+
+    for (int tile = blockIdx.x; tile < a.ntiles; tile += gridDim.x) {
+        double *gp = a.gpart + (size_t)tile * a.n; /* this tile's partial gradient */
+        const int j = tile * sb + js;
+        const bool valid = j < a.ns;
+        const R *sp = spin + (size_t)(valid ? j : a.ns - 1) * SP_STRIDE;
+        R spl[SP_STRIDE];
+        for (int c = 0; c < SP_STRIDE; c++)
+            spl[c] = sp[c];
+        const int relax = a.relax;
+
+        /* composite: T_p = product of the segment's step maps (a unit
+         * quaternion when there is no relaxation: 16 FMA a step) */
+        R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+        if (relax) {
+            for (int i = 0; i < kseg; i++) {
+                int k = k0 + i;
+                if (k >= nt)
+                    break;
+                R th[3];
+                theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+                affine_step(th, T, relax, spl[SP_E1], spl[SP_E2]);
+            }
+        } else {
+            R Q[4] = {1, 0, 0, 0};
+            for (int i = 0; i < kseg; i++) {
+                int k = k0 + i;
+                if (k >= nt)
+                    break;
+                R th[3];
+                theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+                quat_step(th, Q);
+            }
+            quat_to_affine(Q, T);
+        }
+        /*
+         * scan over segments, log2(P) levels (Hillis-Steele), per spin:
+         *   C_p = T_p o T_{p-1} o ... o T_0        (prefix: segment end states)
+         *   V_p = L_{P-1} ... L_{p+1} L_p          (suffix of the linear parts:
+         *                                           segment end adjoints)
+         */
+        R V[9] = {T[0], T[1], T[2], T[4], T[5], T[6], T[8], T[9], T[10]};
+        for (int c = 0; c < 12; c++)
+            Tm[(size_t)t * 12 + c] = T[c];
+        for (int c = 0; c < 9; c++)
+            Vm[(size_t)t * 9 + c] = V[c];
+        __syncthreads();
+        for (int off = 1; off < P; off *= 2) {
+            R Tp[12], Vn[9];
+            const bool hp = p >= off, hn = p + off < P;
+            if (hp)
+                for (int c = 0; c < 12; c++)
+                    Tp[c] = Tm[(size_t)(t - off * sb) * 12 + c];
+            if (hn)
+                for (int c = 0; c < 9; c++)
+                    Vn[c] = Vm[(size_t)(t + off * sb) * 9 + c];
+            __syncthreads();
+            if (hp) { /* T <- T o Tp */
+                R o[12];
+                for (int r = 0; r < 3; r++) {
+                    for (int c = 0; c < 4; c++)
+                        o[4 * r + c] = T[4 * r] * Tp[c] + T[4 * r + 1] * Tp[4 + c] +
+                                       T[4 * r + 2] * Tp[8 + c];
+                    o[4 * r + 3] += T[4 * r + 3];
+                }
+                for (int c = 0; c < 12; c++) {
+                    T[c] = o[c];
+                    Tm[(size_t)t * 12 + c] = o[c];
+                }
+            }
+            if (hn) { /* V <- Vn V */
+                R o[9];
+                for (int r = 0; r < 3; r++)
+                    for (int c = 0; c < 3; c++)
+                        o[3 * r + c] = Vn[3 * r] * V[c] + Vn[3 * r + 1] * V[3 + c] +
+                                       Vn[3 * r + 2] * V[6 + c];
+                for (int c = 0; c < 9; c++) {
+                    V[c] = o[c];
+                    Vm[(size_t)t * 9 + c] = o[c];
+                }
+            }
+            __syncthreads();
+        }
+
+        /* segment end state M = C_p(m0); the last segment's is M_Nt */
+        R m[3];
+        {
+            double m0[3] = {0.0, 0.0, 1.0};
+            if (valid)
+                for (int c = 0; c < 3; c++)
+                    m0[c] = a.m0[3 * j + c];
+            for (int r = 0; r < 3; r++)
+                m[r] = T[4 * r] * (R)m0[0] + T[4 * r + 1] * (R)m0[1] + T[4 * r + 2] * (R)m0[2] +
+                       T[4 * r + 3];
+        }
+        if (p == P - 1) {
+            double lam_d[3] = {0, 0, 0}, loss = 0.0;
+            if (valid) {
+                double md[3] = {(double)m[0], (double)m[1], (double)m[2]};
+                loss = ps_spin_loss(a.loss, a.w[j], md, a.target + 3 * j, lam_d);
+                if (a.m_out)
+                    for (int c = 0; c < 3; c++)
+                        a.m_out[3 * j + c] = md[c];
+            }
+            lossbuf[js] = loss;
+            for (int c = 0; c < 3; c++)
+                lamf[3 * js + c] = lam_d[c];
+        }
+        __syncthreads();
+        if (t == 0)
+            for (int i = 0; i < sb; i++)
+                loss_acc += lossbuf[i];
+
+        /* replay: backward through the segment, gradient summed over the tile's spins */
+        if (grad) {
+            /* segment end adjoint: V_{p+1}^T dL/dM_Nt */
+            R lam[3], lf[3] = {(R)lamf[3 * js], (R)lamf[3 * js + 1], (R)lamf[3 * js + 2]};
+            if (p == P - 1) {
+                for (int c = 0; c < 3; c++)
+                    lam[c] = lf[c];
+            } else {
+                const R *Vq = Vm + (size_t)(t + sb) * 9;
+                for (int c = 0; c < 3; c++)
+                    lam[c] = Vq[c] * lf[0] + Vq[3 + c] * lf[1] + Vq[6 + c] * lf[2];
+            }
+            const R gs = spl[SP_GS];
+            for (int i = kseg - 1; i >= 0; i--) {
+                int k = k0 + i;
+                R gx = 0, gy = 0;
+                if (k < nt) {
+                    R th[3], gth[3];
+                    theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+                    reverse_adjoint(th, m, lam, relax, spl[SP_E1], spl[SP_E2], spl[SP_IE1],
+                                    spl[SP_IE2], gth);
+                    gx = gth[0] * gs;
+                    gy = gth[1] * gs;
+                }
+                for (int off = sb / 2; off > 0; off /= 2) {
+                    gx += __shfl_xor_sync(0xffffffffu, gx, off);
+                    gy += __shfl_xor_sync(0xffffffffu, gy, off);
+                }
+                if (js == 0 && k < nt) {
+                    gp[k] = (double)gx;
+                    gp[nt + k] = (double)gy;
+                }
+            }
+        }
+        __syncthreads(); /* shared buffers are reused by the next tile */
+    }
+    if (t == 0)
+        a.lpart[blockIdx.x] = loss_acc;
+}
+
+/*
+ * Block-wide sums of q values per thread (vals[q]) into a.rpart[block][q],
+ * in a fixed order (warp shuffles, then warps in order).
+ */
+__device__ inline void block_partials(const double *vals, int Q, double *scratch, double *out)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    for (int q = 0; q < Q; q++) {
+        double v = vals[q];
+        for (int off = 16; off > 0; off /= 2)
+            v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0)
+            scratch[warp * Q + q] = v;
+    }
+    __syncthreads();
+    for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+        double s = 0.0;
+        for (int w = 0; w < nw; w++)
+            s += scratch[w * Q + q];
+        out[q] = s;
+    }
+    __syncthreads();
+}
+
+/*
+ * Sum per-block partials part[b * stride + q] over b = 0..G-1 for q < Q,
+ * into out[q] (shared), the same fixed order in every block: lane l of a
+ * warp sums b = l, l+32, ..., then a fixed xor tree over lanes.
+ */
+__device__ inline void sum_partials(const double *part, int G, int Q, int stride, double *out)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int q = warp; q < Q; q += nw) {
+        double s = 0.0;
+        for (int b = lane; b < G; b += 32)
+            s += part[(size_t)b * stride + q];
+        for (int off = 16; off > 0; off /= 2)
+            s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0)
+            out[q] = s;
+    }
+    __syncthreads();
+}
+
+/*
+ * ---- reduce gradient ----
+ * gout = sum over blocks of the partial gradients + 2 lambda b, through
+ * the b1_max chain rule; block partials of gout.d, gout.gout and the RF
+ * power sum b.b into a.rpart[block][0..2].
+ */
+__device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
+                                       double *gout, double *scratch, double *out3)
+{
+    const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31;
+    const int nwb = blockDim.x >> 5, gw = blockIdx.x * nwb + (threadIdx.x >> 5);
+    double acc[3] = {0.0, 0.0, 0.0};
+    /* one warp per time step: lane l sums tiles l, l+32, ..., then a
+     * fixed xor tree over the lanes */
+    for (int k = gw; k < nt; k += G * nwb) {
+        double gu = 0.0, gv = 0.0;
+        for (int b = lane; b < a.ntiles; b += 32) {
+            gu += a.gpart[(size_t)b * a.n + k];
+            gv += a.gpart[(size_t)b * a.n + nt + k];
+        }
+        for (int off = 16; off > 0; off /= 2) {
+            gu += __shfl_xor_sync(0xffffffffu, gu, off);
+            gv += __shfl_xor_sync(0xffffffffu, gv, off);
+        }
+        if (lane == 0) {
+            double u, v, zp, zq;
+            pulse_at(a, x, d, alpha, k, &u, &v, &zp, &zq);
+            gu += 2.0 * a.lambda * u;
+            gv += 2.0 * a.lambda * v;
+            if (a.has_b1max)
+                ps_reparam_backward(a.b1max, zp, zq, gu, gv, &gu, &gv);
+            gout[k] = gu;
+            gout[nt + k] = gv;
+            if (d)
+                acc[0] += gu * d[k] + gv * d[nt + k];
+            acc[1] += gu * gu + gv * gv;
+            acc[2] += u * u + v * v;
+        }
+    }
+    block_partials(acc, 3, scratch, out3);
+}
+
+/*
+ * ---- update ----
+ * Accept x_t = x + alpha d: store s = x_t - x and y = g_t - g in slot ns,
+ * move x and g, and the block partials of the batched dots
+ * (PS_RED_LEN layout of lbfgs_math.h) into out[0..4m].
+ */
+__device__ inline void update(const args &a, double alpha, int ns, double *scratch, double *out)
+{
+    const int n = a.n, m = a.memory, Q = PS_RED_LEN(m), G = a.gv;
+    if ((int)blockIdx.x >= G)
+        return; /* the vector phases run on the first gv blocks only */
+    double acc[PS_RED_LEN(PS_MAX_MEMORY)];
+    for (int q = 0; q < Q; q++)
+        acc[q] = 0.0;
+    double *sn = a.S + (size_t)ns * n, *yn = a.Y + (size_t)ns * n;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += G * blockDim.x) {
+        double xt = a.x[i] + alpha * a.d[i];
+        double s = xt - a.x[i], y = a.gt[i] - a.g[i], g = a.gt[i];
+        sn[i] = s;
+        yn[i] = y;
+        a.x[i] = xt;
+        a.g[i] = g;
+        for (int j = 0; j < m; j++) {
+            double sj = a.S[(size_t)j * n + i], yj = a.Y[(size_t)j * n + i];
+            acc[j] += sj * y;
+            acc[m + j] += yj * y;
+            acc[2 * m + j] += sj * g;
+            acc[3 * m + j] += yj * g;
+        }
+        acc[4 * m] += g * g;
+    }
+    block_partials(acc, Q, scratch, out);
+}
+
+/* ---- direction ---- d = cg g + sum_j cs_j s_j + cy_j y_j */
+__device__ inline void form_direction(const args &a, const ps_lbfgs *lb)
+{
+    const int n = a.n, m = a.memory;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += a.gv * blockDim.x) {
+        double v = lb->cg * a.g[i];
+        for (int j = 0; j < m; j++)
+            v += lb->cs[j] * a.S[(size_t)j * n + i] + lb->cy[j] * a.Y[(size_t)j * n + i];
+        a.d[i] = v;
+    }
+}
+
+} // namespace ps_gpu
+
+#endif /* PS_SRC_GPU_PHASES_CUH */

@@ -1,0 +1,49 @@
+/*
+ * HDF5 problem, result and eval files (SPEC section 3), through the HDF5 C
+ * library. Used by the CLI; the core library does not depend on HDF5.
+ *
+ * Every function returns a ps_status (PS_ERR_FILE for any file problem, or
+ * the validation status of the problem read) and, on error, writes a
+ * message into err[errlen] that names the file, the dataset or attribute,
+ * and what is wrong ("/spins/r: expected shape [Ns,3], got [400,2]").
+ * Pulses are passed in solver layout x = (u_1..u_Nt, v_1..v_Nt); files hold
+ * [Nt,2] rows (u, v).
+ */
+#ifndef PS_SRC_H5IO_H
+#define PS_SRC_H5IO_H
+
+#include <stddef.h>
+
+#include "persolve.h"
+
+/* Read a problem file into a new problem. */
+int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
+                       size_t errlen);
+
+/* Write a problem file (the problem's x0 as /pulse/b1). */
+int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
+                        size_t errlen);
+
+/*
+ * Write a result file: the problem's groups, /pulse/b1 = x, /result/m =
+ * m[ns][3], /result/history [rows][6] (iteration, f, gradient norm, step,
+ * evaluations, seconds) and the attributes status, iterations,
+ * evaluations, f, backend, device on /result.
+ */
+int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
+                       const double *m, const ps_result *r, char *err,
+                       size_t errlen);
+
+/*
+ * Write an eval file: the problem's groups with /pulse/b1 = x,
+ * /eval/gradient [Nt,2] (dF/du, dF/dv), attribute f on /eval, /result/m.
+ */
+int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
+                     double f, const double *grad, const double *m,
+                     char *err, size_t errlen);
+
+/* Read /pulse/b1 [nt,2] of any file into x[2*nt]. */
+int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
+                     size_t errlen);
+
+#endif /* PS_SRC_H5IO_H */

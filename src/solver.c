@@ -1,0 +1,194 @@
+/*
+ * Entry points: ps_eval, ps_simulate and solve_persistent, the backend
+ * choice, and the CPU driver of the solver state machine (lbfgs_math.h).
+ * The CPU driver does the O(n) vector work of each phase; the scalar
+ * decisions are the shared ones the GPU megakernel takes too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "gpu.h"
+#include "log.h"
+#include "minimize.h"
+#include "objective.h"
+#include "problem.h"
+
+static int check_x(const ps_options *o, const double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        PS_RETURN_ERROR_IF(o, !isfinite(x[i]), PS_ERR_NONFINITE,
+                           "x[%zu] is %s", i, isnan(x[i]) ? "NaN" : "Inf");
+    return PS_CONVERGED;
+}
+
+/* Options to use: o, or the defaults when o is NULL; validated. */
+static int take_options(const ps_options *o, ps_options *out)
+{
+    if (o)
+        *out = *o;
+    else
+        ps_options_default(out);
+    return ps_options_validate(out);
+}
+
+/*
+ * Which backend runs: cpu, gpu, or auto (the GPU when it can run the solve,
+ * else the CPU, noted in *fell_back).
+ */
+static int pick_backend(const ps_options *o, ps_backend *use, int *fell_back)
+{
+    *fell_back = 0;
+    if (o->backend == PS_BACKEND_CPU) {
+        *use = PS_BACKEND_CPU;
+        return PS_CONVERGED;
+    }
+    int st = ps_gpu_usable(o);
+    if (st == PS_CONVERGED) {
+        *use = PS_BACKEND_GPU;
+        return PS_CONVERGED;
+    }
+    if (o->backend == PS_BACKEND_GPU)
+        return st;
+    ps_log(o, PS_LOG_INFO, __FILE__, __LINE__,
+           "backend auto: no usable GPU (%s), running on the CPU",
+           ps_strerror(st));
+    *use = PS_BACKEND_CPU;
+    *fell_back = 1;
+    return PS_CONVERGED;
+}
+
+/* GPU statuses after which auto may still run on the CPU. */
+static int gpu_can_fall_back(int st)
+{
+    return st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ||
+           st == PS_ERR_GPU_MEMORY || st == PS_ERR_NOT_IMPLEMENTED;
+}
+
+int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
+            double *f, double *grad)
+{
+    ps_options opt;
+    if (!p || !x || !f)
+        return PS_ERR_NULL;
+    int st = take_options(o, &opt);
+    if (st)
+        return st;
+    if ((st = check_x(&opt, x, 2 * p->nt)))
+        return st;
+    ps_backend use;
+    int fell_back;
+    if ((st = pick_backend(&opt, &use, &fell_back)))
+        return st;
+    if (use == PS_BACKEND_GPU) {
+        st = ps_gpu_eval(p, &opt, x, f, grad, NULL);
+        if (!(opt.backend == PS_BACKEND_AUTO && gpu_can_fall_back(st)))
+            return st;
+    }
+    return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad,
+                                  NULL);
+}
+
+int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
+                double *m)
+{
+    ps_options opt;
+    if (!p || !x || !m)
+        return PS_ERR_NULL;
+    int st = take_options(o, &opt);
+    if (st)
+        return st;
+    if ((st = check_x(&opt, x, 2 * p->nt)))
+        return st;
+    ps_backend use;
+    int fell_back;
+    if ((st = pick_backend(&opt, &use, &fell_back)))
+        return st;
+    double f;
+    if (use == PS_BACKEND_GPU) {
+        st = ps_gpu_eval(p, &opt, x, &f, NULL, m);
+        if (!(opt.backend == PS_BACKEND_AUTO && gpu_can_fall_back(st)))
+            return st;
+    }
+    return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, &f, NULL,
+                                  m);
+}
+
+/* The Bloch objective as the CPU minimizer's callback. */
+typedef struct bloch_ctx {
+    const ps_problem *p;
+    int precision, threads;
+} bloch_ctx;
+
+static int bloch_eval(void *ctx, const double *x, double *f, double *g)
+{
+    const bloch_ctx *b = ctx;
+    return ps_objective_cpu(b->p, b->precision, b->threads, x, f, g, NULL);
+}
+
+static int solve_cpu(const ps_problem *p, const ps_options *o, double *xio,
+                     ps_result *r)
+{
+    size_t n = 2 * p->nt;
+    double *x = malloc(n * sizeof *x);
+    if (!x) {
+        r->status = PS_ERR_NO_MEMORY;
+        return r->status;
+    }
+    bloch_ctx ctx = {p, o->precision, o->threads};
+    ps_minimizer mz = {n, bloch_eval, &ctx, NULL, NULL};
+    ps_objective_from_pulse(p, xio, x);
+    int st = ps_minimize_cpu(&mz, o, x, r);
+    if (r->history_len > 0)
+        ps_objective_pulse(p, x, xio);
+    free(x);
+    return st;
+}
+
+int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
+                     ps_result *r)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    memset(r, 0, sizeof *r);
+    ps_options opt;
+    int st = PS_ERR_NULL;
+    if (p && x) {
+        st = take_options(o, &opt);
+        if (!st)
+            st = check_x(&opt, x, 2 * p->nt);
+    }
+    ps_backend use = PS_BACKEND_CPU;
+    if (!st)
+        st = pick_backend(&opt, &use, &r->fell_back);
+    if (st) {
+        r->status = st;
+        return st;
+    }
+    r->backend = use;
+    if (use == PS_BACKEND_GPU) {
+        st = ps_gpu_solve(p, &opt, x, r);
+        if (!(opt.backend == PS_BACKEND_AUTO && gpu_can_fall_back(st)))
+            return st;
+        ps_log(&opt, PS_LOG_WARNING, __FILE__, __LINE__,
+               "backend auto: GPU solve unavailable (%s), running on the CPU",
+               ps_strerror(st));
+        ps_result_free(r);
+        memset(r, 0, sizeof *r);
+        r->fell_back = 1;
+    }
+    r->backend = PS_BACKEND_CPU;
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+#endif
+    snprintf(r->device, sizeof r->device, "cpu: %d thread%s, %s", nthreads,
+             nthreads == 1 ? "" : "s",
+             opt.precision == PS_PRECISION_SINGLE ? "float32 spins"
+                                                  : "float64 spins");
+    return solve_cpu(p, &opt, x, r);
+}

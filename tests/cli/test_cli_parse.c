@@ -1,0 +1,219 @@
+/*
+ * The argument parser of `persolve` linked directly: what it fills into
+ * ps_cli / ps_options, the message for each bad argument, and the status ->
+ * exit code mapping.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_parse.h"
+
+static char err[512];
+
+/* Parse the NULL-terminated arguments (program name added). */
+static int parse(ps_cli *cli, ...)
+{
+    static char store[32][128];
+    char *argv[33];
+    int argc = 0;
+    argv[argc++] = strcpy(store[0], "persolve");
+    va_list ap;
+    va_start(ap, cli);
+    for (const char *a = va_arg(ap, const char *); a && argc < 32;
+         a = va_arg(ap, const char *)) {
+        snprintf(store[argc], sizeof store[argc], "%s", a);
+        argv[argc] = store[argc];
+        argc++;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    memset(err, 0, sizeof err);
+    int st = ps_cli_parse(cli, argc, argv, err, sizeof err);
+    if (st != PS_CLI_OK)
+        printf("-> %s\n", err);
+    return st;
+}
+
+static void expect_usage(const char *needle1, const char *needle2, int st)
+{
+    assert_int_equal(st, PS_CLI_USAGE);
+    if (!strstr(err, needle1) || (needle2 && !strstr(err, needle2))) {
+        printf("message \"%s\" lacks \"%s\"/\"%s\"\n", err, needle1,
+               needle2 ? needle2 : "");
+        fail();
+    }
+}
+
+static void test_design_all_options(void **state)
+{
+    (void)state;
+    ps_cli c;
+    int st = parse(&c, "design", "--backend", "gpu", "--precision", "double",
+                   "--max-iters", "7", "--max-evals=9", "--time-limit", "1.5",
+                   "--memory", "4", "--gtol", "1e-3", "--ftol", "0",
+                   "--threads", "3", "--json", "-q", "-o", "out.h5",
+                   "spiral2d:n=8", NULL);
+    assert_int_equal(st, PS_CLI_OK);
+    assert_int_equal(c.command, PS_CMD_DESIGN);
+    assert_string_equal(c.input, "spiral2d:n=8");
+    assert_string_equal(c.output, "out.h5");
+    assert_int_equal(c.opts.backend, PS_BACKEND_GPU);
+    assert_int_equal(c.opts.precision, PS_PRECISION_DOUBLE);
+    assert_int_equal(c.opts.max_iterations, 7);
+    assert_int_equal(c.opts.max_evaluations, 9);
+    assert_true(c.opts.time_limit == 1.5);
+    assert_int_equal(c.opts.memory, 4);
+    assert_true(c.opts.gtol == 1e-3);
+    assert_true(c.opts.ftol == 0.0);
+    assert_int_equal(c.opts.threads, 3);
+    assert_int_equal(c.json, 1);
+    assert_int_equal(c.quiet, 1);
+    assert_int_equal(c.help, 0);
+    assert_int_equal(ps_options_validate(&c.opts), 0);
+
+    /* defaults untouched when not given; positional first */
+    st = parse(&c, "design", "slice1d", "--max-iters", "2", NULL);
+    assert_int_equal(st, PS_CLI_OK);
+    ps_options d;
+    ps_options_default(&d);
+    assert_string_equal(c.input, "slice1d");
+    assert_null(c.output);
+    assert_int_equal(c.opts.max_iterations, 2);
+    assert_int_equal(c.opts.memory, d.memory);
+    assert_true(c.opts.gtol == d.gtol);
+    assert_int_equal(c.opts.backend, PS_BACKEND_AUTO);
+    assert_int_equal(c.json, 0);
+}
+
+static void test_other_commands(void **state)
+{
+    (void)state;
+    ps_cli c;
+    assert_int_equal(parse(&c, "eval", "p.h5", "--x", "x.h5", "-o", "e.h5",
+                           "--backend", "cpu", "--json", NULL),
+                     PS_CLI_OK);
+    assert_int_equal(c.command, PS_CMD_EVAL);
+    assert_string_equal(c.input, "p.h5");
+    assert_string_equal(c.x_file, "x.h5");
+    assert_string_equal(c.output, "e.h5");
+    assert_int_equal(c.opts.backend, PS_BACKEND_CPU);
+
+    assert_int_equal(parse(&c, "preset", "inversion:nt=10", "-o", "i.h5", NULL),
+                     PS_CLI_OK);
+    assert_int_equal(c.command, PS_CMD_PRESET);
+    assert_string_equal(c.input, "inversion:nt=10");
+
+    assert_int_equal(parse(&c, "info", NULL), PS_CLI_OK);
+    assert_int_equal(c.command, PS_CMD_INFO);
+
+    /* help needs no positional argument */
+    assert_int_equal(parse(&c, "design", "--help", NULL), PS_CLI_OK);
+    assert_int_equal(c.help, 1);
+    assert_int_equal(c.command, PS_CMD_DESIGN);
+    assert_int_equal(parse(&c, "--help", NULL), PS_CLI_OK);
+    assert_int_equal(c.help, 1);
+    assert_int_equal(c.command, PS_CMD_NONE);
+    assert_int_equal(parse(&c, "--version", NULL), PS_CLI_OK);
+    assert_int_equal(c.version, 1);
+
+    /* after "--" an argument starting with '-' is positional */
+    assert_int_equal(parse(&c, "preset", "--", "-odd", NULL), PS_CLI_OK);
+    assert_string_equal(c.input, "-odd");
+}
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    ps_cli c;
+    expect_usage("--max-iters: 'abc' is not a non-negative integer", NULL,
+                 parse(&c, "design", "x", "--max-iters", "abc", NULL));
+    expect_usage("--max-iters", "'-1'",
+                 parse(&c, "design", "x", "--max-iters", "-1", NULL));
+    expect_usage("--max-iters", "'1.5'",
+                 parse(&c, "design", "x", "--max-iters", "1.5", NULL));
+    expect_usage("--max-evals", "'99999999999999999999'",
+                 parse(&c, "design", "x", "--max-evals", "99999999999999999999",
+                       NULL));
+    expect_usage("--memory", "'65'", parse(&c, "design", "x", "--memory", "65", NULL));
+    expect_usage("--threads", "'x'", parse(&c, "design", "x", "--threads", "x", NULL));
+    expect_usage("--time-limit", "'-1'",
+                 parse(&c, "design", "x", "--time-limit", "-1", NULL));
+    expect_usage("--gtol", "'inf'", parse(&c, "design", "x", "--gtol", "inf", NULL));
+    expect_usage("--ftol", "''", parse(&c, "design", "x", "--ftol", "", NULL));
+    expect_usage("--backend", "'GPU'", parse(&c, "design", "x", "--backend", "GPU", NULL));
+    expect_usage("--precision", "'half'",
+                 parse(&c, "eval", "x", "--precision", "half", NULL));
+    expect_usage("--output", "empty", parse(&c, "preset", "x", "-o", "", NULL));
+}
+
+static void test_bad_command_lines(void **state)
+{
+    (void)state;
+    ps_cli c;
+    expect_usage("missing command", NULL, parse(&c, NULL));
+    expect_usage("unknown command 'solve'", NULL, parse(&c, "solve", NULL));
+    expect_usage("--frob", NULL, parse(&c, "--frob", NULL));
+    expect_usage("--bogus", "unknown", parse(&c, "design", "x", "--bogus", NULL));
+    expect_usage("'-z'", NULL, parse(&c, "design", "x", "-z", NULL));
+    expect_usage("--max-iters", "missing value",
+                 parse(&c, "design", "x", "--max-iters", NULL));
+    expect_usage("-o", "missing value", parse(&c, "design", "x", "-o", NULL));
+    expect_usage("--json=1", "does not take a value",
+                 parse(&c, "design", "x", "--json=1", NULL));
+    expect_usage("PRESET|FILE", "missing", parse(&c, "design", NULL));
+    expect_usage("PROBLEM", NULL, parse(&c, "eval", NULL));
+    expect_usage("'b'", "unexpected", parse(&c, "design", "a", "b", NULL));
+    expect_usage("'x'", "unexpected", parse(&c, "info", "x", NULL));
+    /* options of another command */
+    expect_usage("--x", NULL, parse(&c, "design", "a", "--x", "f.h5", NULL));
+    expect_usage("--max-iters", NULL, parse(&c, "eval", "a", "--max-iters", "3", NULL));
+    expect_usage("--backend", NULL, parse(&c, "preset", "a", "--backend", "cpu", NULL));
+    /* parsing again after errors still works */
+    assert_int_equal(parse(&c, "design", "a", "--memory", "3", NULL), PS_CLI_OK);
+    assert_int_equal(c.opts.memory, 3);
+}
+
+static void test_exit_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(ps_cli_exit_code(PS_CONVERGED), 0);
+    assert_int_equal(ps_cli_exit_code(PS_CONVERGED_FTOL), 0);
+    assert_int_equal(ps_cli_exit_code(PS_MAX_ITERATIONS), 1);
+    assert_int_equal(ps_cli_exit_code(PS_MAX_EVALUATIONS), 1);
+    assert_int_equal(ps_cli_exit_code(PS_TIME_LIMIT), 1);
+    assert_int_equal(ps_cli_exit_code(PS_CANCELLED), 130);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_OPTION), 2);
+    static const int input[] = {PS_ERR_NULL, PS_ERR_SIZE, PS_ERR_NONFINITE,
+                                PS_ERR_DT, PS_ERR_NEGATIVE, PS_ERR_RELAXATION,
+                                PS_ERR_LOSS, PS_ERR_B1MAX, PS_ERR_PRESET,
+                                PS_ERR_FILE};
+    for (size_t i = 0; i < sizeof input / sizeof input[0]; i++)
+        assert_int_equal(ps_cli_exit_code(input[i]), 3);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_LINE_SEARCH), 4);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_OBJECTIVE), 4);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_NO_MEMORY), 4);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_GPU_LAUNCH), 4);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_GPU_MEMORY), 4);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_NO_GPU), 5);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_GPU_UNSUPPORTED), 5);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_NOT_IMPLEMENTED), 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_design_all_options),
+        cmocka_unit_test(test_other_commands),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_bad_command_lines),
+        cmocka_unit_test(test_exit_codes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

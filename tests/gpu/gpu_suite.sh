@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The whole meson test suite on a machine with a GPU, from a build made on
+# the development machine (SPEC section 7: binaries built there run on the
+# GPU machine; carry libcmocka with them, never HDF5 or other system libs).
+#
+#   here:   tests/gpu/gpu_suite.sh prepare     # build, stage libcmocka in .carry/
+#   there:  tests/gpu/gpu_suite.sh run [--sanitize] [SUITE...]
+#           (with `build` and `.carry` carried beside the working tree)
+#
+# `run` executes every test that meson registered (build/meson-info/
+# intro-tests.json), with its workdir and arguments mapped to this checkout,
+# prints a meson-like summary and exits nonzero on any failure. With
+# --sanitize, the gpu suite also runs under compute-sanitizer memcheck,
+# racecheck and synccheck.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+case "${1:-}" in
+prepare)
+    ./setup.sh
+    mkdir -p .carry/lib
+    cp -L "$(ldconfig -p | awk '/libcmocka.so.0 / {print $NF; exit}')" .carry/lib/libcmocka.so.0
+    echo "$root" > .carry/build_root
+    echo "prepared: carry 'build' and '.carry'"
+    ;;
+run)
+    shift
+    sanitize=0
+    if [ "${1:-}" = "--sanitize" ]; then sanitize=1; shift; fi
+    export LD_LIBRARY_PATH="$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PS_SOURCE_DIR="$root"
+    python3 - "$root" "$sanitize" "$@" <<'PY'
+import json, os, subprocess, sys, time
+root, sanitize, suites = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+old = open(os.path.join(root, ".carry/build_root")).read().strip()
+fix = lambda s: s.replace(old, root) if isinstance(s, str) else s
+tests = json.load(open(os.path.join(root, "build/meson-info/intro-tests.json")))
+passed = failed = skipped = 0
+for t in tests:
+    suite = [s.split(":")[-1] for s in t["suite"]]
+    if suites and not set(suites) & set(suite):
+        continue
+    cmd = [fix(c) for c in t["cmd"]]
+    runs = [("", cmd)]
+    if sanitize and "gpu" in suite:
+        runs += [(tool, ["compute-sanitizer", "--tool", tool, "--error-exitcode", "99"] + cmd)
+                 for tool in ("memcheck", "racecheck", "synccheck")]
+    for tool, c in runs:
+        t0 = time.time()
+        p = subprocess.run(c, cwd=fix(t["workdir"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=t.get("timeout", 600) * 3)
+        name = t["name"] + (" [" + tool + "]" if tool else "")
+        res = "SKIP" if p.returncode == 77 else ("OK" if p.returncode == 0 else "FAIL")
+        print(f"{'/'.join(suite):6s} {name:28s} {res:5s} {time.time() - t0:7.2f}s", flush=True)
+        if res == "FAIL" or os.environ.get("PS_VERBOSE") or (t["name"] == "gpu" and not tool):
+            print(p.stdout[-20000:])
+        passed += res == "OK"; failed += res == "FAIL"; skipped += res == "SKIP"
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY
+    ;;
+*)
+    echo "usage: $0 prepare | run [--sanitize] [SUITE...]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,287 @@
+/*
+ * The persistent GPU kernel against the CPU backend (checkasm style):
+ * evaluations on random problems with outputs poisoned first, whole solves
+ * on every preset, bit-identical repeats. Exits 77 without a usable GPU.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpu.h"
+#include "gpu_launch.h"
+#include "objective.h"
+#include "persolve.h"
+#include "test_util.h"
+
+/* A random problem: spins in a 4 cm cube, random df, B1 scale, weights,
+ * start magnetization on the unit sphere, optional relaxation, a random
+ * smooth gradient waveform and pulse. */
+static ps_problem *random_problem(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
+                                  double *x)
+{
+    double *r = malloc(3 * ns * sizeof *r), *tg = malloc(3 * ns * sizeof *tg);
+    double *df = malloc(ns * sizeof *df), *s = malloc(ns * sizeof *s);
+    double *w = malloc(ns * sizeof *w), *m0 = malloc(3 * ns * sizeof *m0);
+    double *t1 = malloc(ns * sizeof *t1), *t2 = malloc(ns * sizeof *t2);
+    double *g = malloc(3 * nt * sizeof *g);
+    for (size_t j = 0; j < ns; j++) {
+        for (int c = 0; c < 3; c++) {
+            r[3 * j + c] = tu_uniform(&seed, -2.0, 2.0);
+            tg[3 * j + c] = tu_uniform(&seed, -1.0, 1.0);
+        }
+        double a = tu_uniform(&seed, 0, 6.283185307179586), z = tu_uniform(&seed, -1, 1);
+        m0[3 * j] = sqrt(1 - z * z) * cos(a);
+        m0[3 * j + 1] = sqrt(1 - z * z) * sin(a);
+        m0[3 * j + 2] = z;
+        df[j] = tu_uniform(&seed, -300.0, 300.0);
+        s[j] = tu_uniform(&seed, 0.7, 1.2);
+        w[j] = tu_uniform(&seed, 0.0, 2.0);
+        t1[j] = tu_uniform(&seed, 2e-3, 1.0);
+        t2[j] = tu_uniform(&seed, 1e-3, 0.1);
+    }
+    for (size_t k = 0; k < nt; k++) {
+        double t = (double)k / (double)nt;
+        g[3 * k] = 0.5 * sin(6.283185307179586 * 3 * t);
+        g[3 * k + 1] = 0.4 * cos(6.283185307179586 * 2 * t);
+        g[3 * k + 2] = 0.3;
+        x[k] = 0.1 * tu_uniform(&seed, -1.0, 1.0);
+        x[nt + k] = 0.1 * tu_uniform(&seed, -1.0, 1.0);
+    }
+    ps_problem_desc d;
+    ps_problem_desc_init(&d);
+    d.ns = ns;
+    d.nt = nt;
+    d.r = r;
+    d.target = tg;
+    d.df = df;
+    d.b1scale = s;
+    d.w = w;
+    d.m0 = m0;
+    d.t1 = relax ? t1 : NULL;
+    d.t2 = relax ? t2 : NULL;
+    d.g = g;
+    d.dt = 4e-6;
+    d.lambda = 0.01;
+    d.loss = loss;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&d, &p), 0);
+    free(r), free(tg), free(df), free(s), free(w), free(m0), free(t1), free(t2), free(g);
+    return p;
+}
+
+static ps_options gpu_opts(ps_precision prec)
+{
+    ps_options o;
+    ps_options_default(&o);
+    o.backend = PS_BACKEND_GPU;
+    o.precision = prec;
+    return o;
+}
+
+/* F, gradient and M of the GPU vs the CPU float64 reference. */
+static void check_eval(ps_problem *p, const double *x, ps_precision prec, const char *what)
+{
+    size_t nt = ps_problem_nt(p), ns = ps_problem_ns(p), n = 2 * nt;
+    double fc, fg, *gc = malloc(n * sizeof *gc), *gg = malloc(n * sizeof *gg);
+    double *mc = malloc(3 * ns * sizeof *mc), *mg = malloc(3 * ns * sizeof *mg);
+    ps_options oc;
+    ps_options_default(&oc);
+    oc.backend = PS_BACKEND_CPU;
+    oc.precision = PS_PRECISION_DOUBLE;
+    assert_int_equal(ps_eval(p, &oc, x, &fc, gc), 0);
+    assert_int_equal(ps_simulate(p, &oc, x, mc), 0);
+
+    ps_options o = gpu_opts(prec);
+    fg = PS_POISON;
+    tu_poison(gg, n);
+    tu_poison(mg, 3 * ns);
+    assert_int_equal(ps_eval(p, &o, x, &fg, gg), 0);
+    assert_int_equal(ps_simulate(p, &o, x, mg), 0);
+
+    double gmax = 0.0;
+    for (size_t i = 0; i < n; i++)
+        gmax = fmax(gmax, fabs(gc[i]));
+    int single = prec == PS_PRECISION_SINGLE;
+    char name[160];
+    snprintf(name, sizeof name, "%s %s F", what, single ? "fp32" : "fp64");
+    assert_true(tu_compare(name, &fg, &fc, 1, 0.0, single ? 1e-5 : 1e-11));
+    snprintf(name, sizeof name, "%s %s grad", what, single ? "fp32" : "fp64");
+    assert_true(tu_compare(name, gg, gc, n, (single ? 1e-4 : 1e-10) * gmax, single ? 1e-3 : 1e-9));
+    snprintf(name, sizeof name, "%s %s M", what, single ? "fp32" : "fp64");
+    /* float32 rounding over ~1000 steps: |dM| ~ sqrt(nt) * 1e-7 * (steps' growth) */
+    assert_true(tu_compare(name, mg, mc, 3 * ns, single ? 2e-4 : 1e-11, 0.0));
+    free(gc), free(gg), free(mc), free(mg);
+}
+
+static void eval_random(void **state)
+{
+    static const ps_loss losses[] = {PS_LOSS_FULL, PS_LOSS_XY, PS_LOSS_MLS, PS_LOSS_Z};
+    /* sizes that do not divide into tiles or segments evenly */
+    static const size_t sizes[][2] = {{1, 7}, {37, 101}, {300, 257}, {1500, 999}};
+    uint64_t seed = 1;
+    for (int li = 0; li < 4; li++) {
+        for (int relax = 0; relax < 2; relax++) {
+            for (int si = 0; si < 4; si++) {
+                size_t ns = sizes[si][0], nt = sizes[si][1];
+                double *x = malloc(2 * nt * sizeof *x);
+                ps_problem *p = random_problem(seed++, ns, nt, losses[li], relax, x);
+                char what[96];
+                snprintf(what, sizeof what, "loss %s relax %d ns %zu nt %zu",
+                         ps_loss_name(losses[li]), relax, ns, nt);
+                check_eval(p, x, PS_PRECISION_SINGLE, what);
+                check_eval(p, x, PS_PRECISION_DOUBLE, what);
+                ps_problem_free(p);
+                free(x);
+            }
+        }
+    }
+}
+
+/*
+ * The same solve on GPU and CPU: same status, f within 1e-4 relative, and
+ * two GPU runs bit-identical. Rounding differs between the backends, so
+ * long runs drift apart along flat valleys: the comparison runs either to
+ * a tight gradient tolerance (float64, where both reach the same
+ * minimizer) or over few iterations.
+ */
+static void solve_preset(const char *spec, ps_precision prec, int64_t iters, double gtol)
+{
+    ps_problem *p;
+    char err[256];
+    assert_int_equal(ps_preset_create(spec, &p, err, sizeof err), 0);
+    size_t n = 2 * ps_problem_nt(p);
+    double *xc = malloc(n * sizeof *xc), *xg = malloc(n * sizeof *xg), *xg2 = malloc(n * sizeof *xg2);
+    ps_problem_x0(p, xc);
+    ps_problem_x0(p, xg);
+    ps_problem_x0(p, xg2);
+    ps_options oc;
+    ps_options_default(&oc);
+    oc.backend = PS_BACKEND_CPU;
+    oc.precision = prec;
+    oc.max_iterations = iters;
+    oc.gtol = gtol;
+    oc.ftol = 0.0;
+    ps_options og = oc;
+    og.backend = PS_BACKEND_GPU;
+    ps_result rc, rg, rg2;
+    int sc = solve_persistent(p, &oc, xc, &rc);
+    int sg = solve_persistent(p, &og, xg, &rg);
+    int sg2 = solve_persistent(p, &og, xg2, &rg2);
+    /* where the two trajectories part (f differs by more than 1e-8 relative) */
+    size_t agree = 0;
+    while (agree < rc.history_len && agree < rg.history_len &&
+           fabs(rc.history[agree].f - rg.history[agree].f) <= 1e-8 * fabs(rc.history[agree].f))
+        agree++;
+    printf("%s %s: cpu status %d it %lld f %.10g (%.2f s) | gpu status %d it %lld f %.10g "
+           "(%.4f s kernel, %.1f us/iteration) %s\n",
+           spec, prec == PS_PRECISION_SINGLE ? "fp32" : "fp64", sc, (long long)rc.iterations, rc.f,
+           rc.seconds, sg, (long long)rg.iterations, rg.f, rg.kernel_seconds,
+           1e6 * rg.kernel_seconds / (double)(rg.iterations ? rg.iterations : 1), rg.device);
+    printf("    f agrees to 1e-8 for the first %zu iterations\n", agree);
+    assert_int_equal(rg.backend, PS_BACKEND_GPU);
+    assert_int_equal(sg, sc);
+    assert_true(fabs(rg.f - rc.f) <= 1e-4 * fabs(rc.f));
+    /* bit-identical repeat */
+    assert_int_equal(sg2, sg);
+    assert_int_equal(rg2.iterations, rg.iterations);
+    assert_int_equal(rg2.evaluations, rg.evaluations);
+    assert_true(rg2.f == rg.f);
+    assert_int_equal(memcmp(xg, xg2, n * sizeof *xg), 0);
+    /* history consistent with the result */
+    assert_int_equal(rg.history_len, (size_t)rg.iterations + 1);
+    assert_true(rg.history[rg.history_len - 1].f == rg.f);
+    ps_result_free(&rc);
+    ps_result_free(&rg);
+    ps_result_free(&rg2);
+    free(xc), free(xg), free(xg2);
+    ps_problem_free(p);
+}
+
+/* The presets' start points: GPU evaluation against the CPU. */
+static void eval_presets(void **state)
+{
+    static const char *specs[] = {"slice1d", "inversion", "spiral2d:n=32,nt=1000"};
+    for (int i = 0; i < 3; i++) {
+        ps_problem *p;
+        char err[256];
+        assert_int_equal(ps_preset_create(specs[i], &p, err, sizeof err), 0);
+        double *x = malloc(2 * ps_problem_nt(p) * sizeof *x);
+        ps_problem_x0(p, x);
+        check_eval(p, x, PS_PRECISION_SINGLE, specs[i]);
+        check_eval(p, x, PS_PRECISION_DOUBLE, specs[i]);
+        free(x);
+        ps_problem_free(p);
+    }
+}
+
+static void solve_slice1d(void **state)
+{
+    solve_preset("slice1d", PS_PRECISION_DOUBLE, 60, 1e-7);
+    solve_preset("slice1d", PS_PRECISION_SINGLE, 30, 1e-5);
+}
+
+static void solve_inversion(void **state)
+{
+    solve_preset("inversion", PS_PRECISION_DOUBLE, 40, 1e-7);
+    solve_preset("inversion", PS_PRECISION_SINGLE, 20, 1e-5);
+}
+
+static void solve_spiral2d(void **state)
+{
+    solve_preset("spiral2d:n=32,nt=1000", PS_PRECISION_DOUBLE, 100, 1e-7);
+    solve_preset("spiral2d:n=32,nt=1000", PS_PRECISION_SINGLE, 30, 1e-5);
+}
+
+/* Every launch shape the solver may pick gives the same evaluation. */
+static void configs_agree(void **state)
+{
+    size_t ns = 200, nt = 300;
+    double *x = malloc(2 * nt * sizeof *x);
+    ps_problem *p = random_problem(99, ns, nt, PS_LOSS_FULL, 1, x);
+    ps_options o = gpu_opts(PS_PRECISION_DOUBLE);
+    o.max_iterations = 5;
+    static const ps_gpu_config cfgs[] = {
+        {0, 128, 32, 4, 0}, {0, 256, 1, 256, 0}, {0, 512, 16, 32, 0}, {0, 64, 2, 32, 0},
+        {7, 256, 8, 32, 0},  {0, 512, 32, 16, 1}, {0, 256, 4, 64, 1},
+    };
+    double fref = 0.0;
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        double *xi = malloc(2 * nt * sizeof *xi);
+        memcpy(xi, x, 2 * nt * sizeof *xi);
+        ps_result r;
+        memset(&r, 0, sizeof r);
+        int st = ps_gpu_solve_config(p, &o, &cfgs[i], xi, &r);
+        printf("config block %d sb %d segs %d grid %d regcap %d: status %d f %.15g\n",
+               cfgs[i].block, cfgs[i].sb, cfgs[i].segs, cfgs[i].grid, cfgs[i].regcap, st, r.f);
+        assert_int_equal(st, PS_MAX_ITERATIONS);
+        if (i == 0)
+            fref = r.f;
+        assert_true(fabs(r.f - fref) <= 1e-9 * fabs(fref));
+        ps_result_free(&r);
+        free(xi);
+    }
+    ps_problem_free(p);
+    free(x);
+}
+
+int main(void)
+{
+    if (ps_gpu_usable(NULL) != 0) {
+        printf("no usable GPU: skipping\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(eval_random),
+        cmocka_unit_test(configs_agree),
+        cmocka_unit_test(eval_presets),
+        cmocka_unit_test(solve_slice1d),
+        cmocka_unit_test(solve_inversion),
+        cmocka_unit_test(solve_spiral2d),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

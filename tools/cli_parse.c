@@ -1,0 +1,520 @@
+/*
+ * Command-line parsing of `persolve` (getopt_long), one option table per
+ * subcommand. Fills ps_cli and its ps_options; prints nothing.
+ */
+#include "cli_parse.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OPT_BACKEND = 256,
+    OPT_PRECISION,
+    OPT_MAX_ITERS,
+    OPT_MAX_EVALS,
+    OPT_TIME_LIMIT,
+    OPT_MEMORY,
+    OPT_GTOL,
+    OPT_FTOL,
+    OPT_THREADS,
+    OPT_JSON,
+    OPT_X,
+};
+
+#define OPT_HELP {"help", no_argument, NULL, 'h'}
+#define OPT_VERSION {"version", no_argument, NULL, 'V'}
+#define OPT_END {NULL, 0, NULL, 0}
+
+static const struct option top_options[] = {OPT_HELP, OPT_VERSION, OPT_END};
+
+static const struct option design_options[] = {
+    OPT_HELP,
+    OPT_VERSION,
+    {"output", required_argument, NULL, 'o'},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"max-iters", required_argument, NULL, OPT_MAX_ITERS},
+    {"max-evals", required_argument, NULL, OPT_MAX_EVALS},
+    {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"gtol", required_argument, NULL, OPT_GTOL},
+    {"ftol", required_argument, NULL, OPT_FTOL},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, 'q'},
+    OPT_END,
+};
+
+static const struct option eval_options[] = {
+    OPT_HELP,
+    OPT_VERSION,
+    {"output", required_argument, NULL, 'o'},
+    {"x", required_argument, NULL, OPT_X},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"json", no_argument, NULL, OPT_JSON},
+    OPT_END,
+};
+
+static const struct option preset_options[] = {
+    OPT_HELP,
+    OPT_VERSION,
+    {"output", required_argument, NULL, 'o'},
+    OPT_END,
+};
+
+static const struct option info_options[] = {
+    OPT_HELP,
+    OPT_VERSION,
+    {"json", no_argument, NULL, OPT_JSON},
+    OPT_END,
+};
+
+/*
+ * Leading '-': non-options come back in order as code 1 (whatever
+ * POSIXLY_CORRECT says); ':' reports a missing value as ':'.
+ */
+static const struct {
+    ps_cli_command cmd;
+    const char *name;
+    const struct option *options;
+    const char *shortopts;
+    int positional; /* number of positional arguments */
+    const char *positional_name;
+} commands[] = {
+    {PS_CMD_NONE, NULL, top_options, "-:hV", 0, NULL},
+    {PS_CMD_DESIGN, "design", design_options, "-:hVo:q", 1, "PRESET|FILE"},
+    {PS_CMD_EVAL, "eval", eval_options, "-:hVo:", 1, "PROBLEM"},
+    {PS_CMD_PRESET, "preset", preset_options, "-:hVo:", 1, "NAME"},
+    {PS_CMD_INFO, "info", info_options, "-:hV", 0, NULL},
+};
+
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int usage_error(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return PS_CLI_USAGE;
+}
+
+const char *ps_cli_command_name(ps_cli_command cmd)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (commands[i].cmd == cmd)
+            return commands[i].name;
+    return NULL;
+}
+
+int ps_cli_exit_code(int status)
+{
+    switch (status) {
+    case PS_CONVERGED:
+    case PS_CONVERGED_FTOL:
+        return PS_EXIT_OK;
+    case PS_MAX_ITERATIONS:
+    case PS_MAX_EVALUATIONS:
+    case PS_TIME_LIMIT:
+    case PS_YIELDED:
+        return PS_EXIT_NOT_CONVERGED;
+    case PS_CANCELLED:
+        return PS_EXIT_CANCELLED;
+    case PS_ERR_OPTION:
+        return PS_EXIT_USAGE;
+    case PS_ERR_NULL:
+    case PS_ERR_SIZE:
+    case PS_ERR_NONFINITE:
+    case PS_ERR_DT:
+    case PS_ERR_NEGATIVE:
+    case PS_ERR_RELAXATION:
+    case PS_ERR_LOSS:
+    case PS_ERR_B1MAX:
+    case PS_ERR_PRESET:
+    case PS_ERR_FILE:
+        return PS_EXIT_INPUT;
+    case PS_ERR_NO_GPU:
+    case PS_ERR_GPU_UNSUPPORTED:
+    case PS_ERR_NOT_IMPLEMENTED:
+        return PS_EXIT_BACKEND;
+    default: /* line search, objective, memory, GPU memory or launch */
+        return PS_EXIT_SOLVER;
+    }
+}
+
+/* Whole string is a decimal integer in [lo, hi]. */
+static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!s || !*s || !((*s >= '0' && *s <= '9') || *s == '+'))
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+/* Whole string is a finite number >= 0. */
+static int parse_nonneg(const char *s, double *out)
+{
+    if (!s || !*s)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno == ERANGE && fabs(v) > 1.0)
+        return 0;
+    if (end == s || *end || !isfinite(v) || !(v >= 0.0))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* The name of the option getopt just returned, for messages. */
+static const char *long_name(const struct option *opts, int code)
+{
+    for (const struct option *o = opts; o->name; o++)
+        if (o->val == code)
+            return o->name;
+    return "?";
+}
+
+static int parse_option(ps_cli *cli, const struct option *opts, int code,
+                        const char *arg, char *err, size_t errlen)
+{
+    ps_options *o = &cli->opts;
+    const char *name = long_name(opts, code);
+    int64_t iv = 0;
+    double dv = 0.0;
+
+    switch (code) {
+    case 'h':
+        cli->help = 1;
+        return PS_CLI_OK;
+    case 'V':
+        cli->version = 1;
+        return PS_CLI_OK;
+    case 'o':
+        if (!*arg)
+            return usage_error(err, errlen, "--output: empty file name");
+        cli->output = arg;
+        return PS_CLI_OK;
+    case OPT_X:
+        if (!*arg)
+            return usage_error(err, errlen, "--x: empty file name");
+        cli->x_file = arg;
+        return PS_CLI_OK;
+    case 'q':
+        cli->quiet = 1;
+        return PS_CLI_OK;
+    case OPT_JSON:
+        cli->json = 1;
+        return PS_CLI_OK;
+    case OPT_BACKEND:
+        if (!strcmp(arg, "auto"))
+            o->backend = PS_BACKEND_AUTO;
+        else if (!strcmp(arg, "cpu"))
+            o->backend = PS_BACKEND_CPU;
+        else if (!strcmp(arg, "gpu"))
+            o->backend = PS_BACKEND_GPU;
+        else
+            return usage_error(err, errlen,
+                               "--backend: '%s' is not auto, cpu or gpu", arg);
+        return PS_CLI_OK;
+    case OPT_PRECISION:
+        if (!strcmp(arg, "single"))
+            o->precision = PS_PRECISION_SINGLE;
+        else if (!strcmp(arg, "double"))
+            o->precision = PS_PRECISION_DOUBLE;
+        else
+            return usage_error(err, errlen,
+                               "--precision: '%s' is not single or double", arg);
+        return PS_CLI_OK;
+    case OPT_MAX_ITERS:
+    case OPT_MAX_EVALS:
+        if (!parse_int(arg, 0, INT64_MAX, &iv))
+            return usage_error(err, errlen,
+                               "--%s: '%s' is not a non-negative integer", name,
+                               arg);
+        if (code == OPT_MAX_ITERS)
+            o->max_iterations = iv;
+        else
+            o->max_evaluations = iv;
+        return PS_CLI_OK;
+    case OPT_MEMORY:
+        if (!parse_int(arg, 1, 64, &iv))
+            return usage_error(err, errlen,
+                               "--memory: '%s' is not an integer in 1..64", arg);
+        o->memory = (int)iv;
+        return PS_CLI_OK;
+    case OPT_THREADS:
+        if (!parse_int(arg, 0, 4096, &iv))
+            return usage_error(err, errlen,
+                               "--threads: '%s' is not an integer in 0..4096",
+                               arg);
+        o->threads = (int)iv;
+        return PS_CLI_OK;
+    case OPT_TIME_LIMIT:
+    case OPT_GTOL:
+    case OPT_FTOL:
+        if (!parse_nonneg(arg, &dv))
+            return usage_error(err, errlen,
+                               "--%s: '%s' is not a non-negative number", name,
+                               arg);
+        if (code == OPT_TIME_LIMIT)
+            o->time_limit = dv;
+        else if (code == OPT_GTOL)
+            o->gtol = dv;
+        else
+            o->ftol = dv;
+        return PS_CLI_OK;
+    default:
+        return usage_error(err, errlen, "internal: unhandled option %d", code);
+    }
+}
+
+/* getopt_long over one command's table; argv[0] is the command name. */
+static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
+                         char *err, size_t errlen)
+{
+    const struct option *opts = commands[ci].options;
+    const char *cmdname = commands[ci].name;
+    int npos = 0;
+    int st = PS_CLI_OK;
+
+    opterr = 0;
+    optind = 0; /* glibc: full re-initialization, so parsing can repeat */
+    for (;;) {
+        int idx = -1;
+        int code = getopt_long(argc, argv, commands[ci].shortopts, opts, &idx);
+        if (code == -1)
+            break;
+        if (code == 1) {
+            if (npos >= commands[ci].positional) {
+                if (cmdname)
+                    return usage_error(err, errlen,
+                                       "%s: unexpected argument '%s'", cmdname,
+                                       optarg);
+                return usage_error(err, errlen, "unknown command '%s'", optarg);
+            }
+            cli->input = optarg;
+            npos++;
+            continue;
+        }
+        if (code == '?' || code == ':') {
+            const char *typed =
+                optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+            const char *where = cmdname ? cmdname : "persolve";
+            if (code == ':')
+                return usage_error(err, errlen, "%s: missing value", typed);
+            if (optopt != 0 && strncmp(typed, "--", 2) == 0)
+                return usage_error(err, errlen, "%s: does not take a value",
+                                   typed);
+            if (optopt > 0 && optopt < 256)
+                return usage_error(err, errlen, "%s: unknown option '-%c'",
+                                   where, optopt);
+            return usage_error(err, errlen,
+                               "%s: unknown or ambiguous option '%s'", where,
+                               typed);
+        }
+        st = parse_option(cli, opts, code, optarg, err, errlen);
+        if (st != PS_CLI_OK)
+            return st;
+    }
+    /* After "--": the rest are positional. */
+    for (int i = optind; i < argc; i++) {
+        if (npos >= commands[ci].positional)
+            return usage_error(err, errlen, "%s: unexpected argument '%s'",
+                               cmdname ? cmdname : "persolve", argv[i]);
+        cli->input = argv[i];
+        npos++;
+    }
+    if (cli->help || cli->version)
+        return PS_CLI_OK;
+    if (npos < commands[ci].positional)
+        return usage_error(err, errlen, "%s: missing %s argument", cmdname,
+                           commands[ci].positional_name);
+    return PS_CLI_OK;
+}
+
+int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    memset(cli, 0, sizeof *cli);
+    ps_options_default(&cli->opts);
+    if (argc < 2)
+        return usage_error(err, errlen, "missing command");
+
+    const char *first = argv[1];
+    if (first[0] == '-') {
+        /* Top level: only --help and --version. */
+        int st = parse_command(cli, 0, argc, argv, err, errlen);
+        if (st == PS_CLI_OK && !cli->help && !cli->version)
+            return usage_error(err, errlen, "missing command");
+        return st;
+    }
+    for (size_t i = 1; i < N_COMMANDS; i++) {
+        if (!strcmp(first, commands[i].name)) {
+            cli->command = commands[i].cmd;
+            return parse_command(cli, i, argc - 1, argv + 1, err, errlen);
+        }
+    }
+    return usage_error(err, errlen, "unknown command '%s'", first);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Usage                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void usage_exit_codes(FILE *f)
+{
+    fputs("exit codes:\n"
+          "  0    converged (gtol or ftol test), or success of eval, preset, info\n"
+          "  1    solve ended without convergence (max iterations, max\n"
+          "       evaluations or time limit)\n"
+          "  2    usage error (bad command, option or value)\n"
+          "  3    input error (bad or unwritable file, bad preset, invalid problem)\n"
+          "  4    solver error (line-search failure, non-finite objective)\n"
+          "  5    backend unavailable (--backend gpu and no usable GPU)\n"
+          "  130  cancelled by SIGINT or SIGTERM (the best point is still written)\n",
+          f);
+}
+
+static void usage_presets(FILE *f)
+{
+    fputs("presets (SPEC section 2), NAME[:key=value,...]:\n"
+          "  slice1d    nz=400 nt=500 dt=4e-6 thk=0.5 tbw=4 trans=0.1\n"
+          "  spiral2d   n=64 nt=2000 fov=24 dt=4e-6 flip=30 res=1.5\n"
+          "  inversion  ndf=201 nb1=10 nt=375 dt=4e-6\n"
+          "  every preset also takes lambda=X (default 0) and b1_max=G\n"
+          "  (default 0: no peak constraint)\n",
+          f);
+}
+
+void ps_cli_usage(FILE *f, ps_cli_command cmd)
+{
+    ps_options d;
+    ps_options_default(&d);
+    switch (cmd) {
+    case PS_CMD_NONE:
+        fputs("usage: persolve COMMAND [OPTIONS] [ARGS]\n"
+              "\n"
+              "Design MRI RF pulses by minimizing a Bloch-simulation loss with\n"
+              "L-BFGS, on the GPU inside one persistent kernel or on the CPU.\n"
+              "\n"
+              "commands:\n"
+              "  design PRESET|FILE   optimize the pulse, write the result file\n"
+              "  eval PROBLEM         objective F and its gradient at a pulse\n"
+              "  preset NAME          write a preset problem to an HDF5 file\n"
+              "  info                 version, build features and GPUs\n"
+              "\n"
+              "  persolve COMMAND --help   options of COMMAND\n"
+              "  persolve --version        print the version\n"
+              "\n"
+              "A PRESET|FILE or PROBLEM argument naming an existing file is read\n"
+              "as an HDF5 problem file; otherwise it is a preset spec such as\n"
+              "spiral2d:n=32,nt=1000.\n"
+              "\n",
+              f);
+        usage_exit_codes(f);
+        break;
+    case PS_CMD_DESIGN:
+        fprintf(f,
+                "usage: persolve design PRESET|FILE [OPTIONS]\n"
+                "\n"
+                "Minimize the Bloch loss over the RF pulse with L-BFGS, from the\n"
+                "problem's start pulse (/pulse/b1 of FILE, or the preset's x0),\n"
+                "and write the result file (problem, optimized /pulse/b1,\n"
+                "/result/m, /result/history). A progress line is shown on stderr\n"
+                "when it is a terminal. Ctrl-C or SIGTERM stops the solve and\n"
+                "still writes the best point (exit 130); a second Ctrl-C kills.\n"
+                "\n"
+                "options:\n"
+                "  -o, --output FILE   result file (default NAME_result.h5 in the\n"
+                "                      current directory, NAME the preset name or\n"
+                "                      FILE's base name without .h5)\n"
+                "      --backend B     auto | cpu | gpu (default auto: the GPU when\n"
+                "                      one is usable, else the CPU)\n"
+                "      --precision P   single | double spin loop (default single)\n"
+                "      --max-iters N   iteration limit, 0 = none (default %lld)\n"
+                "      --max-evals N   evaluation limit, 0 = none (default %lld)\n"
+                "      --time-limit S  wall-time limit in seconds, 0 = none\n"
+                "                      (default %g)\n"
+                "      --memory M      L-BFGS memory, 1..64 (default %d)\n"
+                "      --gtol X        stop when |grad f| <= X |grad f0| (default %g)\n"
+                "      --ftol X        stop when f decreased by at most X |f| over\n"
+                "                      the last %d iterations (default %g)\n"
+                "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n"
+                "      --json          JSON summary on stdout instead of the text\n"
+                "  -q, --quiet         no progress line and no summary\n"
+                "  -h, --help          this help\n"
+                "\n",
+                (long long)d.max_iterations, (long long)d.max_evaluations,
+                d.time_limit, d.memory, d.gtol, d.past, d.ftol, d.threads);
+        usage_presets(f);
+        fputc('\n', f);
+        usage_exit_codes(f);
+        break;
+    case PS_CMD_EVAL:
+        fputs("usage: persolve eval PROBLEM [OPTIONS]\n"
+              "\n"
+              "Evaluate the objective F and its exact gradient at one pulse.\n"
+              "Prints F and the gradient norm; writes the problem with /pulse/b1,\n"
+              "/eval/gradient [Nt,2] (dF/du, dF/dv), attribute f on /eval, and the\n"
+              "final magnetization /result/m [Ns,3]. PROBLEM is an HDF5 problem\n"
+              "file or a preset spec.\n"
+              "\n"
+              "options:\n"
+              "      --x FILE        take the pulse from FILE's /pulse/b1 [Nt,2]\n"
+              "                      (default: the problem's start pulse)\n"
+              "  -o, --output FILE   output file (default NAME_eval.h5)\n"
+              "      --backend B     auto | cpu | gpu (default auto)\n"
+              "      --precision P   single | double spin loop (default single)\n"
+              "      --threads N     CPU threads, 0 = OpenMP default (default 0)\n"
+              "      --json          JSON on stdout instead of the text lines\n"
+              "  -h, --help          this help\n"
+              "\n",
+              f);
+        usage_exit_codes(f);
+        break;
+    case PS_CMD_PRESET:
+        fputs("usage: persolve preset NAME[:key=value,...] [-o FILE]\n"
+              "\n"
+              "Write a preset problem (with its start pulse as /pulse/b1) to an\n"
+              "HDF5 problem file.\n"
+              "\n"
+              "options:\n"
+              "  -o, --output FILE   output file (default NAME.h5)\n"
+              "  -h, --help          this help\n"
+              "\n",
+              f);
+        usage_presets(f);
+        break;
+    case PS_CMD_INFO:
+        fputs("usage: persolve info [--json]\n"
+              "\n"
+              "Print the version, the build features (CUDA, OpenMP, HDF5) and the\n"
+              "GPUs the library can use.\n"
+              "\n"
+              "options:\n"
+              "      --json          JSON on stdout instead of text\n"
+              "  -h, --help          this help\n",
+              f);
+        break;
+    }
+}

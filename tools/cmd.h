@@ -1,0 +1,67 @@
+/*
+ * The subcommands of `persolve` and what they share: loading a problem
+ * from a file or a preset spec, default output names, option checks with
+ * the library's log captured, JSON output.
+ */
+#ifndef PS_TOOLS_CMD_H
+#define PS_TOOLS_CMD_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cli_parse.h"
+#include "persolve.h"
+
+/* Each returns the process exit code (enum ps_exit). */
+int ps_cmd_design(const ps_cli *cli);
+int ps_cmd_eval(const ps_cli *cli);
+int ps_cmd_preset(const ps_cli *cli);
+int ps_cmd_info(const ps_cli *cli);
+
+/* "persolve: <message>" on stderr. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void ps_cli_error(const char *fmt, ...);
+
+/* The library's last error message, captured through ps_options.log. */
+typedef struct ps_cli_log {
+    char msg[512];
+} ps_cli_log;
+
+/* ps_log_fn that keeps the last error-level message in a ps_cli_log. */
+void ps_cli_log_capture(void *user, int level, const char *file, int line,
+                        const char *msg);
+
+/*
+ * Point o's log at `log` and run ps_options_validate(). Returns
+ * PS_EXIT_OK, or prints the library's message and returns PS_EXIT_USAGE.
+ */
+int ps_cli_check_options(ps_options *o, ps_cli_log *log);
+
+/*
+ * Load PRESET|FILE: an existing file is read as HDF5, anything else is a
+ * preset spec; if neither works both reasons are printed. base[baselen]
+ * receives the name for default outputs (preset name, or the file's base
+ * name without .h5). Returns an exit code (PS_EXIT_OK on success).
+ */
+int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
+                        size_t baselen);
+
+/*
+ * The output file: `given` if not NULL, else base + suffix in the current
+ * directory. Fails (PS_EXIT_INPUT, message printed) when the file's
+ * directory does not exist or is not writable, so a solve is never run
+ * for a result that cannot be saved.
+ */
+int ps_cli_output_path(const char *given, const char *base, const char *suffix,
+                       char *buf, size_t len);
+
+/* JSON: a quoted, escaped string; a number (non-finite as null). */
+void ps_json_string(FILE *f, const char *s);
+void ps_json_number(FILE *f, double v);
+
+const char *ps_cli_backend_name(ps_backend b);
+const char *ps_cli_precision_name(ps_precision p);
+
+#endif /* PS_TOOLS_CMD_H */

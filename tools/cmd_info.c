@@ -1,0 +1,56 @@
+/*
+ * persolve info: version, build features and the GPUs the library sees.
+ */
+#include "cmd.h"
+
+#include <unistd.h>
+
+#include <hdf5.h>
+
+int ps_cmd_info(const ps_cli *cli)
+{
+    unsigned maj = 0, min = 0, rel = 0;
+    char h5ver[32];
+    H5get_libversion(&maj, &min, &rel);
+    snprintf(h5ver, sizeof h5ver, "%u.%u.%u", maj, min, rel);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int ngpu = ps_gpu_count();
+    if (ngpu < 0)
+        ngpu = 0;
+
+    if (cli->json) {
+        printf("{\n  \"version\": ");
+        ps_json_string(stdout, ps_version());
+        printf(",\n  \"cuda\": %s,\n  \"openmp\": %s,\n  \"hdf5\": ",
+               ps_have_cuda() ? "true" : "false",
+               ps_have_openmp() ? "true" : "false");
+        ps_json_string(stdout, h5ver);
+        printf(",\n  \"cpu_cores\": %ld,\n  \"gpus\": [", cores);
+        for (int i = 0; i < ngpu; i++) {
+            char buf[256] = "";
+            ps_gpu_describe(i, buf, sizeof buf);
+            printf("%s\n    ", i ? "," : "");
+            ps_json_string(stdout, buf);
+        }
+        printf("%s]\n}\n", ngpu ? "\n  " : "");
+        return PS_EXIT_OK;
+    }
+
+    printf("persolve %s\n", ps_version());
+    printf("build      CUDA %s, OpenMP %s, HDF5 %s\n",
+           ps_have_cuda() ? "yes" : "no", ps_have_openmp() ? "yes" : "no",
+           h5ver);
+    printf("CPU        %ld cores online\n", cores);
+    if (ngpu == 0) {
+        printf("GPUs       none\n");
+        printf("no GPU: the CPU backend will run%s\n",
+               ps_have_cuda() ? "" : " (built without CUDA)");
+    }
+    for (int i = 0; i < ngpu; i++) {
+        char buf[256] = "";
+        if (ps_gpu_describe(i, buf, sizeof buf) != 0)
+            snprintf(buf, sizeof buf, "(cannot describe)");
+        printf("GPU %d      %s\n", i, buf);
+    }
+    return PS_EXIT_OK;
+}
