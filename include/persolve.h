@@ -38,7 +38,8 @@ extern "C" {
  */
 typedef enum ps_status {
     PS_CONVERGED            = 0,  ///< relative gradient norm below gtol
-    PS_CONVERGED_FTOL       = 1,  ///< relative decrease of f over `past` iterations below ftol
+    PS_CONVERGED_FTOL       = 1,  ///< relative decrease of f over `past` iterations below ftol,
+                                  ///< or no decrease measurable above f's noise (fnoise)
     PS_MAX_ITERATIONS       = 2,  ///< max_iterations reached
     PS_MAX_EVALUATIONS      = 3,  ///< max_evaluations reached
     PS_TIME_LIMIT           = 4,  ///< time_limit reached
@@ -200,7 +201,8 @@ typedef struct ps_options {
     int64_t max_evaluations; ///< >= 0, 0 = unlimited (default 0)
     double time_limit;       ///< seconds, >= 0, 0 = unlimited (default 0)
     double gtol;             ///< stop when ||g|| <= gtol ||g0|| (>= 0, default 1e-5)
-    double ftol;             ///< stop when (f_{k-past} - f_k) <= ftol max(|f_k|, tiny) (>= 0, default 1e-7)
+    double ftol;             ///< stop when (f_{k-past} - f_k) <= max(ftol, fnoise) max(|f_k|, tiny);
+                             ///< >= 0, 0 disables the test (default 1e-7)
     int past;                ///< iterations for the ftol test, 1..64 (default 10)
     double c1;               ///< sufficient decrease, 0 < c1 < c2 (default 1e-4)
     double c2;               ///< curvature, c1 < c2 < 1 (default 0.9)

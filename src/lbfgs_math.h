@@ -59,6 +59,7 @@ typedef struct ps_linesearch {
     double alpha;                   /* the trial being evaluated */
     double c1, c2;
     double feps;                    /* absolute noise allowance on f */
+    double f_best;                  /* smallest finite phi over the trials */
     int phase, trials, max_trials, pad_;
 } ps_linesearch;
 
@@ -107,8 +108,10 @@ PS_HD double ps_ls_zoom_trial(const ps_linesearch *ls)
  * feps >= 0 widens the sufficient-decrease test to
  *     phi(alpha) <= phi(0) + c1 alpha phi'(0) + feps
  * (the approximate Wolfe conditions of Hager & Zhang, SIAM J. Optim. 16,
- * 2005, sec. 4): once f's decrease along d is below the rounding noise of
- * the float32 objective, the accurate derivative still decides.
+ * 2005, sec. 4), and a trial counts as worse than another only when its f
+ * is higher by more than feps: once f's changes along d are below the
+ * rounding noise of the float32 objective, the accurate derivative still
+ * decides.
  */
 PS_HD void ps_ls_begin(ps_linesearch *ls, double f0, double dg0,
                        double alpha0, double c1, double c2, double feps,
@@ -118,6 +121,7 @@ PS_HD void ps_ls_begin(ps_linesearch *ls, double f0, double dg0,
     ls->dg0 = dg0;
     ls->a_prev = 0.0;
     ls->f_prev = f0;
+    ls->f_best = INFINITY;
     ls->dg_prev = dg0;
     ls->a_lo = ls->f_lo = ls->dg_lo = 0.0;
     ls->a_hi = ls->f_hi = ls->dg_hi = 0.0;
@@ -160,13 +164,15 @@ PS_HD int ps_ls_next(ps_linesearch *ls, double f, double dg)
         dg = INFINITY;
     }
     ls->trials++;
+    if (finite && f < ls->f_best)
+        ls->f_best = f;
     int armijo = finite && f <= ls->f0 + ls->c1 * a * ls->dg0 + ls->feps;
     int curvature = finite && fabs(dg) <= -ls->c2 * ls->dg0;
 
     int action;
     if (ls->phase == PS_LS_BRACKET) {
         /* Alg. 3.5 */
-        if (!armijo || (ls->trials > 1 && f >= ls->f_prev)) {
+        if (!armijo || (ls->trials > 1 && f >= ls->f_prev + ls->feps)) {
             action = ps_ls_enter_zoom(ls, ls->a_prev, ls->f_prev,
                                       ls->dg_prev, a, f, dg);
         } else if (curvature) {
@@ -190,7 +196,7 @@ PS_HD int ps_ls_next(ps_linesearch *ls, double f, double dg)
         }
     } else {
         /* Alg. 3.6 */
-        if (!armijo || f >= ls->f_lo) {
+        if (!armijo || f >= ls->f_lo + ls->feps) {
             ls->a_hi = a;
             ls->f_hi = f;
             ls->dg_hi = dg;
@@ -289,33 +295,40 @@ PS_HD void ps_lbfgs_direction(ps_lbfgs *lb)
         return;
     }
     int idx[PS_MAX_MEMORY];
-    double t[PS_MAX_MEMORY], p[PS_MAX_MEMORY], w[PS_MAX_MEMORY];
-    for (int l = 0; l < k; l++)
-        idx[l] = (lb->newest - (k - 1) + l + m) % m;
+    double t[PS_MAX_MEMORY], p[PS_MAX_MEMORY], w[PS_MAX_MEMORY], rd[PS_MAX_MEMORY];
+    int first = lb->newest - (k - 1);
+    if (first < 0)
+        first += m;
+    for (int l = 0; l < k; l++) {
+        int i = first + l;
+        idx[l] = i >= m ? i - m : i;
+        rd[l] = 1.0 / lb->sy[idx[l]][idx[l]]; /* 1 / R_ll */
+    }
     int nw = lb->newest;
     double gamma = lb->sy[nw][nw] / lb->yy[nw][nw];
 
     /* t = R^-1 a (back substitution, R upper triangular) */
     for (int l = k - 1; l >= 0; l--) {
+        const double *row = lb->sy[idx[l]];
         double acc = lb->sg[idx[l]];
         for (int j = l + 1; j < k; j++)
-            acc -= lb->sy[idx[l]][idx[j]] * t[j];
-        t[l] = acc / lb->sy[idx[l]][idx[l]];
+            acc -= row[idx[j]] * t[j];
+        t[l] = acc * rd[l];
     }
     /* w = (D + gamma Y^T Y) t - gamma b */
     for (int l = 0; l < k; l++) {
+        const double *row = lb->yy[idx[l]];
         double acc = 0.0;
         for (int j = 0; j < k; j++)
-            acc += lb->yy[idx[l]][idx[j]] * t[j];
-        w[l] = lb->sy[idx[l]][idx[l]] * t[l] + gamma * acc -
-               gamma * lb->yg[idx[l]];
+            acc += row[idx[j]] * t[j];
+        w[l] = lb->sy[idx[l]][idx[l]] * t[l] + gamma * (acc - lb->yg[idx[l]]);
     }
     /* p = R^-T w (forward substitution, R^T lower triangular) */
     for (int l = 0; l < k; l++) {
         double acc = w[l];
         for (int j = 0; j < l; j++)
             acc -= lb->sy[idx[j]][idx[l]] * p[j];
-        p[l] = acc / lb->sy[idx[l]][idx[l]];
+        p[l] = acc * rd[l];
     }
     for (int i = 0; i < m; i++) {
         lb->cs[i] = 0.0;
@@ -499,7 +512,13 @@ PS_HD void ps_solver_trial(ps_solver *s, double f, double dg)
         return;
     }
     if (a == PS_LS_FAIL) {
-        ps_solver_finish(s, PS_ST_ERR_LINE_SEARCH);
+        /* No trial lowered f by more than its noise allowance: f cannot be
+         * decreased at the objective's precision, which is convergence in
+         * the sense of the decrease test; any other failure is an error. */
+        if (s->iteration > 0 && s->ls.feps > 0.0 && s->ls.f_best >= s->f - s->ls.feps)
+            ps_solver_finish(s, PS_ST_CONVERGED_FTOL);
+        else
+            ps_solver_finish(s, PS_ST_ERR_LINE_SEARCH);
         return;
     }
     if (s->max_evaluations > 0 && s->evaluations >= s->max_evaluations)
@@ -510,7 +529,9 @@ PS_HD void ps_solver_trial(ps_solver *s, double f, double dg)
  * UPDATE: the accepted point's f and the batched dots (PS_RED_LEN layout).
  * Then the stopping tests:
  *   gradient:  ||g_k|| <= gtol ||g_0||
- *   decrease:  f_{k-past} - f_k <= ftol max(|f_k|, 1e-300)   (k >= past)
+ *   decrease:  f_{k-past} - f_k <= max(ftol, fnoise) max(|f_k|, 1e-300)
+ *              (k >= past, ftol > 0): a decrease below the objective's
+ *              noise allowance is no decrease
  */
 PS_HD void ps_solver_update(ps_solver *s, double f, const double *red)
 {
@@ -526,7 +547,7 @@ PS_HD void ps_solver_update(ps_solver *s, double f, const double *red)
     }
     if (s->iteration >= s->past) {
         double fold = s->fhist[(s->iteration - s->past) % (s->past + 1)];
-        if (fold - f <= s->ftol * fmax(fabs(f), 1e-300)) {
+        if (s->ftol > 0.0 && fold - f <= fmax(s->ftol, s->fnoise) * fmax(fabs(f), 1e-300)) {
             ps_solver_finish(s, PS_ST_CONVERGED_FTOL);
             return;
         }
