@@ -16,6 +16,7 @@
 
 #define PS_PI_D 3.14159265358979323846
 #define PS_CPU_LANES 64 /* spin lanes: the unit of parallel work and of summation */
+#define PS_CPU_PARALLEL_MIN 100000 /* spin-steps below which one thread is faster */
 
 #define PS_REAL float
 #define PS_SFX(name) name##_f
@@ -109,7 +110,7 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
 
     if (!oom) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) reduction(|| : oom)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) reduction(|| : oom) if (ns * nt >= PS_CPU_PARALLEL_MIN)
 #endif
         for (size_t l = 0; l < nl; l++) {
             size_t j0 = l * ns / nl, j1 = (l + 1) * ns / nl;
@@ -139,7 +140,7 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
         *f = loss + p->lambda * power;
         if (grad) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
+#pragma omp parallel for schedule(static) num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) if (ns * nt >= PS_CPU_PARALLEL_MIN)
 #endif
             for (size_t i = 0; i < 2 * nt; i++) {
                 double s = 0.0;

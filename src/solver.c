@@ -69,12 +69,11 @@ static int gpu_can_fall_back(int st)
            st == PS_ERR_GPU_MEMORY || st == PS_ERR_NOT_IMPLEMENTED;
 }
 
-int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
-            double *f, double *grad)
+/* One evaluation on the chosen backend: f, and grad and m where not NULL. */
+static int evaluate_once(const ps_problem *p, const ps_options *o,
+                         const double *x, double *f, double *grad, double *m)
 {
     ps_options opt;
-    if (!p || !x || !f)
-        return PS_ERR_NULL;
     int st = take_options(o, &opt);
     if (st)
         return st;
@@ -85,37 +84,28 @@ int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
     if ((st = pick_backend(&opt, &use, &fell_back)))
         return st;
     if (use == PS_BACKEND_GPU) {
-        st = ps_gpu_eval(p, &opt, x, f, grad, NULL);
+        st = ps_gpu_eval(p, &opt, x, f, grad, m);
         if (!(opt.backend == PS_BACKEND_AUTO && gpu_can_fall_back(st)))
             return st;
     }
-    return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad,
-                                  NULL);
+    return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad, m);
+}
+
+int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
+            double *f, double *grad)
+{
+    if (!p || !x || !f)
+        return PS_ERR_NULL;
+    return evaluate_once(p, o, x, f, grad, NULL);
 }
 
 int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
                 double *m)
 {
-    ps_options opt;
+    double f;
     if (!p || !x || !m)
         return PS_ERR_NULL;
-    int st = take_options(o, &opt);
-    if (st)
-        return st;
-    if ((st = check_x(&opt, x, 2 * p->nt)))
-        return st;
-    ps_backend use;
-    int fell_back;
-    if ((st = pick_backend(&opt, &use, &fell_back)))
-        return st;
-    double f;
-    if (use == PS_BACKEND_GPU) {
-        st = ps_gpu_eval(p, &opt, x, &f, NULL, m);
-        if (!(opt.backend == PS_BACKEND_AUTO && gpu_can_fall_back(st)))
-            return st;
-    }
-    return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, &f, NULL,
-                                  m);
+    return evaluate_once(p, o, x, &f, NULL, m);
 }
 
 /* The Bloch objective as the CPU minimizer's callback. */
