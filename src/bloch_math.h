@@ -40,7 +40,7 @@
 #define PS_SFX(name) name##_f
 #define PS_RSQRT sqrtf
 #define PS_RSINCOS(x, s, c) ((*(s)) = sinf(x), (*(c)) = cosf(x))
-#define PS_SERIES_TERMS 5
+#define PS_SERIES_TERMS 4
 #include "bloch_math_tmpl.h"
 #undef PS_REAL
 #undef PS_SFX

@@ -1,7 +1,9 @@
 /*
  * Launch shape of the persistent kernel: grid and block size, and how an
  * evaluation splits spins and time (spins per tile SB, segments P, with
- * SB * P = block size). Chosen by a heuristic unless given.
+ * SB * P = block size). Chosen by a heuristic unless given. Also the
+ * internal entries of the benchmark: the comparison variants of the solve
+ * and the evaluation timing.
  */
 #ifndef PS_SRC_GPU_LAUNCH_H
 #define PS_SRC_GPU_LAUNCH_H
@@ -61,6 +63,45 @@ int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem);
 /* ps_gpu_solve with an explicit configuration (NULL: heuristic). */
 int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
                         const ps_gpu_config *cfg, double *x, ps_result *r);
+
+/*
+ * How the GPU solve is driven. All three run the same phases (gpu_phases.cuh)
+ * with the same launch shape, so they give bit-identical iterates; they
+ * differ only in who sequences the phases:
+ *   PS_GPU_PERSISTENT  one cooperative kernel for the whole solve (the design);
+ *   PS_GPU_HOST_LOOP   ordinary kernels per phase, the host waits for the
+ *                      scalars of each evaluation and update and launches
+ *                      the next phase (data stay on the device);
+ *   PS_GPU_GRAPH       a CUDA graph whose conditional WHILE node runs one
+ *                      cooperative kernel per iteration.
+ */
+enum { PS_GPU_PERSISTENT = 0, PS_GPU_HOST_LOOP = 1, PS_GPU_GRAPH = 2 };
+
+/*
+ * ps_gpu_solve_config driven by `variant`. x: physical pulse in/out as in
+ * solve_persistent. r->kernel_seconds: CUDA-event time of the solve proper
+ * (start evaluation to the final state; no setup, transfers or graph
+ * instantiation). Returns r->status or an error (PS_ERR_OPTION for an
+ * unknown variant).
+ */
+int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
+                         const ps_gpu_config *cfg, int variant, double *x,
+                         ps_result *r);
+
+/*
+ * Cost of one evaluation (F, exact gradient, fixed-order reductions) at the
+ * physical pulse x[2 nt] (NULL: the problem's start pulse) with the solve's
+ * launch shape: the MODE_EVAL launch of the persistent kernel repeated,
+ * after one warm-up, `repeats` times. The cost depends on the pulse (the
+ * Bloch step is cheaper for small rotations), so a benchmark times it at a
+ * point like its iterates.
+ * kernel_seconds: median time inside the kernel (block 0's clock, from its
+ * start to the reduced f); launch_seconds: median CUDA-event time of a
+ * whole launch. Returns 0 or an error.
+ */
+int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
+                       const ps_gpu_config *cfg, const double *x, int repeats,
+                       double *kernel_seconds, double *launch_seconds);
 
 #ifdef __cplusplus
 }

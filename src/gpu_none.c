@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "gpu.h"
+#include "gpu_launch.h"
 #include "log.h"
 
 int ps_gpu_device_count(void)
@@ -31,6 +32,20 @@ int ps_gpu_eval(const ps_problem *p, const ps_options *o, const double *x,
 
 int ps_gpu_solve(const ps_problem *p, const ps_options *o, double *x,
                  ps_result *r)
+{
+    return ps_gpu_usable(o);
+}
+
+int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
+                         const ps_gpu_config *cfg, int variant, double *x,
+                         ps_result *r)
+{
+    return ps_gpu_usable(o);
+}
+
+int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
+                       const ps_gpu_config *cfg, const double *x, int repeats,
+                       double *kernel_seconds, double *launch_seconds)
 {
     return ps_gpu_usable(o);
 }

@@ -18,8 +18,9 @@
  *   replay     each thread walks its segment backward from the segment's
  *              end state (reverse step + adjoint, bloch_math.h), and the SB
  *              threads of a segment sum their dF/du_k, dF/dv_k with warp
- *              shuffles in a fixed order into the tile's partial gradient.
- * The partial gradients of all tiles are then summed per time step in a
+ *              shuffles in a fixed order into the block's partial gradient
+ *              (its tiles added in tile order).
+ * The partial gradients of all blocks are then summed per time step in a
  * fixed order (reduce_gradient): no atomics, so results are bit-identical
  * for a given launch shape.
  */
@@ -93,7 +94,7 @@ struct args {
     double *x, *g, *gt, *d;
     double *S, *Y;          /* [memory][n] */
     /* per-block partials */
-    double *gpart;          /* [ntiles][n] partial gradient of each tile of spins */
+    double *gpart;          /* [grid][n] partial gradient of each block (its tiles in order) */
     double *lpart;          /* [grid] partial losses */
     double *rpart;          /* [grid][RP] partial dot products */
     double *m_out;          /* [ns][3] or NULL */
@@ -160,6 +161,12 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gd
     th[2] = gk[0] * sp[SP_R0] + gk[1] * sp[SP_R1] + gk[2] * sp[SP_R2] + sp[SP_WZ];
 }
 
+/* Steps buffered per warp before the gradient is summed over spins
+ * (fewer in float64, whose staging buffer is twice the size). */
+template <typename R> struct stage_depth { static const int value = 16; };
+template <> struct stage_depth<double> { static const int value = 8; };
+#define PS_GPU_STAGE (stage_depth<R>::value)
+
 /* Largest staged pulse (bytes of shared memory per block). */
 #define PS_GPU_PULSE_SMEM (48 * 1024)
 
@@ -171,7 +178,8 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
     return (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
            + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
            + tb * 12 * sizeof(R)               /* prefix-composed segment maps */
-           + tb * 9 * sizeof(R);               /* suffix products of their linear parts */
+           + tb * 9 * sizeof(R)                /* suffix products of their linear parts */
+           + (tb + 31) / 32 * 2 * PS_GPU_STAGE * 33 * sizeof(R); /* gradient staging */
 }
 
 /*
@@ -190,11 +198,14 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr; /* [nt][2] */
     R *Tm = (R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0); /* [P*sb][12] */
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
+    R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][33] */
     const R *spin = (const R *)a.spin, *gdt = (const R *)a.gdt;
 
     const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
     const int k0 = p * kseg;
     double loss_acc = 0.0;
+    double *gp = a.gpart + (size_t)blockIdx.x * a.n; /* this block's partial gradient */
+    bool first = true;                               /* no tile added into gp yet */
 
     if (pul) {
         for (int k = t; k < nt; k += blockDim.x) {
@@ -207,7 +218,6 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     }
 
     for (int tile = blockIdx.x; tile < a.ntiles; tile += gridDim.x) {
-        double *gp = a.gpart + (size_t)tile * a.n; /* this tile's partial gradient */
         const int j = tile * sb + js;
         const bool valid = j < a.ns;
         const R *sp = spin + (size_t)(valid ? j : a.ns - 1) * SP_STRIDE;
@@ -331,6 +341,16 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                     lam[c] = Vq[c] * lf[0] + Vq[3 + c] * lf[1] + Vq[6 + c] * lf[2];
             }
             const R gs = spl[SP_GS];
+            /*
+             * Each step's dF/du_k, dF/dv_k of the warp's lanes go to a
+             * staging buffer [2][PS_GPU_STAGE][33]; every PS_GPU_STAGE steps
+             * the warp sums them over each segment's spins (lanes g*sb ..
+             * g*sb + sb - 1 in order), one (component, step, segment) per
+             * lane, and adds them to the block's partial gradient.
+             */
+            const int lane = t & 31, ngroups = 32 / sb, pw = (t & ~31) / sb;
+            R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
+            int nb = 0, itop = kseg - 1;
             for (int i = kseg - 1; i >= 0; i--) {
                 int k = k0 + i;
                 R gx = 0, gy = 0;
@@ -342,18 +362,37 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                     gx = gth[0] * gs;
                     gy = gth[1] * gs;
                 }
-                for (int off = sb / 2; off > 0; off /= 2) {
-                    gx += __shfl_xor_sync(0xffffffffu, gx, off);
-                    gy += __shfl_xor_sync(0xffffffffu, gy, off);
-                }
-                if (js == 0 && k < nt) {
-                    gp[k] = (double)gx;
-                    gp[nt + k] = (double)gy;
+                stg[nb * 33 + lane] = gx;
+                stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
+                nb++;
+                if (nb == PS_GPU_STAGE || i == 0) {
+                    __syncwarp();
+                    const int per = nb * ngroups;
+                    for (int it = lane; it < 2 * per; it += 32) {
+                        const int c = it / per, rem = it - c * per, r = rem / ngroups,
+                                  g = rem - r * ngroups;
+                        const R *row = stg + (c * PS_GPU_STAGE + r) * 33 + g * sb;
+                        R sum = 0;
+                        for (int l = 0; l < sb; l++)
+                            sum += row[l];
+                        const int kk = (pw + g) * kseg + itop - r;
+                        if (kk < nt) {
+                            double *dst = gp + (size_t)c * nt + kk;
+                            *dst = (first ? 0.0 : *dst) + (double)sum;
+                        }
+                    }
+                    __syncwarp();
+                    nb = 0;
+                    itop = i - 1;
                 }
             }
         }
+        first = false;
         __syncthreads(); /* shared buffers are reused by the next tile */
     }
+    if (first && grad) /* a block without tiles adds nothing */
+        for (int i = t; i < a.n; i += blockDim.x)
+            gp[i] = 0.0;
     if (t == 0)
         a.lpart[blockIdx.x] = loss_acc;
 }
@@ -414,11 +453,11 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
     const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31;
     const int nwb = blockDim.x >> 5, gw = blockIdx.x * nwb + (threadIdx.x >> 5);
     double acc[3] = {0.0, 0.0, 0.0};
-    /* one warp per time step: lane l sums tiles l, l+32, ..., then a
+    /* one warp per time step: lane l sums blocks l, l+32, ..., then a
      * fixed xor tree over the lanes */
     for (int k = gw; k < nt; k += G * nwb) {
         double gu = 0.0, gv = 0.0;
-        for (int b = lane; b < a.ntiles; b += 32) {
+        for (int b = lane; b < G; b += 32) {
             gu += a.gpart[(size_t)b * a.n + k];
             gv += a.gpart[(size_t)b * a.n + nt + k];
         }
@@ -455,27 +494,63 @@ __device__ inline void update(const args &a, double alpha, int ns, double *scrat
     const int n = a.n, m = a.memory, Q = PS_RED_LEN(m), G = a.gv;
     if ((int)blockIdx.x >= G)
         return; /* the vector phases run on the first gv blocks only */
-    double acc[PS_RED_LEN(PS_MAX_MEMORY)];
-    for (int q = 0; q < Q; q++)
-        acc[q] = 0.0;
     double *sn = a.S + (size_t)ns * n, *yn = a.Y + (size_t)ns * n;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += G * blockDim.x) {
+    const int i0 = blockIdx.x * blockDim.x + threadIdx.x, stride = G * blockDim.x;
+    for (int i = i0; i < n; i += stride) {
         double xt = a.x[i] + alpha * a.d[i];
-        double s = xt - a.x[i], y = a.gt[i] - a.g[i], g = a.gt[i];
-        sn[i] = s;
-        yn[i] = y;
+        sn[i] = xt - a.x[i];
+        yn[i] = a.gt[i] - a.g[i];
         a.x[i] = xt;
-        a.g[i] = g;
-        for (int j = 0; j < m; j++) {
-            double sj = a.S[(size_t)j * n + i], yj = a.Y[(size_t)j * n + i];
-            acc[j] += sj * y;
-            acc[m + j] += yj * y;
-            acc[2 * m + j] += sj * g;
-            acc[3 * m + j] += yj * g;
-        }
-        acc[4 * m] += g * g;
+        a.g[i] = a.gt[i];
     }
-    block_partials(acc, Q, scratch, out);
+    /* the dots of the PS_RED_LEN layout over this thread's elements, pair
+     * by pair (the next pair's loads issued before this pair's shuffles),
+     * then the block sum (warp shuffles, warps in order) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    double *sc = scratch + warp * Q;
+    double gg = 0.0;
+    for (int i = i0; i < n; i += stride)
+        gg += a.g[i] * a.g[i];
+    double ns_[4] = {0.0, 0.0, 0.0, 0.0}; /* s_0.y, y_0.y, s_0.g, y_0.g */
+    for (int i = i0; i < n; i += stride) {
+        double s0 = a.S[i], y0 = a.Y[i];
+        ns_[0] += s0 * yn[i];
+        ns_[1] += y0 * yn[i];
+        ns_[2] += s0 * a.g[i];
+        ns_[3] += y0 * a.g[i];
+    }
+    for (int j = 0; j < m; j++) {
+        double cur[4] = {ns_[0], ns_[1], ns_[2], ns_[3]};
+        ns_[0] = ns_[1] = ns_[2] = ns_[3] = 0.0;
+        if (j + 1 < m) {
+            const double *sj = a.S + (size_t)(j + 1) * n, *yj = a.Y + (size_t)(j + 1) * n;
+            for (int i = i0; i < n; i += stride) {
+                double sv = sj[i], yv = yj[i];
+                ns_[0] += sv * yn[i];
+                ns_[1] += yv * yn[i];
+                ns_[2] += sv * a.g[i];
+                ns_[3] += yv * a.g[i];
+            }
+        }
+        for (int c = 0; c < 4; c++)
+            for (int off = 16; off > 0; off /= 2)
+                cur[c] += __shfl_down_sync(0xffffffffu, cur[c], off);
+        if (lane == 0)
+            for (int c = 0; c < 4; c++)
+                sc[c * m + j] = cur[c];
+    }
+    for (int off = 16; off > 0; off /= 2)
+        gg += __shfl_down_sync(0xffffffffu, gg, off);
+    if (lane == 0)
+        sc[4 * m] = gg;
+    __syncthreads();
+    for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+        double v = 0.0;
+        for (int w = 0; w < nw; w++)
+            v += scratch[w * Q + q];
+        out[q] = v;
+    }
+    __syncthreads();
 }
 
 /* ---- direction ---- d = cg g + sum_j cs_j s_j + cy_j y_j */

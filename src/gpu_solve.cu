@@ -3,13 +3,10 @@
  * L-BFGS solve. Every block keeps its own copy of the solver state machine
  * (lbfgs_math.h) in shared memory and takes every decision redundantly
  * from the same reduced values, so phases are separated by grid.sync()
- * alone: no host round trip, no relaunch, no atomics.
- *
- * Per iteration with one line-search trial, four grid barriers:
- *   direction      d = -H g from the stored dots           | sync
- *   trial          evaluate at x + alpha d (partials)      | sync
- *                  reduce gradient, g_t.d partials         | sync  -> accept?
- *   update         s, y, x, g, batched dots (partials)     | sync  -> stop?
+ * alone: no host round trip, no relaunch, no atomics. The phases are the
+ * shared loop of gpu_loop.cuh (the CUDA-graph variant runs it too, one
+ * iteration per launch); the setup of the device data is the context of
+ * gpu_context.cuh (shared with the comparison variants of gpu_variants.cu).
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -17,7 +14,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_context.cuh"
 #include "gpu_launch.h"
+#include "gpu_loop.cuh"
 #include "gpu_phases.cuh"
 
 extern "C" {
@@ -28,56 +27,7 @@ extern "C" {
 #include "problem.h"
 }
 
-namespace cg = cooperative_groups;
 using namespace ps_gpu;
-
-/* Block 0 appends one history row. */
-__device__ static void record(const args &a, const ps_solver &S, double seconds)
-{
-    if (blockIdx.x == 0 && threadIdx.x == 0 && S.iteration < a.hist_cap) {
-        ps_progress *h = a.hist + S.iteration;
-        h->iteration = S.iteration;
-        h->f = S.f;
-        h->gnorm = S.gnorm;
-        h->step = S.iteration > 0 ? S.step : 0.0;
-        h->evaluations = S.evaluations;
-        h->seconds = seconds;
-    }
-}
-
-/* Benchmark profile: block 0 adds the time since the last mark to prof[i]. */
-__device__ __forceinline__ static void prof_mark(const args &a, uint64_t &last, int i)
-{
-    if (a.prof && blockIdx.x == 0 && threadIdx.x == 0) {
-        uint64_t now = global_ns();
-        a.prof[i] += now - last;
-        last = now;
-    }
-}
-
-/*
- * Evaluate at x + alpha d into gout; leaves in every block's shared sh[]:
- * gout.d in sh[0], gout.gout in sh[1], the RF power b.b in sh[2] and
- * f = loss + lambda b.b in sh[3]. Two barriers.
- */
-template <typename R>
-__device__ static void evaluate_and_reduce(const args &a, cg::grid_group &grid, const double *d,
-                                           double alpha, double *gout, char *smem, double *sh,
-                                           uint64_t &last)
-{
-    evaluate<R>(a, a.x, d, alpha, true, smem);
-    grid.sync();
-    prof_mark(a, last, PS_PROF_EVAL);
-    reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
-    grid.sync();
-    prof_mark(a, last, PS_PROF_REDUCE);
-    sum_partials(a.rpart, gridDim.x, 3, PS_GPU_RP, sh);
-    sum_partials(a.lpart, gridDim.x, 1, 1, sh + 3);
-    prof_mark(a, last, PS_PROF_SUMS);
-    if (threadIdx.x == 0)
-        sh[3] += a.lambda * sh[2];
-    __syncthreads();
-}
 
 /* MINB: __launch_bounds__ minimum blocks of PS_GPU_MAX_THREADS per SM (1:
  * up to 128 registers a thread, 2: up to 64). */
@@ -86,89 +36,25 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) char smem[];
-    __shared__ ps_solver S;
-    __shared__ double sh[4];
-    __shared__ double red[PS_GPU_RP];
+    __shared__ loop_shared L;
     const uint64_t t0 = global_ns();
     uint64_t last = t0;
-    if (threadIdx.x == 0)
-        S = *a.state;
+    state_copy(&L.S, a.state);
     __syncthreads();
 
-    // ---- evaluate at the start point ----
-    evaluate_and_reduce<R>(a, grid, nullptr, 0.0, a.g, smem, sh, last);
-    if (a.mode == MODE_EVAL) {
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-            a.eval_out[0] = sh[3];
+    // ---- the phases, START to DONE (gpu_loop.cuh) ----
+    solve_phases<R>(a, grid, L, smem, t0, last, 0.0, false);
+    if (a.mode == MODE_EVAL)
         return;
-    }
-    if (threadIdx.x == 0) {
-        ps_solver_start(&S, sh[3], sh[1]);
-        record(a, S, (double)(global_ns() - t0) * 1e-9);
-    }
-    __syncthreads();
-    double elapsed = 0.0;
 
-    while (S.phase != PS_PHASE_DONE) {
-        if (S.phase == PS_PHASE_DIRECTION) {
-            // ---- direction ----
-            if (threadIdx.x == 0)
-                ps_solver_direction(&S, elapsed);
-            __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE);
-            if (S.phase != PS_PHASE_TRIAL)
-                break;
-            form_direction(a, &S.lb);
-            grid.sync();
-            prof_mark(a, last, PS_PROF_DIRECTION);
-        } else if (S.phase == PS_PHASE_TRIAL) {
-            // ---- line search trial ----
-            evaluate_and_reduce<R>(a, grid, a.d, S.ls.alpha, a.gt, smem, sh, last);
-            if (threadIdx.x == 0) {
-                red[0] = sh[3]; /* f at the trial, kept for the update */
-                ps_solver_trial(&S, sh[3], sh[0]);
-            }
-            __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE);
-        } else {
-            // ---- update: accept the step, new pair, batched dots ----
-            update(a, S.ls.alpha, ps_lbfgs_next_slot(&S.lb), (double *)smem,
-                   a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
-            if (blockIdx.x == 0 && threadIdx.x == 0)
-                *a.elapsed = (double)(global_ns() - t0) * 1e-9;
-            grid.sync();
-            prof_mark(a, last, PS_PROF_UPDATE);
-            double ft = red[0];
-            sum_partials(a.rpart, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, red + 1);
-            prof_mark(a, last, PS_PROF_SUMS);
-            elapsed = *(volatile double *)a.elapsed;
-            if (threadIdx.x == 0) {
-                ps_solver_update(&S, ft, red + 1);
-                record(a, S, elapsed);
-            }
-            __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE);
-        }
-    }
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        *a.state = S;
+    // ---- the final state for the host ----
+    if (blockIdx.x == 0)
+        state_copy(a.state, &L.S);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Host side                                                                */
 /* ------------------------------------------------------------------------ */
-
-#define CUDA_TRY(o, call, status)                                                          \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            ps_log((o), PS_LOG_ERROR, __FILE__, __LINE__, "%s: %s", #call,                 \
-                   cudaGetErrorString(e_));                                                \
-            cudaGetLastError();                                                            \
-            st = (status);                                                                 \
-            goto out;                                                                      \
-        }                                                                                  \
-    } while (0)
 
 template <typename R> static void *kernel_ptr(int regcap)
 {
@@ -190,17 +76,33 @@ extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info
     return PS_CONVERGED;
 }
 
-/* Spins per tile and segments for a block of tb threads (heuristic, see
- * gpu_launch.h): the largest tile (<= 32 spins) that still gives every
- * block of the grid a tile. */
+/*
+ * Spins per tile SB and segments P = tb / SB for a block of tb threads
+ * (heuristic; `persolve tune` measures instead). Per thread, an evaluation
+ * costs rounds x (steps of its segment + a scan level's worth per level),
+ * rounds = ceil(tiles / grid): the SB (power of two <= 32) with the least
+ * cost, the larger SB on ties.
+ */
 extern "C" void ps_gpu_default_config(size_t ns, size_t nt, int grid_blocks, int tb, int *sb,
                                       int *segs)
 {
-    int s = 32;
-    while (s > 1 && (ns + s - 1) / s < (size_t)grid_blocks)
-        s /= 2;
-    *sb = s;
-    *segs = tb / s;
+    double best = 0.0;
+    *sb = 1;
+    for (int s = 1; s <= 32 && s <= tb; s *= 2) {
+        int P = tb / s;
+        size_t tiles = (ns + s - 1) / s;
+        double rounds = (double)((tiles + grid_blocks - 1) / grid_blocks);
+        int levels = 0;
+        while ((1 << levels) < P)
+            levels++;
+        double kseg = (double)((nt + P - 1) / P);
+        double cost = rounds * (kseg + 2.0 * levels);
+        if (s == 1 || cost <= best) {
+            best = cost;
+            *sb = s;
+        }
+    }
+    *segs = tb / *sb;
 }
 
 extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem)
@@ -339,7 +241,7 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt)
             gdt[3 * k + c] = (R)(p->dt * gamma * p->g[3 * k + c]);
 }
 
-static double wall_seconds(void)
+double ps_gpu::wall_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -347,19 +249,19 @@ static double wall_seconds(void)
 }
 
 /*
- * One launch of the persistent kernel. mode MODE_SOLVE: x (optimizer
- * variables) in/out, r filled. MODE_EVAL: physical pulse x, f, grad, m.
+ * Set up a run: launch shape, host staging, device buffers, uploads, the
+ * args struct and the solver state in its START phase (see gpu_context.cuh).
  */
 template <typename R>
-static int run_kernel(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
-                      int mode, double *x, ps_result *r, double *f_out, double *g_out,
-                      double *m_out)
+static int context_create_t(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
+                            int mode, const double *x, int want_m, context *c)
 {
     int st = PS_CONVERGED;
     const size_t ns = p->ns, nt = p->nt, n = 2 * nt;
     const int m = o->memory;
     args a;
     memset(&a, 0, sizeof a);
+    memset(c, 0, sizeof *c);
     void *d_spin = NULL, *d_gdt = NULL;
     double *d_target = NULL, *d_w = NULL, *d_m0 = NULL, *d_vec = NULL, *d_part = NULL;
     ps_solver *d_state = NULL;
@@ -367,8 +269,6 @@ static int run_kernel(const ps_problem *p, const ps_options *o, const ps_gpu_con
     R *h_spin = NULL, *h_gdt = NULL;
     double *h_w = NULL, *h_m0 = NULL;
     ps_solver *h_state = NULL;
-    cudaEvent_t ev0 = NULL, ev1 = NULL;
-    double t_start = wall_seconds();
 
     ps_gpu_config cfg;
     st = ps_gpu_resolve_config(p, o, cfg_in, &cfg);
@@ -395,8 +295,8 @@ static int run_kernel(const ps_problem *p, const ps_options *o, const ps_gpu_con
     spin_records<R>(p, h_spin, h_gdt);
     for (size_t j = 0; j < ns; j++) {
         h_w[j] = p->w ? p->w[j] : 1.0;
-        for (int c = 0; c < 3; c++)
-            h_m0[3 * j + c] = p->m0 ? p->m0[3 * j + c] : (c == 2 ? 1.0 : 0.0);
+        for (int c3 = 0; c3 < 3; c3++)
+            h_m0[3 * j + c3] = p->m0 ? p->m0[3 * j + c3] : (c3 == 2 ? 1.0 : 0.0);
     }
     ps_solver_init(h_state, m, o->past, o->max_linesearch, o->max_iterations,
                    o->max_evaluations, o->gtol, o->ftol, o->c1, o->c2, o->time_limit,
@@ -410,11 +310,12 @@ static int run_kernel(const ps_problem *p, const ps_options *o, const ps_gpu_con
     CUDA_TRY(o, cudaMalloc(&d_m0, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
     /* x, g, gt, d, S[m], Y[m] */
     CUDA_TRY(o, cudaMalloc(&d_vec, (4 + 2 * (size_t)m) * n * sizeof(double)), PS_ERR_GPU_MEMORY);
-    /* gpart[ntiles][n], lpart[G], rpart[G][RP], elapsed, eval_out, m_out[ns][3] */
-    CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)ntiles * n + G + (size_t)G * PS_GPU_RP + 2 + 3 * ns) * sizeof(double)),
+    /* gpart[G][n], lpart[G], rpart[G][RP], elapsed, eval_out, m_out[ns][3] */
+    CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + 2 + 3 * ns) * sizeof(double)),
              PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_state, sizeof(ps_solver)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_hist, (size_t)hist_cap * sizeof(ps_progress)), PS_ERR_GPU_MEMORY);
+    CUDA_TRY(o, cudaMalloc(&c->d_clock, sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMemset(d_vec, 0, (4 + 2 * (size_t)m) * n * sizeof(double)), PS_ERR_GPU_LAUNCH);
 
     CUDA_TRY(o, cudaMemcpy(d_spin, h_spin, ns * SP_STRIDE * sizeof(R), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
@@ -452,67 +353,36 @@ static int run_kernel(const ps_problem *p, const ps_options *o, const ps_gpu_con
     a.S = d_vec + 4 * n;
     a.Y = d_vec + (4 + (size_t)m) * n;
     a.gpart = d_part;
-    a.lpart = d_part + (size_t)ntiles * n;
+    a.lpart = d_part + (size_t)G * n;
     a.rpart = a.lpart + G;
     a.elapsed = a.rpart + (size_t)G * PS_GPU_RP;
     a.eval_out = a.elapsed + 1;
-    a.m_out = m_out ? a.eval_out + 1 : NULL;
+    a.m_out = want_m ? a.eval_out + 1 : NULL;
     a.state = d_state;
     a.hist = d_hist;
     a.hist_cap = hist_cap;
     a.mode = mode;
+    /* elapsed = 0: the time limit's clock before the first update */
+    CUDA_TRY(o, cudaMemset(a.elapsed, 0, sizeof(double)), PS_ERR_GPU_LAUNCH);
 
-    {
-        void *k = kernel_ptr<R>(cfg.regcap);
-        void *params[] = {&a};
-        CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                 PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaEventCreate(&ev1), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaEventRecord(ev0, 0), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(G), dim3(tb), params, smem, 0), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaEventRecord(ev1, 0), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);
-    }
-
-    if (mode == MODE_EVAL) {
-        CUDA_TRY(o, cudaMemcpy(f_out, a.eval_out, sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
-        if (g_out)
-            CUDA_TRY(o, cudaMemcpy(g_out, a.g, n * sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
-        if (m_out)
-            CUDA_TRY(o, cudaMemcpy(m_out, a.m_out, 3 * ns * sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
-        goto out;
-    }
-    CUDA_TRY(o, cudaMemcpy(h_state, d_state, sizeof(ps_solver), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(x, a.x, n * sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
-    {
-        size_t rows = (size_t)h_state->iteration + 1;
-        if (rows > (size_t)hist_cap)
-            rows = (size_t)hist_cap;
-        r->history = (ps_progress *)malloc(rows * sizeof(ps_progress));
-        if (!r->history) {
-            st = PS_ERR_NO_MEMORY;
-            goto out;
-        }
-        CUDA_TRY(o, cudaMemcpy(r->history, d_hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost),
-                 PS_ERR_GPU_LAUNCH);
-        r->history_len = rows;
-        float ms = 0.0f;
-        cudaEventElapsedTime(&ms, ev0, ev1);
-        r->status = h_state->status;
-        r->iterations = h_state->iteration;
-        r->evaluations = h_state->evaluations;
-        r->f = h_state->f;
-        r->gnorm = h_state->gnorm;
-        r->backend = PS_BACKEND_GPU;
-        r->kernel_seconds = 1e-3 * ms;
-        st = h_state->status;
-    }
+    c->a = a;
+    c->cfg = cfg;
+    c->smem = smem;
+    c->precision = o->precision;
+    c->d_spin = d_spin;
+    c->d_gdt = d_gdt;
+    c->d_target = d_target;
+    c->d_w = d_w;
+    c->d_m0 = d_m0;
+    c->d_vec = d_vec;
+    c->d_part = d_part;
+    c->d_state = d_state;
+    c->d_hist = d_hist;
+    d_spin = d_gdt = NULL;
+    d_target = d_w = d_m0 = d_vec = d_part = NULL;
+    d_state = NULL;
+    d_hist = NULL;
 out:
-    if (ev0)
-        cudaEventDestroy(ev0);
-    if (ev1)
-        cudaEventDestroy(ev1);
     cudaFree(d_spin);
     cudaFree(d_gdt);
     cudaFree(d_target);
@@ -527,40 +397,258 @@ out:
     free(h_w);
     free(h_m0);
     free(h_state);
+    if (st) {
+        cudaFree(c->d_clock);
+        memset(c, 0, sizeof *c);
+    }
+    return st;
+}
+
+int ps_gpu::context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
+                           int mode, const double *x, int want_m, context *c)
+{
+    return o->precision == PS_PRECISION_DOUBLE
+               ? context_create_t<double>(p, o, cfg_in, mode, x, want_m, c)
+               : context_create_t<float>(p, o, cfg_in, mode, x, want_m, c);
+}
+
+void ps_gpu::context_destroy(context *c)
+{
+    cudaFree(c->d_spin);
+    cudaFree(c->d_gdt);
+    cudaFree(c->d_target);
+    cudaFree(c->d_w);
+    cudaFree(c->d_m0);
+    cudaFree(c->d_vec);
+    cudaFree(c->d_part);
+    cudaFree(c->d_state);
+    cudaFree(c->d_hist);
+    cudaFree(c->d_clock);
+    memset(c, 0, sizeof *c);
+}
+
+int ps_gpu::context_result(const context *c, const ps_options *o, double *x, ps_result *r)
+{
+    int st = PS_CONVERGED;
+    const size_t n = (size_t)c->a.n;
+    ps_solver *h_state = (ps_solver *)malloc(sizeof(ps_solver));
+    if (!h_state)
+        return PS_ERR_NO_MEMORY;
+    CUDA_TRY(o, cudaMemcpy(h_state, c->d_state, sizeof(ps_solver), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(x, c->a.x, n * sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
+    {
+        size_t rows = (size_t)h_state->iteration + 1;
+        if (rows > (size_t)c->a.hist_cap)
+            rows = (size_t)c->a.hist_cap;
+        r->history = (ps_progress *)malloc(rows * sizeof(ps_progress));
+        if (!r->history) {
+            st = PS_ERR_NO_MEMORY;
+            goto out;
+        }
+        CUDA_TRY(o, cudaMemcpy(r->history, c->d_hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost),
+                 PS_ERR_GPU_LAUNCH);
+        r->history_len = rows;
+        r->status = h_state->status;
+        r->iterations = h_state->iteration;
+        r->evaluations = h_state->evaluations;
+        r->f = h_state->f;
+        r->gnorm = h_state->gnorm;
+        r->backend = PS_BACKEND_GPU;
+        st = h_state->status;
+    }
+out:
+    free(h_state);
+    return st;
+}
+
+/* The persistent kernel on a set-up context: one cooperative launch. */
+static int launch_persistent(context *c, const ps_options *o, double *ms)
+{
+    int st = PS_CONVERGED;
+    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    void *k = c->precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(c->cfg.regcap)
+                                                  : kernel_ptr<float>(c->cfg.regcap);
+    void *params[] = {&c->a};
+    float t = 0.0f;
+    CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(ev0, 0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(c->cfg.grid), dim3(c->cfg.block), params, c->smem, 0),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(ev1, 0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);
+    cudaEventElapsedTime(&t, ev0, ev1);
+    *ms = t;
+out:
+    if (ev0)
+        cudaEventDestroy(ev0);
+    if (ev1)
+        cudaEventDestroy(ev1);
+    return st;
+}
+
+/*
+ * One run of the persistent kernel. mode MODE_SOLVE: x (optimizer
+ * variables) in/out, r filled. MODE_EVAL: physical pulse x, f, grad, m.
+ */
+static int run_kernel(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
+                      int mode, double *x, ps_result *r, double *f_out, double *g_out,
+                      double *m_out)
+{
+    context c;
+    double ms = 0.0;
+    const double t_start = wall_seconds();
+    const size_t n = 2 * p->nt;
+    int st = context_create(p, o, cfg_in, mode, x, m_out != NULL, &c);
+    if (st) {
+        if (r)
+            r->seconds = wall_seconds() - t_start;
+        return st;
+    }
+    st = launch_persistent(&c, o, &ms);
+    if (st)
+        goto out;
+    if (mode == MODE_EVAL) {
+        CUDA_TRY(o, cudaMemcpy(f_out, c.a.eval_out, sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
+        if (g_out)
+            CUDA_TRY(o, cudaMemcpy(g_out, c.a.g, n * sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
+        if (m_out)
+            CUDA_TRY(o, cudaMemcpy(m_out, c.a.m_out, 3 * p->ns * sizeof(double), cudaMemcpyDeviceToHost),
+                     PS_ERR_GPU_LAUNCH);
+        goto out;
+    }
+    st = context_result(&c, o, x, r);
+    r->kernel_seconds = 1e-3 * ms;
+out:
+    context_destroy(&c);
     if (r)
         r->seconds = wall_seconds() - t_start;
+    return st;
+}
+
+/* "NAME (grid G x B, SB spins x P segments, float32)" of a solve. */
+static void describe_run(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
+                         ps_result *r)
+{
+    ps_gpu_config used;
+    ps_gpu_resolve_config(p, o, cfg, &used);
+    char name[128];
+    ps_gpu_device_describe(0, name, sizeof name);
+    char *comma = strchr(name, ',');
+    if (comma)
+        *comma = '\0';
+    snprintf(r->device, sizeof r->device, "%.48s (grid %d x %d%s, %d spins x %d segments, %s)",
+             name, used.grid, used.block, used.regcap ? " regcap" : "", used.sb, used.segs,
+             o->precision == PS_PRECISION_DOUBLE ? "float64" : "float32");
+}
+
+/* A comparison variant: set up, solve, results, release. */
+static int run_variant(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
+                       int variant, double *z, ps_result *r)
+{
+    context c;
+    double ms = 0.0, t_start = wall_seconds();
+    int st = context_create(p, o, cfg, MODE_SOLVE, z, 0, &c);
+    if (st) {
+        r->seconds = wall_seconds() - t_start;
+        return st;
+    }
+    st = variant == PS_GPU_HOST_LOOP ? solve_host_loop(&c, o, &ms) : solve_graph(&c, o, &ms);
+    if (!st) {
+        st = context_result(&c, o, z, r);
+        r->kernel_seconds = 1e-3 * ms;
+    }
+    context_destroy(&c);
+    r->seconds = wall_seconds() - t_start;
+    return st;
+}
+
+extern "C" int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
+                                    const ps_gpu_config *cfg, int variant, double *x,
+                                    ps_result *r)
+{
+    int st = ps_gpu_usable(o);
+    if (st)
+        return st;
+    PS_RETURN_ERROR_IF(o, variant < PS_GPU_PERSISTENT || variant > PS_GPU_GRAPH, PS_ERR_OPTION,
+                       "unknown GPU solve variant %d", variant);
+    size_t n = 2 * p->nt;
+    double *z = (double *)malloc(n * sizeof(double));
+    if (!z)
+        return PS_ERR_NO_MEMORY;
+    ps_objective_from_pulse(p, x, z);
+    st = variant == PS_GPU_PERSISTENT ? run_kernel(p, o, cfg, MODE_SOLVE, z, r, NULL, NULL, NULL)
+                                      : run_variant(p, o, cfg, variant, z, r);
+    if (r->history_len > 0)
+        ps_objective_pulse(p, z, x);
+    free(z);
+    if (r->history_len > 0)
+        describe_run(p, o, cfg, r);
     return st;
 }
 
 extern "C" int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
                                    const ps_gpu_config *cfg, double *x, ps_result *r)
 {
+    return ps_gpu_solve_variant(p, o, cfg, PS_GPU_PERSISTENT, x, r);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
+                                  const ps_gpu_config *cfg, const double *x_at, int repeats,
+                                  double *kernel_seconds, double *launch_seconds)
+{
     int st = ps_gpu_usable(o);
     if (st)
         return st;
+    PS_RETURN_ERROR_IF(o, repeats < 1, PS_ERR_OPTION, "eval timing: %d repeats", repeats);
     size_t n = 2 * p->nt;
-    double *z = (double *)malloc(n * sizeof(double));
-    if (!z)
-        return PS_ERR_NO_MEMORY;
-    ps_objective_from_pulse(p, x, z);
-    st = o->precision == PS_PRECISION_DOUBLE
-             ? run_kernel<double>(p, o, cfg, MODE_SOLVE, z, r, NULL, NULL, NULL)
-             : run_kernel<float>(p, o, cfg, MODE_SOLVE, z, r, NULL, NULL, NULL);
-    if (r->history_len > 0)
-        ps_objective_pulse(p, z, x);
-    free(z);
-    if (r->history_len > 0) {
-        ps_gpu_config used;
-        ps_gpu_resolve_config(p, o, cfg, &used);
-        char name[128];
-        ps_gpu_device_describe(0, name, sizeof name);
-        char *comma = strchr(name, ',');
-        if (comma)
-            *comma = '\0';
-        snprintf(r->device, sizeof r->device, "%.48s (grid %d x %d%s, %d spins x %d segments, %s)",
-                 name, used.grid, used.block, used.regcap ? " regcap" : "", used.sb, used.segs,
-                 o->precision == PS_PRECISION_DOUBLE ? "float64" : "float32");
+    double *x = (double *)malloc(n * sizeof(double));
+    double *tk = (double *)malloc((size_t)repeats * sizeof(double));
+    double *tl = (double *)malloc((size_t)repeats * sizeof(double));
+    context c;
+    memset(&c, 0, sizeof c);
+    if (!x || !tk || !tl) {
+        st = PS_ERR_NO_MEMORY;
+        goto done;
     }
+    if (x_at)
+        memcpy(x, x_at, n * sizeof(double));
+    else
+        ps_problem_x0(p, x);
+    st = context_create(p, o, cfg, MODE_EVAL, x, 0, &c);
+    if (st)
+        goto done;
+    for (int i = -1; i < repeats && !st; i++) { /* i = -1: warm-up */
+        double ms = 0.0, in_kernel = 0.0;
+        st = launch_persistent(&c, o, &ms);
+        if (!st && cudaMemcpy(&in_kernel, c.a.elapsed, sizeof(double), cudaMemcpyDeviceToHost) != cudaSuccess) {
+            cudaGetLastError();
+            st = PS_ERR_GPU_LAUNCH;
+        }
+        if (i >= 0) {
+            tk[i] = in_kernel;
+            tl[i] = 1e-3 * ms;
+        }
+    }
+    context_destroy(&c);
+    if (!st) {
+        qsort(tk, (size_t)repeats, sizeof(double), cmp_double);
+        qsort(tl, (size_t)repeats, sizeof(double), cmp_double);
+        *kernel_seconds = repeats % 2 ? tk[repeats / 2] : 0.5 * (tk[repeats / 2 - 1] + tk[repeats / 2]);
+        *launch_seconds = repeats % 2 ? tl[repeats / 2] : 0.5 * (tl[repeats / 2 - 1] + tl[repeats / 2]);
+    }
+done:
+    free(x);
+    free(tk);
+    free(tl);
     return st;
 }
 
@@ -582,9 +670,7 @@ extern "C" int ps_gpu_eval(const ps_problem *p, const ps_options *o, const doubl
     memcpy(xc, x, n * sizeof(double));
     ps_result r;
     memset(&r, 0, sizeof r);
-    st = o->precision == PS_PRECISION_DOUBLE
-             ? run_kernel<double>(p, o, NULL, MODE_EVAL, xc, &r, f, grad, m)
-             : run_kernel<float>(p, o, NULL, MODE_EVAL, xc, &r, f, grad, m);
+    st = run_kernel(p, o, NULL, MODE_EVAL, xc, &r, f, grad, m);
     free(xc);
     return st;
 }

@@ -24,6 +24,11 @@ enum {
     OPT_THREADS,
     OPT_JSON,
     OPT_X,
+    OPT_SIZES,
+    OPT_ITERS,
+    OPT_REPEATS,
+    OPT_CPU_ITERS,
+    OPT_JSON_FILE,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -76,6 +81,21 @@ static const struct option info_options[] = {
     OPT_END,
 };
 
+static const struct option bench_options[] = {
+    OPT_HELP,
+    OPT_VERSION,
+    {"sizes", required_argument, NULL, OPT_SIZES},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"repeats", required_argument, NULL, OPT_REPEATS},
+    {"json", required_argument, NULL, OPT_JSON_FILE},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"cpu-iters", required_argument, NULL, OPT_CPU_ITERS},
+    OPT_END,
+};
+
 /*
  * Leading '-': non-options come back in order as code 1 (whatever
  * POSIXLY_CORRECT says); ':' reports a missing value as ':'.
@@ -93,6 +113,7 @@ static const struct {
     {PS_CMD_EVAL, "eval", eval_options, "-:hVo:", 1, "PROBLEM"},
     {PS_CMD_PRESET, "preset", preset_options, "-:hVo:", 1, "NAME"},
     {PS_CMD_INFO, "info", info_options, "-:hV", 0, NULL},
+    {PS_CMD_BENCH, "bench", bench_options, "-:hV", 0, NULL},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -256,9 +277,9 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
             o->max_evaluations = iv;
         return PS_CLI_OK;
     case OPT_MEMORY:
-        if (!parse_int(arg, 1, 64, &iv))
+        if (!parse_int(arg, 1, 32, &iv))
             return usage_error(err, errlen,
-                               "--memory: '%s' is not an integer in 1..64", arg);
+                               "--memory: '%s' is not an integer in 1..32", arg);
         o->memory = (int)iv;
         return PS_CLI_OK;
     case OPT_THREADS:
@@ -267,6 +288,35 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
                                "--threads: '%s' is not an integer in 0..4096",
                                arg);
         o->threads = (int)iv;
+        return PS_CLI_OK;
+    case OPT_SIZES: {
+        ps_bench_size sz[PS_BENCH_MAX_SIZES];
+        char why[256];
+        if (ps_cli_bench_sizes(arg, sz, PS_BENCH_MAX_SIZES, why, sizeof why) < 0)
+            return usage_error(err, errlen, "--sizes: %s", why);
+        cli->sizes = arg;
+        return PS_CLI_OK;
+    }
+    case OPT_ITERS:
+    case OPT_CPU_ITERS:
+        if (!parse_int(arg, code == OPT_ITERS ? 1 : 0, 100000000, &iv))
+            return usage_error(err, errlen, "--%s: '%s' is not an integer in %d..100000000",
+                               name, arg, code == OPT_ITERS ? 1 : 0);
+        if (code == OPT_ITERS)
+            cli->iters = iv;
+        else
+            cli->cpu_iters = iv;
+        return PS_CLI_OK;
+    case OPT_REPEATS:
+        if (!parse_int(arg, 1, 1000, &iv))
+            return usage_error(err, errlen,
+                               "--repeats: '%s' is not an integer in 1..1000", arg);
+        cli->repeats = (int)iv;
+        return PS_CLI_OK;
+    case OPT_JSON_FILE:
+        if (!*arg)
+            return usage_error(err, errlen, "--json: empty file name");
+        cli->json_file = arg;
         return PS_CLI_OK;
     case OPT_TIME_LIMIT:
     case OPT_GTOL:
@@ -357,6 +407,10 @@ int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
         err[0] = '\0';
     memset(cli, 0, sizeof *cli);
     ps_options_default(&cli->opts);
+    cli->iters = PS_BENCH_ITERS;
+    cli->repeats = PS_BENCH_REPEATS;
+    cli->argc = argc;
+    cli->argv = argv;
     if (argc < 2)
         return usage_error(err, errlen, "missing command");
 
@@ -377,6 +431,74 @@ int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
     return usage_error(err, errlen, "unknown command '%s'", first);
 }
 
+static const struct {
+    const char *label, *spec;
+} bench_named[] = {
+    {"S", "spiral2d:n=32,nt=1000"},
+    {"M", "spiral2d:n=128,nt=5000"},
+    {"L", "spiral2d:n=256,nt=5000"},
+    {"T", "inversion"},
+};
+
+int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
+                       size_t errlen)
+{
+    int n = 0;
+    const char *p = list;
+    if (!list || !*list) {
+        usage_error(err, errlen, "empty list");
+        return -1;
+    }
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0) {
+            usage_error(err, errlen, "empty item in '%s'", list);
+            return -1;
+        }
+        int named = -1;
+        for (int i = 0; i < 4; i++)
+            if (strlen(bench_named[i].label) == len && !strncmp(p, bench_named[i].label, len))
+                named = i;
+        int cont = named < 0 && n > 0 && memchr(p, '=', len) && !memchr(p, ':', len);
+        if (cont) {
+            /* key=value: continues the spec before it */
+            ps_bench_size *b = &out[n - 1];
+            size_t have = strlen(b->spec);
+            if (have + 1 + len >= sizeof b->spec) {
+                usage_error(err, errlen, "spec too long in '%s'", list);
+                return -1;
+            }
+            b->spec[have] = ',';
+            memcpy(b->spec + have + 1, p, len);
+            b->spec[have + 1 + len] = '\0';
+            snprintf(b->label, sizeof b->label, "%.63s", b->spec);
+        } else {
+            if (n >= max) {
+                usage_error(err, errlen, "more than %d sizes", max);
+                return -1;
+            }
+            ps_bench_size *b = &out[n++];
+            if (named >= 0) {
+                snprintf(b->label, sizeof b->label, "%s", bench_named[named].label);
+                snprintf(b->spec, sizeof b->spec, "%s", bench_named[named].spec);
+            } else {
+                if (len >= sizeof b->spec) {
+                    usage_error(err, errlen, "spec too long in '%s'", list);
+                    return -1;
+                }
+                memcpy(b->spec, p, len);
+                b->spec[len] = '\0';
+                snprintf(b->label, sizeof b->label, "%.63s", b->spec);
+            }
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return n;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Usage                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -384,13 +506,15 @@ int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
 static void usage_exit_codes(FILE *f)
 {
     fputs("exit codes:\n"
-          "  0    converged (gtol or ftol test), or success of eval, preset, info\n"
+          "  0    converged (gtol or ftol test), or success of eval, preset, info,\n"
+          "       bench\n"
           "  1    solve ended without convergence (max iterations, max\n"
           "       evaluations or time limit)\n"
           "  2    usage error (bad command, option or value)\n"
           "  3    input error (bad or unwritable file, bad preset, invalid problem)\n"
           "  4    solver error (line-search failure, non-finite objective)\n"
-          "  5    backend unavailable (--backend gpu and no usable GPU)\n"
+          "  5    backend unavailable (--backend gpu and no usable GPU; bench\n"
+          "       without a GPU unless --backend cpu)\n"
           "  130  cancelled by SIGINT or SIGTERM (the best point is still written)\n",
           f);
 }
@@ -422,6 +546,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "  eval PROBLEM         objective F and its gradient at a pulse\n"
               "  preset NAME          write a preset problem to an HDF5 file\n"
               "  info                 version, build features and GPUs\n"
+              "  bench                the GPU solve variants side by side\n"
               "\n"
               "  persolve COMMAND --help   options of COMMAND\n"
               "  persolve --version        print the version\n"
@@ -455,7 +580,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --max-evals N   evaluation limit, 0 = none (default %lld)\n"
                 "      --time-limit S  wall-time limit in seconds, 0 = none\n"
                 "                      (default %g)\n"
-                "      --memory M      L-BFGS memory, 1..64 (default %d)\n"
+                "      --memory M      L-BFGS memory, 1..32 (default %d)\n"
                 "      --gtol X        stop when |grad f| <= X |grad f0| (default %g)\n"
                 "      --ftol X        stop when f decreased by at most X |f| over\n"
                 "                      the last %d iterations (default %g)\n"
@@ -515,6 +640,54 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "      --json          JSON on stdout instead of text\n"
               "  -h, --help          this help\n",
               f);
+        break;
+    case PS_CMD_BENCH:
+        fprintf(f,
+                "usage: persolve bench [OPTIONS]\n"
+                "\n"
+                "Time the GPU solve three ways, in one process, on the same problems\n"
+                "with the same launch shape and the same number of iterations:\n"
+                "  persistent  the whole solve in one cooperative kernel\n"
+                "  host loop   ordinary kernels per phase, the host waits for the\n"
+                "              scalars of every evaluation and update\n"
+                "  graph       a CUDA graph whose conditional WHILE node runs one\n"
+                "              cooperative kernel per iteration\n"
+                "All three give bit-identical iterates (column 'same'). Every run\n"
+                "has gtol = ftol = 0, so it runs exactly N iterations (unless the\n"
+                "line search fails); a warm-up run precedes the R timed runs and\n"
+                "the table shows their median. Per size and variant: ms per\n"
+                "iteration, the overhead per iteration (time per iteration minus\n"
+                "evaluations per iteration x the median in-kernel time of one\n"
+                "evaluation), evaluations, final f, spin-steps per second\n"
+                "(Ns Nt evaluations / time) and the time relative to the persistent\n"
+                "kernel. Without a usable GPU it exits 5, unless --backend cpu.\n"
+                "\n"
+                "options:\n"
+                "      --sizes LIST    comma-separated sizes (default S,M,L,T):\n"
+                "                        S  spiral2d:n=32,nt=1000\n"
+                "                        M  spiral2d:n=128,nt=5000\n"
+                "                        L  spiral2d:n=256,nt=5000\n"
+                "                        T  inversion\n"
+                "                      or preset specs and problem files; a key=value\n"
+                "                      item continues the spec before it\n"
+                "                      (S,spiral2d:n=64,nt=500 is two sizes)\n"
+                "      --iters N       iterations of every run (default %d)\n"
+                "      --repeats R     timed runs per variant (default %d)\n"
+                "      --json FILE     also write the tables, the GPU, the date and\n"
+                "                      the command line as JSON to FILE\n"
+                "      --precision P   single | double spin loop (default single)\n"
+                "      --backend B     auto | gpu: the GPU variants (default auto);\n"
+                "                      cpu: adds the CPU backend as a row (alone when\n"
+                "                      there is no GPU)\n"
+                "      --cpu-iters N   iterations of the CPU row (default 0: as many\n"
+                "                      of N as fit in about 2 s a run; the table says\n"
+                "                      when it ran fewer than N)\n"
+                "      --memory M      L-BFGS memory, 1..32 (default %d)\n"
+                "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n"
+                "  -h, --help          this help\n"
+                "\n",
+                PS_BENCH_ITERS, PS_BENCH_REPEATS, d.memory, d.threads);
+        usage_exit_codes(f);
         break;
     }
 }

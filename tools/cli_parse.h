@@ -28,7 +28,13 @@ typedef enum ps_cli_command {
     PS_CMD_EVAL,
     PS_CMD_PRESET,
     PS_CMD_INFO,
+    PS_CMD_BENCH,
 } ps_cli_command;
+
+/* bench: defaults of --iters and --repeats, the most --sizes items. */
+#define PS_BENCH_ITERS 50
+#define PS_BENCH_REPEATS 5
+#define PS_BENCH_MAX_SIZES 16
 
 typedef struct ps_cli {
     ps_cli_command command;
@@ -40,7 +46,34 @@ typedef struct ps_cli {
     int json;            /* --json: machine-readable summary on stdout */
     int quiet;           /* --quiet: no progress line and no summary */
     ps_options opts;     /* backend, precision, limits, tolerances, threads */
+    /* bench */
+    const char *sizes;     /* --sizes LIST (NULL: S,M,L,T) */
+    int64_t iters;         /* --iters N: iterations of every run (default 50) */
+    int repeats;           /* --repeats R: timed runs per variant (default 5) */
+    int64_t cpu_iters;     /* --cpu-iters N: CPU row's iterations (0: automatic) */
+    const char *json_file; /* --json FILE: the tables as JSON */
+    /* the command line as given (argv[0..argc-1]) */
+    int argc;
+    char **argv;
 } ps_cli;
+
+/* One benchmark size: its label (S, M, L, T, or the spec) and its
+ * PRESET|FILE argument. */
+typedef struct ps_bench_size {
+    char label[64];
+    char spec[512];
+} ps_bench_size;
+
+/*
+ * Split a --sizes list: S, M, L and T name the benchmark sizes of SPEC
+ * section 6 (spiral2d:n=32,nt=1000; spiral2d:n=128,nt=5000;
+ * spiral2d:n=256,nt=5000; inversion); any other item starts a preset spec
+ * or names a problem file, and an item key=value continues the spec
+ * before it (so "S,spiral2d:n=64,nt=500" is two sizes). Returns the number
+ * of sizes (1..max) or -1 with a message in err[errlen].
+ */
+int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
+                       size_t errlen);
 
 /* ps_cli_parse() return values. */
 enum {

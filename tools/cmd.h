@@ -17,6 +17,7 @@ int ps_cmd_design(const ps_cli *cli);
 int ps_cmd_eval(const ps_cli *cli);
 int ps_cmd_preset(const ps_cli *cli);
 int ps_cmd_info(const ps_cli *cli);
+int ps_cmd_bench(const ps_cli *cli);
 
 /* "persolve: <message>" on stderr. */
 #if defined(__GNUC__)

@@ -9,17 +9,21 @@
  *                 [--precision P] [--threads N] [--json]
  *   persolve preset NAME[:key=value,...] [-o FILE]
  *   persolve info [--json]
+ *   persolve bench [--sizes S,M,L,T] [--iters N] [--repeats R] [--json FILE]
+ *                  [--precision P] [--backend auto|gpu|cpu] [--cpu-iters N]
+ *                  [--memory M] [--threads N]
  *   persolve --help | --version, persolve COMMAND --help
  *
  * Exit codes:
  *   0    converged (PS_CONVERGED or PS_CONVERGED_FTOL), or success of a
- *        command that does not solve (eval, preset, info, --help)
+ *        command that does not solve (eval, preset, info, bench, --help)
  *   1    the solve ended without convergence (max iterations, max
  *        evaluations, time limit)
  *   2    usage error (bad command, option or option value)
  *   3    input error (bad or unwritable file, bad preset, invalid problem)
  *   4    solver error (line-search failure, non-finite objective)
- *   5    backend unavailable (--backend gpu and no usable GPU)
+ *   5    backend unavailable (--backend gpu and no usable GPU; bench without
+ *        a GPU unless --backend cpu)
  *   130  cancelled by SIGINT or SIGTERM (the best point is still written)
  */
 #include <stdio.h>
@@ -55,6 +59,7 @@ int main(int argc, char **argv)
     case PS_CMD_EVAL:   return ps_cmd_eval(&cli);
     case PS_CMD_PRESET: return ps_cmd_preset(&cli);
     case PS_CMD_INFO:   return ps_cmd_info(&cli);
+    case PS_CMD_BENCH:  return ps_cmd_bench(&cli);
     case PS_CMD_NONE:   break;
     }
     ps_cli_usage(stderr, PS_CMD_NONE);

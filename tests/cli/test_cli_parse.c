@@ -180,6 +180,62 @@ static void test_bad_command_lines(void **state)
     assert_int_equal(c.opts.memory, 3);
 }
 
+static void test_bench_options(void **state)
+{
+    (void)state;
+    ps_cli c;
+    assert_int_equal(parse(&c, "bench", NULL), PS_CLI_OK);
+    assert_int_equal(c.command, PS_CMD_BENCH);
+    assert_int_equal(c.iters, PS_BENCH_ITERS);
+    assert_int_equal(c.repeats, PS_BENCH_REPEATS);
+    assert_null(c.sizes);
+    assert_null(c.json_file);
+    assert_int_equal(c.cpu_iters, 0);
+    assert_int_equal(c.argc, 2);
+
+    assert_int_equal(parse(&c, "bench", "--sizes", "S,T", "--iters", "7", "--repeats", "3",
+                           "--json", "b.json", "--precision", "double", "--backend", "cpu",
+                           "--cpu-iters", "2", "--memory", "5", "--threads", "4", NULL),
+                     PS_CLI_OK);
+    assert_string_equal(c.sizes, "S,T");
+    assert_int_equal(c.iters, 7);
+    assert_int_equal(c.repeats, 3);
+    assert_string_equal(c.json_file, "b.json");
+    assert_int_equal(c.opts.precision, PS_PRECISION_DOUBLE);
+    assert_int_equal(c.opts.backend, PS_BACKEND_CPU);
+    assert_int_equal(c.cpu_iters, 2);
+    assert_int_equal(c.opts.memory, 5);
+    assert_int_equal(c.opts.threads, 4);
+
+    expect_usage("--iters", "'0'", parse(&c, "bench", "--iters", "0", NULL));
+    expect_usage("--repeats", "'x'", parse(&c, "bench", "--repeats", "x", NULL));
+    expect_usage("--sizes", "empty item", parse(&c, "bench", "--sizes", "S,,L", NULL));
+    expect_usage("--sizes", "empty", parse(&c, "bench", "--sizes", "", NULL));
+    expect_usage("--json", "missing value", parse(&c, "bench", "--json", NULL));
+    expect_usage("bench", "'extra'", parse(&c, "bench", "extra", NULL));
+
+    /* the size list: named sizes, specs, key=value continuing a spec */
+    ps_bench_size sz[PS_BENCH_MAX_SIZES];
+    char why[256];
+    int n = ps_cli_bench_sizes("S,M,L,T", sz, PS_BENCH_MAX_SIZES, why, sizeof why);
+    assert_int_equal(n, 4);
+    assert_string_equal(sz[0].label, "S");
+    assert_string_equal(sz[0].spec, "spiral2d:n=32,nt=1000");
+    assert_string_equal(sz[1].spec, "spiral2d:n=128,nt=5000");
+    assert_string_equal(sz[2].spec, "spiral2d:n=256,nt=5000");
+    assert_string_equal(sz[3].spec, "inversion");
+    n = ps_cli_bench_sizes("S,spiral2d:n=64,nt=500,slice1d,p.h5,T", sz, PS_BENCH_MAX_SIZES, why,
+                           sizeof why);
+    assert_int_equal(n, 5);
+    assert_string_equal(sz[1].spec, "spiral2d:n=64,nt=500");
+    assert_string_equal(sz[1].label, "spiral2d:n=64,nt=500");
+    assert_string_equal(sz[2].spec, "slice1d");
+    assert_string_equal(sz[3].spec, "p.h5");
+    assert_string_equal(sz[4].label, "T");
+    assert_int_equal(ps_cli_bench_sizes("S,M,L", sz, 2, why, sizeof why), -1);
+    assert_non_null(strstr(why, "more than 2"));
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -213,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_other_commands),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_bad_command_lines),
+        cmocka_unit_test(test_bench_options),
         cmocka_unit_test(test_exit_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,346 @@
+/*
+ * The comparison variants of the GPU solve (SPEC section 6, `persolve
+ * bench`): the same phases (gpu_phases.cuh), the same solver state machine
+ * (lbfgs_math.h) and the same launch shape (grid G, block, spins per tile,
+ * segments, gv) as the persistent kernel, so the per-block partials, every
+ * reduction and therefore every iterate are bit-identical to it. What
+ * differs is who sequences the phases.
+ *
+ * (a) host loop: ordinary kernel launches per phase, data kept on the
+ *     device. After each evaluation and each update a one-block kernel sums
+ *     the per-block partials in the fixed order and takes the solver's
+ *     decision; it writes the outcome (phase, next trial step, f) into
+ *     mapped pinned memory and the host, after a stream synchronization,
+ *     launches the next phase. Per iteration with one trial: 6 launches and
+ *     2 host round trips.
+ *     The ps_solver_* calls run in that kernel's thread 0 rather than on
+ *     the host: nvcc contracts a*b + c into fused multiply-adds in device
+ *     code (--fmad=true) and the host compiler does not, so the same scalar
+ *     code on the host would round differently and the iterates would part
+ *     after the first update. The host still waits for every decision.
+ * (b) graph: a CUDA graph whose conditional WHILE node has one cooperative
+ *     kernel as its body; each pass loads the solver state from device
+ *     memory, runs one iteration of the shared loop (gpu_loop.cuh; the first
+ *     pass also evaluates the start point), stores the state and sets the
+ *     condition to "not DONE". One graph launch per solve.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_context.cuh"
+#include "gpu_launch.h"
+#include "gpu_loop.cuh"
+#include "gpu_phases.cuh"
+
+extern "C" {
+#include "log.h"
+}
+
+using namespace ps_gpu;
+
+/* ------------------------------------------------------------------------ */
+/* (a) host-driven loop                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* What the decision kernel reports to the host (mapped pinned memory). */
+struct hl_report {
+    int phase;        /* PS_PHASE_* after the decision */
+    int slot;         /* slot of the next pair (for the update) */
+    double alpha;     /* the next trial step, or the accepted one (UPDATE) */
+    double f;         /* f of the evaluation just reduced */
+};
+
+enum { HL_START = 0, HL_TRIAL = 1, HL_UPDATE = 2 };
+
+/* Evaluate at x + alpha d: per-block partial gradients and losses. */
+template <typename R, int MINB>
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
+host_evaluate_kernel(args a, const double *d, double alpha)
+{
+    extern __shared__ __align__(16) char smem[];
+    evaluate<R>(a, a.x, d, alpha, true, smem);
+}
+
+/* Gradient into gout and the per-block partials of gout.d, gout.gout, b.b. */
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
+host_reduce_kernel(args a, const double *d, double alpha, double *gout)
+{
+    extern __shared__ __align__(16) char smem[];
+    reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+}
+
+/* d from the coefficients the last decision left in the state. */
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_direction_kernel(args a)
+{
+    form_direction(a, &a.state->lb);
+}
+
+/* Accept the step: new pair in `slot`, x and g moved, batched dot partials. */
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_update_kernel(args a, double alpha, int slot)
+{
+    extern __shared__ __align__(16) char smem[];
+    update(a, alpha, slot, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+}
+
+/*
+ * One block: the fixed-order sums of the partials of G blocks, then the
+ * solver's decision, as the persistent kernel takes it (what: HL_START,
+ * HL_TRIAL with the trial's f and g.d, HL_UPDATE with the accepted f ft and
+ * the batched dots); after START and UPDATE also the next direction's
+ * decision. seconds: host time since the solve began (history, time limit).
+ */
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
+host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report *out)
+{
+    __shared__ loop_shared L;
+    ps_solver &S = L.S;
+    state_copy(&S, a.state);
+    __syncthreads();
+    double elapsed = seconds;
+    if (what == HL_UPDATE) {
+        sum_partials(a.rpart, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, L.red + 1);
+        if (threadIdx.x == 0) {
+            ps_solver_update(&S, ft, L.red + 1);
+            record(a, S, seconds);
+        }
+    } else {
+        eval_scalars(a, G, L.sh);
+        if (threadIdx.x == 0) {
+            if (what == HL_START) {
+                ps_solver_start(&S, L.sh[3], L.sh[1]);
+                record(a, S, seconds);
+                elapsed = 0.0; /* the persistent kernel's clock before the first update */
+            } else {
+                ps_solver_trial(&S, L.sh[3], L.sh[0]);
+            }
+        }
+    }
+    if (threadIdx.x == 0 && S.phase == PS_PHASE_DIRECTION)
+        ps_solver_direction(&S, elapsed);
+    __syncthreads();
+    state_copy(a.state, &S);
+    if (threadIdx.x == 0) {
+        out->phase = S.phase;
+        out->slot = ps_lbfgs_next_slot(&S.lb);
+        out->alpha = S.ls.alpha;
+        out->f = L.sh[3];
+    }
+}
+
+template <typename R>
+static int host_loop_t(context *c, const ps_options *o, double *ms)
+{
+    int st = PS_CONVERGED;
+    const args &a = c->a;
+    const int G = c->cfg.grid, tb = c->cfg.block, gv = a.gv;
+    const size_t smem = c->smem, smem_r = (size_t)(tb / 32) * PS_GPU_RP * sizeof(double);
+    void (*eval_k)(args, const double *, double) =
+        c->cfg.regcap ? host_evaluate_kernel<R, 2> : host_evaluate_kernel<R, 1>;
+    cudaStream_t s = NULL;
+    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    hl_report *rep = NULL, *drep = NULL;
+    hl_report r;
+    int fresh = 1; /* a new direction was decided: form d before its first trial */
+    double ft = 0.0, t0;
+    float t = 0.0f;
+
+    CUDA_TRY(o, cudaFuncSetAttribute((const void *)eval_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaHostAlloc((void **)&rep, sizeof *rep, cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
+    CUDA_TRY(o, cudaHostGetDevicePointer((void **)&drep, rep, 0), PS_ERR_GPU_LAUNCH);
+
+    t0 = wall_seconds();
+    CUDA_TRY(o, cudaEventRecord(ev0, s), PS_ERR_GPU_LAUNCH);
+    // ---- evaluate at the start point ----
+    eval_k<<<G, tb, smem, s>>>(a, nullptr, 0.0);
+    host_reduce_kernel<<<G, tb, smem_r, s>>>(a, nullptr, 0.0, a.g);
+    host_decide_kernel<<<1, tb, 0, s>>>(a, G, HL_START, 0.0, wall_seconds() - t0, drep);
+    CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
+    memcpy(&r, rep, sizeof r); /* written by the decision kernel before the sync */
+
+    while (r.phase != PS_PHASE_DONE) {
+        if (r.phase == PS_PHASE_TRIAL) {
+            // ---- direction (once per iteration), line search trial ----
+            if (fresh)
+                host_direction_kernel<<<gv, tb, 0, s>>>(a);
+            eval_k<<<G, tb, smem, s>>>(a, a.d, r.alpha);
+            host_reduce_kernel<<<G, tb, smem_r, s>>>(a, a.d, r.alpha, a.gt);
+            host_decide_kernel<<<1, tb, 0, s>>>(a, G, HL_TRIAL, 0.0, wall_seconds() - t0, drep);
+            fresh = 0;
+        } else if (r.phase == PS_PHASE_UPDATE) {
+            // ---- update, stopping tests, next direction's decision ----
+            host_update_kernel<<<gv, tb, smem_r, s>>>(a, r.alpha, r.slot);
+            host_decide_kernel<<<1, tb, 0, s>>>(a, G, HL_UPDATE, ft, wall_seconds() - t0, drep);
+            fresh = 1;
+        } else {
+            ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__, "host loop: unexpected solver phase %d", r.phase);
+            st = PS_ERR_GPU_LAUNCH;
+            goto out;
+        }
+        CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
+        int was_trial = r.phase == PS_PHASE_TRIAL;
+        memcpy(&r, rep, sizeof r);
+        if (was_trial)
+            ft = r.f; /* f at the trial; the update takes the accepted one */
+    }
+    CUDA_TRY(o, cudaEventRecord(ev1, s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventSynchronize(ev1), PS_ERR_GPU_LAUNCH);
+    cudaEventElapsedTime(&t, ev0, ev1);
+    *ms = t;
+out:
+    if (rep)
+        cudaFreeHost(rep);
+    if (ev0)
+        cudaEventDestroy(ev0);
+    if (ev1)
+        cudaEventDestroy(ev1);
+    if (s)
+        cudaStreamDestroy(s);
+    return st;
+}
+
+int ps_gpu::solve_host_loop(context *c, const ps_options *o, double *ms)
+{
+    return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double>(c, o, ms)
+                                               : host_loop_t<float>(c, o, ms);
+}
+
+/* ------------------------------------------------------------------------ */
+/* (b) CUDA graph with a conditional WHILE node                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The body of the WHILE node: one iteration of the shared loop from the
+ * state in device memory (the first pass starts with the start
+ * evaluation), then the state back and the loop condition.
+ */
+template <typename R, int MINB>
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
+graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalHandle cond)
+{
+    cg::grid_group grid = cg::this_grid();
+    if (!grid.is_valid())
+        __trap(); /* launched without the cooperative attribute */
+    extern __shared__ __align__(16) char smem[];
+    __shared__ loop_shared L;
+    const uint64_t now = global_ns();
+    uint64_t last = now;
+    state_copy(&L.S, a.state);
+    __syncthreads();
+    /* the solve's clock starts with the first pass (only block 0 uses it) */
+    const bool first = L.S.phase == PS_PHASE_START;
+    const uint64_t t0 = first ? now : *(volatile unsigned long long *)clock0;
+    if (first && blockIdx.x == 0 && threadIdx.x == 0)
+        *clock0 = now;
+
+    if (L.S.phase != PS_PHASE_DONE) {
+        // ---- one iteration (gpu_loop.cuh) ----
+        solve_phases<R>(a, grid, L, smem, t0, last, *(volatile double *)a.elapsed, true);
+        // ---- the state back for the next pass ----
+        if (L.S.phase == PS_PHASE_DONE)
+            grid.sync(); /* a pass that stopped at once had no barrier: all blocks have read the state */
+        if (blockIdx.x == 0)
+            state_copy(a.state, &L.S);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        cudaGraphSetConditional(cond, L.S.phase != PS_PHASE_DONE ? 1u : 0u);
+}
+
+template <typename R>
+static int graph_t(context *c, const ps_options *o, double *ms)
+{
+    int st = PS_CONVERGED;
+    const int G = c->cfg.grid, tb = c->cfg.block;
+    void *k = c->cfg.regcap ? (void *)graph_iteration_kernel<R, 2> : (void *)graph_iteration_kernel<R, 1>;
+    cudaStream_t s = NULL;
+    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaGraphConditionalHandle cond;
+    cudaGraphNode_t wnode = NULL, knode = NULL;
+    cudaGraphNodeParams cp = {}, kp = {}; /* zeroed, as the API requires */
+    cudaLaunchAttributeValue coop;
+    cudaGraph_t body;
+    void *params[] = {&c->a, &c->d_clock, &cond};
+    int bps = 0, sms = 0;
+    float t = 0.0f;
+
+    /* the body kernel must fit the persistent kernel's grid co-resident */
+    CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, tb, c->smem), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), PS_ERR_GPU_LAUNCH);
+    if (bps * sms < G) {
+        ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__,
+               "graph variant: its kernel fits %d co-resident blocks, the launch shape has %d", bps * sms, G);
+        st = PS_ERR_GPU_LAUNCH;
+        goto out;
+    }
+    CUDA_TRY(o, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev1), PS_ERR_GPU_LAUNCH);
+
+    /* graph: WHILE (cond) { graph_iteration_kernel }, cond = 1 at each launch */
+    CUDA_TRY(o, cudaGraphCreate(&graph, 0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaGraphConditionalHandleCreate(&cond, graph, 1, cudaGraphCondAssignDefault), PS_ERR_GPU_LAUNCH);
+    cp.type = cudaGraphNodeTypeConditional;
+    cp.conditional.handle = cond;
+    cp.conditional.type = cudaGraphCondTypeWhile;
+    cp.conditional.size = 1;
+    CUDA_TRY(o, cudaGraphAddNode(&wnode, graph, NULL, NULL, 0, &cp), PS_ERR_GPU_LAUNCH);
+    body = cp.conditional.phGraph_out[0];
+
+    kp.type = cudaGraphNodeTypeKernel;
+    kp.kernel.func = k;
+    kp.kernel.gridDim = dim3(G);
+    kp.kernel.blockDim = dim3(tb);
+    kp.kernel.sharedMemBytes = (unsigned)c->smem;
+    kp.kernel.kernelParams = params;
+    CUDA_TRY(o, cudaGraphAddNode(&knode, body, NULL, NULL, 0, &kp), PS_ERR_GPU_LAUNCH);
+    memset(&coop, 0, sizeof coop);
+    coop.cooperative = 1;
+    if (cudaGraphKernelNodeSetAttribute(knode, cudaLaunchAttributeCooperative, &coop) != cudaSuccess) {
+        /* older drivers: capture a cooperative launch into the body instead */
+        cudaGetLastError();
+        ps_log(o, PS_LOG_INFO, __FILE__, __LINE__, "graph variant: capturing the cooperative body kernel");
+        CUDA_TRY(o, cudaGraphDestroyNode(knode), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaStreamBeginCaptureToGraph(s, body, NULL, NULL, 0, cudaStreamCaptureModeRelaxed),
+                 PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(G), dim3(tb), params, c->smem, s), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaStreamEndCapture(s, &body), PS_ERR_GPU_LAUNCH);
+    }
+    CUDA_TRY(o, cudaGraphInstantiate(&exec, graph, 0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaGraphUpload(exec, s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
+
+    // ---- the solve: one graph launch ----
+    CUDA_TRY(o, cudaEventRecord(ev0, s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaGraphLaunch(exec, s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(ev1, s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
+    cudaEventElapsedTime(&t, ev0, ev1);
+    *ms = t;
+out:
+    if (exec)
+        cudaGraphExecDestroy(exec);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (ev0)
+        cudaEventDestroy(ev0);
+    if (ev1)
+        cudaEventDestroy(ev1);
+    if (s)
+        cudaStreamDestroy(s);
+    return st;
+}
+
+int ps_gpu::solve_graph(context *c, const ps_options *o, double *ms)
+{
+    return c->precision == PS_PRECISION_DOUBLE ? graph_t<double>(c, o, ms) : graph_t<float>(c, o, ms);
+}

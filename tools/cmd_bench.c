@@ -1,0 +1,532 @@
+/*
+ * persolve bench: the GPU solve driven three ways (gpu_launch.h: the
+ * persistent kernel, a host-driven loop of ordinary kernels, a CUDA graph
+ * with a conditional WHILE node) side by side in one process on the
+ * benchmark sizes, optionally with the CPU backend as a fourth row; a text
+ * table per size and, with --json FILE, the same as JSON with the GPU, the
+ * date and the command line.
+ *
+ * Every run starts from the problem's x0 with gtol = ftol = 0, so it runs
+ * exactly N iterations; one warm-up run, then R timed runs, median. Times:
+ * GPU rows the CUDA-event time of the solve proper (ps_result.kernel_seconds:
+ * no setup, transfers or graph instantiation), the CPU row the wall time of
+ * its solve. Overhead per iteration = (time - evaluations x t_eval) /
+ * iterations, with t_eval the median in-kernel time of one evaluation
+ * (ps_gpu_eval_timing; CPU: of one ps_eval) at the final pulse of the
+ * persistent (CPU) run: an evaluation's cost depends on the pulse (small
+ * rotations are cheaper), and the start pulse is smaller than the iterates.
+ */
+#include "cmd.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpu.h"
+#include "gpu_launch.h"
+
+#define N_GPU_VARIANTS 3
+#define CPU_RUN_BUDGET 2.0 /* s: the CPU row's runs are cut to about this long */
+
+static const char *const variant_names[N_GPU_VARIANTS] = {"persistent", "host loop", "graph"};
+
+typedef struct bench_row {
+    const char *name;     /* "persistent", "host loop", "graph", "cpu" */
+    int ran;              /* the timed runs completed */
+    int status;           /* status of the last run (or of the failure) */
+    int64_t iterations, evaluations;
+    double f;
+    double seconds;       /* median solve time */
+    double *samples;      /* [repeats] solve times, s */
+    int repeatable;       /* every run ended at the same f, iterations, evaluations */
+    int same;             /* iterates bit-identical to the persistent row: 1, 0; -1 n/a */
+    ps_result last;       /* the last timed run (history kept) */
+    double *x;            /* its final pulse [2 nt] */
+} bench_row;
+
+typedef struct bench_size {
+    ps_bench_size sz;
+    size_t ns, nt;
+    double eval_s;        /* GPU: median in-kernel time of one evaluation (0: none) */
+    double eval_launch_s; /* GPU: median time of one evaluation launch */
+    double cpu_eval_s;    /* CPU: median time of one ps_eval (0: none) */
+    int64_t cpu_iters;    /* iterations of the CPU row */
+    char device[128];     /* launch shape of the GPU runs */
+    bench_row rows[N_GPU_VARIANTS + 1];
+    int nrows;
+} bench_size;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s)
+        return NAN;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
+/* One solve from x0: variant >= 0 a GPU variant, -1 the CPU backend.
+ * *secs: the solve's time. Returns the status; r is the caller's to free. */
+static int run_once(const ps_problem *p, const ps_options *o, int variant, double *x,
+                    ps_result *r, double *secs)
+{
+    ps_problem_x0(p, x);
+    memset(r, 0, sizeof *r);
+    int st;
+    if (variant < 0) {
+        ps_options oc = *o;
+        oc.backend = PS_BACKEND_CPU;
+        st = solve_persistent(p, &oc, x, r);
+        *secs = r->seconds;
+    } else {
+        st = ps_gpu_solve_variant(p, o, NULL, variant, x, r);
+        *secs = r->kernel_seconds;
+    }
+    return st;
+}
+
+/* A run produced iterates (normal end, or a line-search failure). */
+static int has_iterates(int st, const ps_result *r)
+{
+    return (st >= 0 || st == PS_ERR_LINE_SEARCH) && r->history_len > 0;
+}
+
+/* Warm-up (unless warm), then `repeats` timed runs of one row. */
+static void bench_row_run(const ps_problem *p, const ps_options *o, int variant, int repeats,
+                          int warm, bench_row *row, ps_cli_log *log)
+{
+    size_t n = 2 * ps_problem_nt(p);
+    double secs = 0.0;
+    ps_result r;
+    row->x = malloc(n * sizeof(double));
+    row->samples = calloc((size_t)repeats, sizeof(double));
+    row->same = -1;
+    if (!row->x || !row->samples) {
+        row->status = PS_ERR_NO_MEMORY;
+        return;
+    }
+    if (!warm) {
+        log->msg[0] = '\0';
+        int st = run_once(p, o, variant, row->x, &r, &secs);
+        int ok = has_iterates(st, &r);
+        ps_result_free(&r);
+        if (!ok) {
+            row->status = st;
+            ps_cli_error("bench: %s: %s%s%s", row->name, ps_strerror(st), log->msg[0] ? ": " : "",
+                         log->msg);
+            return;
+        }
+    }
+    row->repeatable = 1;
+    for (int i = 0; i < repeats; i++) {
+        log->msg[0] = '\0';
+        int st = run_once(p, o, variant, row->x, &r, &secs);
+        if (!has_iterates(st, &r)) {
+            row->status = st;
+            ps_cli_error("bench: %s: %s%s%s", row->name, ps_strerror(st), log->msg[0] ? ": " : "",
+                         log->msg);
+            ps_result_free(&r);
+            return;
+        }
+        row->samples[i] = secs;
+        if (i > 0 && (r.f != row->f || r.iterations != row->iterations ||
+                      r.evaluations != row->evaluations))
+            row->repeatable = 0;
+        row->status = st;
+        row->iterations = r.iterations;
+        row->evaluations = r.evaluations;
+        row->f = r.f;
+        ps_result_free(&row->last);
+        row->last = r;
+    }
+    row->seconds = median(row->samples, repeats);
+    row->ran = 1;
+}
+
+/* Same iterates as the persistent row: status, counts, f per iteration,
+ * evaluations per iteration and the final x, all bit for bit. */
+static int same_iterates(const bench_row *a, const bench_row *b, size_t n)
+{
+    if (a->status != b->status || a->iterations != b->iterations ||
+        a->evaluations != b->evaluations || a->last.history_len != b->last.history_len)
+        return 0;
+    for (size_t i = 0; i < a->last.history_len; i++)
+        if (memcmp(&a->last.history[i].f, &b->last.history[i].f, sizeof(double)) ||
+            a->last.history[i].evaluations != b->last.history[i].evaluations)
+            return 0;
+    return memcmp(a->x, b->x, n * sizeof(double)) == 0;
+}
+
+/* Median wall time of one CPU ps_eval at the pulse at[] (reps runs after a
+ * warm-up). */
+static double cpu_eval_seconds(const ps_problem *p, const ps_options *o, const double *at, int reps)
+{
+    size_t n = 2 * ps_problem_nt(p);
+    double *x = malloc(n * sizeof *x), *g = malloc(n * sizeof *g), *t = malloc((size_t)reps * sizeof *t);
+    double f, m = 0.0;
+    ps_options oc = *o;
+    oc.backend = PS_BACKEND_CPU;
+    if (x && g && t) {
+        memcpy(x, at, n * sizeof *x);
+        int ok = ps_eval(p, &oc, x, &f, g) == 0;
+        for (int i = 0; i < reps && ok; i++) {
+            double t0 = now_seconds();
+            ok = ps_eval(p, &oc, x, &f, g) == 0;
+            t[i] = now_seconds() - t0;
+        }
+        m = ok ? median(t, reps) : 0.0;
+    }
+    free(x);
+    free(g);
+    free(t);
+    return m;
+}
+
+static double per_iter(const bench_row *r)
+{
+    return r->seconds / (double)(r->iterations > 0 ? r->iterations : 1);
+}
+
+/* (time - evaluations x t_eval) / iterations, us; NAN without t_eval. */
+static double overhead_us(const bench_row *r, double t_eval)
+{
+    if (!(t_eval > 0.0))
+        return NAN;
+    return 1e6 * (r->seconds - (double)r->evaluations * t_eval) /
+           (double)(r->iterations > 0 ? r->iterations : 1);
+}
+
+static double spin_steps(const bench_size *b, const bench_row *r)
+{
+    return (double)b->ns * (double)b->nt * (double)r->evaluations / r->seconds;
+}
+
+static const bench_row *persistent_row(const bench_size *b)
+{
+    return b->nrows > 0 && !strcmp(b->rows[0].name, "persistent") && b->rows[0].ran ? &b->rows[0]
+                                                                                      : NULL;
+}
+
+static void print_size(FILE *f, const bench_size *b, int64_t iters)
+{
+    const bench_row *pr = persistent_row(b);
+    fprintf(f, "\nsize %s  %s  (Ns %zu, Nt %zu, n %zu)\n", b->sz.label, b->sz.spec, b->ns, b->nt,
+            2 * b->nt);
+    if (b->device[0])
+        fprintf(f, "  gpu launch:  %s\n", b->device);
+    if (b->eval_s > 0.0)
+        fprintf(f, "  evaluation:  %.2f us in the kernel, %.2f us as a launch of its own (medians,\n"
+                   "               at the final pulse of the persistent run)\n",
+                1e6 * b->eval_s, 1e6 * b->eval_launch_s);
+    if (b->cpu_eval_s > 0.0)
+        fprintf(f, "  evaluation:  %.3f ms on the CPU (median, at the final pulse of its run)\n",
+                1e3 * b->cpu_eval_s);
+    fprintf(f, "  %-22s %10s %12s %6s %21s %13s %9s %5s\n", "variant", "ms/iter", "overhead us", "evals",
+            "final f", "spin-steps/s", "x persist", "same");
+    for (int i = 0; i < b->nrows; i++) {
+        const bench_row *r = &b->rows[i];
+        char name[64];
+        if (!strcmp(r->name, "cpu") && r->ran && r->iterations != iters)
+            snprintf(name, sizeof name, "cpu (%lld of %lld it)", (long long)r->iterations, (long long)iters);
+        else
+            snprintf(name, sizeof name, "%s", r->name);
+        if (!r->ran) {
+            fprintf(f, "  %-22s failed: %s\n", name, ps_strerror(r->status));
+            continue;
+        }
+        double t_eval = strcmp(r->name, "cpu") ? b->eval_s : b->cpu_eval_s;
+        double ov = overhead_us(r, t_eval);
+        char ovs[32], ratio[32];
+        if (isfinite(ov))
+            snprintf(ovs, sizeof ovs, "%.2f", ov);
+        else
+            snprintf(ovs, sizeof ovs, "-");
+        if (pr)
+            snprintf(ratio, sizeof ratio, "%.2f", per_iter(r) / per_iter(pr));
+        else
+            snprintf(ratio, sizeof ratio, "-");
+        fprintf(f, "  %-22s %10.4f %12s %6lld %21.13e %13.3e %9s %5s%s%s\n", name, 1e3 * per_iter(r), ovs,
+                (long long)r->evaluations, r->f, spin_steps(b, r), ratio,
+                r->same < 0 ? "-" : r->same ? "yes" : "NO", r->repeatable ? "" : "  (runs differ)",
+                r->status == PS_MAX_ITERATIONS ? "" : "  (stopped early)");
+    }
+    fflush(f);
+}
+
+static void json_row(FILE *f, const bench_size *b, const bench_row *r, int repeats, int last)
+{
+    const bench_row *pr = persistent_row(b);
+    double t_eval = strcmp(r->name, "cpu") ? b->eval_s : b->cpu_eval_s;
+    fputs("        {\"variant\": ", f);
+    ps_json_string(f, r->name);
+    fprintf(f, ", \"ran\": %s, \"status\": %d", r->ran ? "true" : "false", r->status);
+    fputs(", \"status_text\": ", f);
+    ps_json_string(f, ps_strerror(r->status));
+    if (r->ran) {
+        fprintf(f, ", \"iterations\": %lld, \"evaluations\": %lld", (long long)r->iterations,
+                (long long)r->evaluations);
+        fputs(", \"f\": ", f);
+        ps_json_number(f, r->f);
+        fputs(", \"seconds\": ", f);
+        ps_json_number(f, r->seconds);
+        fputs(", \"ms_per_iteration\": ", f);
+        ps_json_number(f, 1e3 * per_iter(r));
+        fputs(", \"overhead_us_per_iteration\": ", f);
+        ps_json_number(f, overhead_us(r, t_eval));
+        fputs(", \"spin_steps_per_second\": ", f);
+        ps_json_number(f, spin_steps(b, r));
+        fputs(", \"ratio_to_persistent\": ", f);
+        ps_json_number(f, pr ? per_iter(r) / per_iter(pr) : NAN);
+        fprintf(f, ", \"same_iterates\": %s", r->same < 0 ? "null" : r->same ? "true" : "false");
+        fprintf(f, ", \"repeatable\": %s", r->repeatable ? "true" : "false");
+        fputs(", \"samples_seconds\": [", f);
+        for (int i = 0; i < repeats; i++) {
+            if (i)
+                fputs(", ", f);
+            ps_json_number(f, r->samples[i]);
+        }
+        fputc(']', f);
+    }
+    fprintf(f, "}%s\n", last ? "" : ",");
+}
+
+static int write_json(const char *path, const ps_cli *cli, const ps_options *o, const char *gpu,
+                      const char *date, const bench_size *sizes, int nsizes)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        ps_cli_error("%s: cannot write", path);
+        return PS_EXIT_INPUT;
+    }
+    fputs("{\n  \"persolve\": ", f);
+    ps_json_string(f, ps_version());
+    fputs(",\n  \"gpu\": ", f);
+    if (gpu)
+        ps_json_string(f, gpu);
+    else
+        fputs("null", f);
+    fputs(",\n  \"date\": ", f);
+    ps_json_string(f, date);
+    char cmd[4096];
+    size_t len = 0;
+    cmd[0] = '\0';
+    for (int i = 0; i < cli->argc && len < sizeof cmd; i++)
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", i ? " " : "", cli->argv[i]);
+    fputs(",\n  \"command\": ", f);
+    ps_json_string(f, cmd);
+    fputs(",\n  \"precision\": ", f);
+    ps_json_string(f, ps_cli_precision_name(o->precision));
+    fprintf(f, ",\n  \"iterations\": %lld,\n  \"repeats\": %d,\n  \"memory\": %d,\n  \"sizes\": [\n",
+            (long long)cli->iters, cli->repeats, o->memory);
+    for (int s = 0; s < nsizes; s++) {
+        const bench_size *b = &sizes[s];
+        fputs("    {\"label\": ", f);
+        ps_json_string(f, b->sz.label);
+        fputs(", \"spec\": ", f);
+        ps_json_string(f, b->sz.spec);
+        fprintf(f, ", \"ns\": %zu, \"nt\": %zu", b->ns, b->nt);
+        fputs(", \"device\": ", f);
+        ps_json_string(f, b->device);
+        fputs(", \"eval_point\": \"final pulse of the persistent (cpu: its own) run\"", f);
+        fputs(", \"eval_seconds\": ", f);
+        ps_json_number(f, b->eval_s > 0.0 ? b->eval_s : NAN);
+        fputs(", \"eval_launch_seconds\": ", f);
+        ps_json_number(f, b->eval_launch_s > 0.0 ? b->eval_launch_s : NAN);
+        fputs(", \"cpu_eval_seconds\": ", f);
+        ps_json_number(f, b->cpu_eval_s > 0.0 ? b->cpu_eval_s : NAN);
+        fputs(",\n      \"rows\": [\n", f);
+        for (int i = 0; i < b->nrows; i++)
+            json_row(f, b, &b->rows[i], cli->repeats, i == b->nrows - 1);
+        fprintf(f, "      ]}%s\n", s == nsizes - 1 ? "" : ",");
+    }
+    fputs("  ]\n}\n", f);
+    if (fclose(f) != 0) {
+        ps_cli_error("%s: write failed", path);
+        return PS_EXIT_INPUT;
+    }
+    return PS_EXIT_OK;
+}
+
+static void free_size(bench_size *b)
+{
+    for (int i = 0; i < b->nrows; i++) {
+        ps_result_free(&b->rows[i].last);
+        free(b->rows[i].samples);
+        free(b->rows[i].x);
+    }
+}
+
+int ps_cmd_bench(const ps_cli *cli)
+{
+    ps_options o = cli->opts;
+    ps_cli_log log;
+    ps_bench_size list[PS_BENCH_MAX_SIZES];
+    bench_size *sizes = NULL;
+    char err[256], json_path[4096], gpu_name[256], date[64];
+    int code = PS_EXIT_OK, nsizes;
+
+    if ((code = ps_cli_check_options(&o, &log)) != PS_EXIT_OK)
+        return code;
+    o.max_iterations = cli->iters;
+    o.max_evaluations = 0;
+    o.time_limit = 0.0;
+    o.gtol = 0.0;
+    o.ftol = 0.0;
+    o.progress = NULL;
+
+    /* which rows: the GPU variants unless there is no GPU and the CPU is asked for */
+    int run_cpu = o.backend == PS_BACKEND_CPU;
+    int gpu_st = ps_gpu_usable(&o);
+    int run_gpu = gpu_st == 0;
+    if (!run_gpu && !run_cpu) {
+        const char *why = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : NULL;
+        ps_cli_error("bench: no usable GPU%s%s%s: the GPU variants cannot run; "
+                     "--backend cpu benchmarks the CPU backend alone",
+                     why ? " (" : "", why ? why : "", why ? ")" : "");
+        return PS_EXIT_BACKEND;
+    }
+    gpu_name[0] = '\0';
+    if (run_gpu && ps_gpu_describe(0, gpu_name, sizeof gpu_name) != 0)
+        snprintf(gpu_name, sizeof gpu_name, "GPU 0");
+    if (cli->json_file &&
+        (code = ps_cli_output_path(cli->json_file, "", "", json_path, sizeof json_path)) != PS_EXIT_OK)
+        return code;
+
+    nsizes = ps_cli_bench_sizes(cli->sizes ? cli->sizes : "S,M,L,T", list, PS_BENCH_MAX_SIZES, err,
+                                sizeof err);
+    if (nsizes < 1) {
+        ps_cli_error("--sizes: %s", err);
+        return PS_EXIT_USAGE;
+    }
+    sizes = calloc((size_t)nsizes, sizeof *sizes);
+    if (!sizes) {
+        ps_cli_error("out of memory");
+        return PS_EXIT_SOLVER;
+    }
+    time_t now = time(NULL);
+    struct tm tm_utc;
+    gmtime_r(&now, &tm_utc);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
+
+    printf("persolve bench  %s\n", date);
+    printf("gpu:        %s\n", run_gpu ? gpu_name : "none (GPU variants skipped)");
+    printf("runs:       %lld iterations each (gtol = ftol = 0), %s spins, L-BFGS memory %d,\n"
+           "            one warm-up run, median of %d timed runs; GPU times are CUDA events\n"
+           "            around the solve (no setup or transfers), the CPU's wall time\n",
+           (long long)cli->iters, o.precision == PS_PRECISION_DOUBLE ? "float64" : "float32", o.memory,
+           cli->repeats);
+    printf("columns:    ms/iter; overhead us = (time - evals x evaluation time) / iterations,\n"
+           "            the evaluation timed alone at the run's final pulse;\n"
+           "            spin-steps/s = Ns Nt evals / time; x persist = time per iteration /\n"
+           "            the persistent kernel's; same = bit-identical iterates (f per\n"
+           "            iteration, evaluations, final x) to the persistent kernel\n");
+    fflush(stdout);
+
+    for (int s = 0; s < nsizes; s++) {
+        bench_size *b = &sizes[s];
+        ps_problem *p = NULL;
+        char base[256];
+        b->sz = list[s];
+        if ((code = ps_cli_load_problem(b->sz.spec, &p, base, sizeof base)) != PS_EXIT_OK)
+            break;
+        b->ns = ps_problem_ns(p);
+        b->nt = ps_problem_nt(p);
+        size_t n = 2 * b->nt;
+
+        if (run_gpu) {
+            for (int v = 0; v < N_GPU_VARIANTS; v++) {
+                bench_row *row = &b->rows[b->nrows++];
+                row->name = variant_names[v];
+                bench_row_run(p, &o, v, cli->repeats, 0, row, &log);
+                if (!row->ran && code == PS_EXIT_OK)
+                    code = ps_cli_exit_code(row->status);
+            }
+            log.msg[0] = '\0';
+            int st = ps_gpu_eval_timing(p, &o, NULL, b->rows[0].ran ? b->rows[0].x : NULL, cli->repeats,
+                                        &b->eval_s, &b->eval_launch_s);
+            if (st) {
+                ps_cli_error("bench: %s: evaluation timing: %s%s%s", b->sz.label, ps_strerror(st),
+                             log.msg[0] ? ": " : "", log.msg);
+                b->eval_s = b->eval_launch_s = 0.0;
+            }
+            if (b->rows[0].ran) {
+                snprintf(b->device, sizeof b->device, "%s", b->rows[0].last.device);
+                for (int v = 1; v < N_GPU_VARIANTS; v++) {
+                    if (!b->rows[v].ran)
+                        continue;
+                    b->rows[v].same = same_iterates(&b->rows[0], &b->rows[v], n);
+                    if (!b->rows[v].same) {
+                        ps_cli_error("bench: %s: the %s variant's iterates differ from the "
+                                     "persistent kernel's", b->sz.label, b->rows[v].name);
+                        code = PS_EXIT_SOLVER;
+                    }
+                }
+            }
+        }
+        if (run_cpu) {
+            bench_row *row = &b->rows[b->nrows++];
+            row->name = "cpu";
+            ps_options oc = o;
+            int warm = 0;
+            b->cpu_iters = cli->iters;
+            if (cli->cpu_iters > 0 && cli->cpu_iters < cli->iters)
+                b->cpu_iters = cli->cpu_iters;
+            if (cli->cpu_iters == 0 && cli->iters > 1) {
+                /* a one-iteration warm-up sizes the runs to about CPU_RUN_BUDGET */
+                ps_result r;
+                double secs = 0.0, *x = malloc(n * sizeof *x);
+                memset(&r, 0, sizeof r);
+                oc.max_iterations = 1;
+                if (x && has_iterates(run_once(p, &oc, -1, x, &r, &secs), &r) && secs > 0.0) {
+                    double fit = floor(CPU_RUN_BUDGET / secs);
+                    b->cpu_iters = fit < 1.0 ? 1 : fit < (double)cli->iters ? (int64_t)fit : cli->iters;
+                    warm = 1;
+                }
+                ps_result_free(&r);
+                free(x);
+            }
+            oc.max_iterations = b->cpu_iters;
+            bench_row_run(p, &oc, -1, cli->repeats, warm, row, &log);
+            if (!row->ran && code == PS_EXIT_OK)
+                code = ps_cli_exit_code(row->status);
+            if (row->ran)
+                b->cpu_eval_s = cpu_eval_seconds(p, &o, row->x, cli->repeats < 3 ? cli->repeats : 3);
+        }
+        ps_problem_free(p);
+        print_size(stdout, b, cli->iters);
+    }
+    if (code == PS_EXIT_OK || code == PS_EXIT_SOLVER || code == PS_EXIT_NOT_CONVERGED) {
+        int done = 0;
+        while (done < nsizes && sizes[done].nrows > 0)
+            done++;
+        if (cli->json_file) {
+            int jc = write_json(json_path, cli, &o, run_gpu ? gpu_name : NULL, date, sizes, done);
+            if (jc != PS_EXIT_OK && code == PS_EXIT_OK)
+                code = jc;
+            else if (jc == PS_EXIT_OK)
+                printf("\njson:       %s\n", json_path);
+        }
+    }
+    for (int s = 0; s < nsizes; s++)
+        free_size(&sizes[s]);
+    free(sizes);
+    return code;
+}
