@@ -21,7 +21,9 @@
  *                 - A (M x mu) + B [ (theta.M) mu + (mu.theta) M ]
  *
  * Relaxation after the rotation: Mxy *= E2, Mz = E1 Mz + (1 - E1); its
- * adjoint scales mu by (E2, E2, E1).
+ * adjoint scales mu by (E2, E2, E1). Both are written with the decrements
+ * a = 1 - E = -expm1(-dt/T) (and b = 1/E - 1 = expm1(dt/T) for the
+ * inverse), which keep full relative precision in float32.
  *
  * The functions exist in two precisions, generated from bloch_math_tmpl.h:
  * suffix _f (float) and _d (double).
@@ -59,6 +61,19 @@
 #undef PS_RSQRT
 #undef PS_RSINCOS
 #undef PS_SERIES_TERMS
+
+/* Relaxation decrements of one step: a = 1 - exp(-dt/T), b = exp(dt/T) - 1
+ * (0, 0 without relaxation: T = 0 stands for "none" here). */
+PS_HD void ps_relax_decrements(double dt, double T, double *a, double *b)
+{
+    if (T > 0.0) {
+        *a = -expm1(-dt / T);
+        *b = expm1(dt / T);
+    } else {
+        *a = 0.0;
+        *b = 0.0;
+    }
+}
 
 /* ---- loss (double: evaluated once per spin) ---- */
 

@@ -87,17 +87,21 @@ PS_HD void PS_SFX(ps_rotate)(const PS_REAL th[3], PS_REAL m[3])
 }
 
 /*
- * One full step: rotation, then relaxation if relax != 0, with
- * e1 = exp(-dt/T1), e2 = exp(-dt/T2).
+ * One full step: rotation, then relaxation if relax != 0, written with the
+ * decrements a1 = 1 - exp(-dt/T1), a2 = 1 - exp(-dt/T2) (from expm1):
+ *     Mxy -= a2 Mxy,   Mz -= a1 (Mz - 1)
+ * The same map as Mxy *= E2, Mz = E1 Mz + 1 - E1, but a1 and a2 are small
+ * and carry their full relative precision, so float32 does not apply a
+ * rounded E2 (a systematic error of up to 2^-24) at every step.
  */
 PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
-                                 int relax, PS_REAL e1, PS_REAL e2)
+                                 int relax, PS_REAL a1, PS_REAL a2)
 {
     PS_SFX(ps_rotate)(th, m);
     if (relax) {
-        m[0] *= e2;
-        m[1] *= e2;
-        m[2] = e1 * m[2] + ((PS_REAL)1 - e1);
+        m[0] -= a2 * m[0];
+        m[1] -= a2 * m[1];
+        m[2] -= a1 * (m[2] - (PS_REAL)1);
     }
 }
 
@@ -106,14 +110,14 @@ PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
  * dL/dM_k on entry and dL/dM_{k-1} on exit; gth receives dL/dtheta.
  */
 PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
-                                    PS_REAL lam[3], int relax, PS_REAL e1,
-                                    PS_REAL e2, PS_REAL gth[3])
+                                    PS_REAL lam[3], int relax, PS_REAL a1,
+                                    PS_REAL a2, PS_REAL gth[3])
 {
     PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
     if (relax) {
-        mu0 *= e2;
-        mu1 *= e2;
-        mu2 *= e1;
+        mu0 -= a2 * mu0;
+        mu1 -= a2 * mu1;
+        mu2 -= a1 * mu2;
     }
     PS_REAL q = th[0] * th[0] + th[1] * th[1] + th[2] * th[2];
     PS_REAL c, A, B, Ap, Bp;
@@ -145,15 +149,16 @@ PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
 /*
  * Reverse step and adjoint together, for a backward sweep that recovers
  * the states instead of storing them: m holds M_k on entry and
- * M_{k-1} = R^T relax^-1(M_k) on exit (ie1 = 1/e1, ie2 = 1/e2); lam and gth
- * as in ps_bloch_adjoint. Used over short segments only (the GPU replays
+ * M_{k-1} = R^T relax^-1(M_k) on exit, with b1 = exp(dt/T1) - 1 and
+ * b2 = exp(dt/T2) - 1 (relax^-1: Mxy += b2 Mxy, Mz += b1 (Mz - 1)); lam and
+ * gth as in ps_bloch_adjoint. Used over short segments only (the GPU replays
  * each segment from its exactly composed end state), so the rounding of
  * the inverse relaxation is not amplified over the whole pulse.
  */
 PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
                                             PS_REAL lam[3], int relax,
-                                            PS_REAL e1, PS_REAL e2,
-                                            PS_REAL ie1, PS_REAL ie2,
+                                            PS_REAL a1, PS_REAL a2,
+                                            PS_REAL b1, PS_REAL b2,
                                             PS_REAL gth[3])
 {
     PS_REAL q = th[0] * th[0] + th[1] * th[1] + th[2] * th[2];
@@ -162,12 +167,12 @@ PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
     PS_REAL r0 = m[0], r1 = m[1], r2 = m[2];
     PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
     if (relax) {
-        r0 *= ie2;
-        r1 *= ie2;
-        r2 = (r2 - ((PS_REAL)1 - e1)) * ie1;
-        mu0 *= e2;
-        mu1 *= e2;
-        mu2 *= e1;
+        r0 += b2 * r0;
+        r1 += b2 * r1;
+        r2 += b1 * (r2 - (PS_REAL)1);
+        mu0 -= a2 * mu0;
+        mu1 -= a2 * mu1;
+        mu2 -= a1 * mu2;
     }
     /* M_{k-1} = R^T r = c r + A (theta x r) + B theta (theta.r) */
     PS_REAL tr = th[0] * r0 + th[1] * r1 + th[2] * r2;
@@ -197,11 +202,11 @@ PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
 
 /*
  * Affine map of one step, composed onto T (3x4, row-major [R | t]):
- *     T <- E R(theta) T + (0, 0, 1 - e1)
+ *     T <- E R(theta) T + (0, 0, a1),   E = diag(1 - a2, 1 - a2, 1 - a1)
  * so a segment's maps compose into one, M_end = T_lin M_start + T_t.
  */
 PS_HD void PS_SFX(ps_affine_step)(const PS_REAL th[3], PS_REAL T[12], int relax,
-                                  PS_REAL e1, PS_REAL e2)
+                                  PS_REAL a1, PS_REAL a2)
 {
     PS_REAL c, A, B;
     PS_SFX(ps_rot_coeffs)(th[0] * th[0] + th[1] * th[1] + th[2] * th[2], &c,
@@ -224,11 +229,11 @@ PS_HD void PS_SFX(ps_affine_step)(const PS_REAL th[3], PS_REAL T[12], int relax,
                              R[3 * i + 2] * T[8 + j];
     if (relax) {
         for (int j = 0; j < 4; j++) {
-            out[j] *= e2;
-            out[4 + j] *= e2;
-            out[8 + j] *= e1;
+            out[j] -= a2 * out[j];
+            out[4 + j] -= a2 * out[4 + j];
+            out[8 + j] -= a1 * out[8 + j];
         }
-        out[11] += (PS_REAL)1 - e1;
+        out[11] += a1;
     }
     for (int j = 0; j < 12; j++)
         T[j] = out[j];

@@ -38,13 +38,13 @@ extern "C" {
 namespace ps_gpu {
 
 /* Precision dispatch onto the _f/_d functions of bloch_math.h. */
-__device__ __forceinline__ void affine_step(const float th[3], float T[12], int relax, float e1, float e2)
+__device__ __forceinline__ void affine_step(const float th[3], float T[12], int relax, float a1, float a2)
 {
-    ps_affine_step_f(th, T, relax, e1, e2);
+    ps_affine_step_f(th, T, relax, a1, a2);
 }
-__device__ __forceinline__ void affine_step(const double th[3], double T[12], int relax, double e1, double e2)
+__device__ __forceinline__ void affine_step(const double th[3], double T[12], int relax, double a1, double a2)
 {
-    ps_affine_step_d(th, T, relax, e1, e2);
+    ps_affine_step_d(th, T, relax, a1, a2);
 }
 __device__ __forceinline__ void quat_step(const float th[3], float Q[4])
 {
@@ -63,18 +63,20 @@ __device__ __forceinline__ void quat_to_affine(const double Q[4], double T[12])
     ps_quat_to_affine_d(Q, T);
 }
 __device__ __forceinline__ void reverse_adjoint(const float th[3], float m[3], float lam[3], int relax,
-                                                float e1, float e2, float ie1, float ie2, float gth[3])
+                                                float a1, float a2, float b1, float b2, float gth[3])
 {
-    ps_bloch_reverse_adjoint_f(th, m, lam, relax, e1, e2, ie1, ie2, gth);
+    ps_bloch_reverse_adjoint_f(th, m, lam, relax, a1, a2, b1, b2, gth);
 }
 __device__ __forceinline__ void reverse_adjoint(const double th[3], double m[3], double lam[3], int relax,
-                                                double e1, double e2, double ie1, double ie2, double gth[3])
+                                                double a1, double a2, double b1, double b2, double gth[3])
 {
-    ps_bloch_reverse_adjoint_d(th, m, lam, relax, e1, e2, ie1, ie2, gth);
+    ps_bloch_reverse_adjoint_d(th, m, lam, relax, a1, a2, b1, b2, gth);
 }
 
-/* Per-spin constants in the spin loop's precision. */
-enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_E1, SP_E2, SP_IE1, SP_IE2, SP_STRIDE };
+/* Per-spin constants in the spin loop's precision: position, dt gamma s,
+ * dt 2 pi df, relaxation decrements a = 1 - exp(-dt/T) and their inverse
+ * increments b = exp(dt/T) - 1 (bloch_math.h). */
+enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_A1, SP_A2, SP_B1, SP_B2, SP_STRIDE };
 
 /* Everything a phase reads or writes: device pointers and sizes. */
 struct args {
@@ -236,7 +238,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                     break;
                 R th[3];
                 theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
-                affine_step(th, T, relax, spl[SP_E1], spl[SP_E2]);
+                affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
             }
         } else {
             R Q[4] = {1, 0, 0, 0};
@@ -357,8 +359,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                 if (k < nt) {
                     R th[3], gth[3];
                     theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
-                    reverse_adjoint(th, m, lam, relax, spl[SP_E1], spl[SP_E2], spl[SP_IE1],
-                                    spl[SP_IE2], gth);
+                    reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1],
+                                    spl[SP_B2], gth);
                     gx = gth[0] * gs;
                     gy = gth[1] * gs;
                 }

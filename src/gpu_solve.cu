@@ -224,17 +224,18 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt)
     double gamma = 2.0 * 3.14159265358979323846 * p->gamma_bar;
     for (size_t j = 0; j < p->ns; j++) {
         R *s = spin + j * SP_STRIDE;
-        double e1 = p->t1 ? exp(-p->dt / p->t1[j]) : 1.0;
-        double e2 = p->t2 ? exp(-p->dt / p->t2[j]) : 1.0;
+        double a1, a2, b1, b2;
+        ps_relax_decrements(p->dt, p->t1 ? p->t1[j] : 0.0, &a1, &b1);
+        ps_relax_decrements(p->dt, p->t2 ? p->t2[j] : 0.0, &a2, &b2);
         s[SP_R0] = (R)p->r[3 * j];
         s[SP_R1] = (R)p->r[3 * j + 1];
         s[SP_R2] = (R)p->r[3 * j + 2];
         s[SP_GS] = (R)(p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0));
         s[SP_WZ] = (R)(p->dt * 2.0 * 3.14159265358979323846 * (p->df ? p->df[j] : 0.0));
-        s[SP_E1] = (R)e1;
-        s[SP_E2] = (R)e2;
-        s[SP_IE1] = (R)(1.0 / e1);
-        s[SP_IE2] = (R)(1.0 / e2);
+        s[SP_A1] = (R)a1;
+        s[SP_A2] = (R)a2;
+        s[SP_B1] = (R)b1;
+        s[SP_B2] = (R)b2;
     }
     for (size_t k = 0; k < p->nt; k++)
         for (int c = 0; c < 3; c++)

@@ -19,7 +19,7 @@ typedef struct PS_SFX(spin_ws) {
 
 /* Per-spin constants: rotation of one step is theta = (gs u, gs v, gdt.r + wz). */
 typedef struct PS_SFX(spin_par) {
-    PS_REAL r[3], gs, wz, e1, e2;
+    PS_REAL r[3], gs, wz, a1, a2; /* relaxation decrements 1 - exp(-dt/T) */
     int relax;
 } PS_SFX(spin_par);
 
@@ -46,7 +46,7 @@ static void PS_SFX(spin_forward)(const PS_SFX(spin_ws) *ws,
             c[2] = m[2];
         }
         PS_SFX(spin_theta)(ws, sp, k, th);
-        PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->e1, sp->e2);
+        PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
     }
 }
 
@@ -71,12 +71,12 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
             b[1] = m[1];
             b[2] = m[2];
             PS_SFX(spin_theta)(ws, sp, k, th);
-            PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->e1, sp->e2);
+            PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
         }
         for (size_t k = k1; k-- > k0;) {
             PS_SFX(spin_theta)(ws, sp, k, th);
             PS_SFX(ps_bloch_adjoint)(th, ws->seg + 3 * (k - k0), lam,
-                                     sp->relax, sp->e1, sp->e2, gth);
+                                     sp->relax, sp->a1, sp->a2, gth);
             gacc[k] += (double)gth[0] * gs;
             gacc[nt + k] += (double)gth[1] * gs;
         }
@@ -101,8 +101,11 @@ static double PS_SFX(lane_eval)(const ps_problem *p, const PS_SFX(spin_ws) *ws,
         sp.gs = (PS_REAL)(p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0));
         sp.wz = (PS_REAL)(p->dt * 2.0 * PS_PI_D * (p->df ? p->df[j] : 0.0));
         sp.relax = p->t1 || p->t2;
-        sp.e1 = (PS_REAL)(p->t1 ? exp(-p->dt / p->t1[j]) : 1.0);
-        sp.e2 = (PS_REAL)(p->t2 ? exp(-p->dt / p->t2[j]) : 1.0);
+        double a1, a2, b;
+        ps_relax_decrements(p->dt, p->t1 ? p->t1[j] : 0.0, &a1, &b);
+        ps_relax_decrements(p->dt, p->t2 ? p->t2[j] : 0.0, &a2, &b);
+        sp.a1 = (PS_REAL)a1;
+        sp.a2 = (PS_REAL)a2;
         PS_REAL m[3] = {0, 0, 1};
         if (p->m0) {
             m[0] = (PS_REAL)p->m0[3 * j];

@@ -629,10 +629,10 @@ static void test_step_vs_reference(void **state)
                    e2 = tu_uniform(&seed, 0.8, 1.0);
             ref_step(th, 1.0, relax, e1, e2, m, out);
             double md[3] = {m[0], m[1], m[2]};
-            ps_bloch_step_d(th, md, relax, e1, e2);
+            ps_bloch_step_d(th, md, relax, 1.0 - e1, 1.0 - e2);
             float thf[3] = {(float)th[0], (float)th[1], (float)th[2]};
             float mf[3] = {(float)m[0], (float)m[1], (float)m[2]};
-            ps_bloch_step_f(thf, mf, relax, (float)e1, (float)e2);
+            ps_bloch_step_f(thf, mf, relax, (float)(1.0 - e1), (float)(1.0 - e2));
             for (int i = 0; i < 3; i++) {
                 worst_d = fmax(worst_d, fabs(md[i] - out[i]));
                 worst_f = fmax(worst_f, fabs((double)mf[i] - out[i]));
@@ -650,7 +650,7 @@ static double step_dot(const double th[3], const double m[3], int relax,
                        double e1, double e2, const double lam[3])
 {
     double mm[3] = {m[0], m[1], m[2]};
-    ps_bloch_step_d(th, mm, relax, e1, e2);
+    ps_bloch_step_d(th, mm, relax, 1.0 - e1, 1.0 - e2);
     return lam[0] * mm[0] + lam[1] * mm[1] + lam[2] * mm[2];
 }
 
@@ -686,7 +686,7 @@ static void test_adjoint_vs_fd(void **state)
             lamo[1] = lam[1];
             lamo[2] = lam[2];
             gth[0] = gth[1] = gth[2] = PS_POISON;
-            ps_bloch_adjoint_d(th, m, lamo, relax, e1, e2, gth);
+            ps_bloch_adjoint_d(th, m, lamo, relax, 1.0 - e1, 1.0 - e2, gth);
             for (int i = 0; i < 3; i++) {
                 double tp[3] = {th[0], th[1], th[2]},
                        tm[3] = {th[0], th[1], th[2]};
@@ -722,7 +722,7 @@ static void test_adjoint_vs_fd(void **state)
                 mf[i] = (float)m[i];
                 lf[i] = (float)lam[i];
             }
-            ps_bloch_adjoint_f(thf, mf, lf, relax, (float)e1, (float)e2, gf);
+            ps_bloch_adjoint_f(thf, mf, lf, relax, (float)(1.0 - e1), (float)(1.0 - e2), gf);
             for (int i = 0; i < 3; i++) {
                 worst_f = fmax(worst_f, fabs((double)gf[i] - gth[i]));
                 worst_f = fmax(worst_f, fabs((double)lf[i] - lamo[i]));
@@ -763,12 +763,13 @@ static void test_reverse_adjoint(void **state)
             double scale = 1.0 + theta_lengths[li] * theta_lengths[li];
 
             double la[3] = {lam[0], lam[1], lam[2]}, ga[3];
-            ps_bloch_adjoint_d(th, m, la, relax, e1, e2, ga);
+            ps_bloch_adjoint_d(th, m, la, relax, 1.0 - e1, 1.0 - e2, ga);
             double mk[3] = {m[0], m[1], m[2]}, lr[3] = {lam[0], lam[1], lam[2]};
             double gr[3] = {PS_POISON, PS_POISON, PS_POISON};
-            ps_bloch_step_d(th, mk, relax, e1, e2);
-            ps_bloch_reverse_adjoint_d(th, mk, lr, relax, e1, e2, 1.0 / e1,
-                                       1.0 / e2, gr);
+            ps_bloch_step_d(th, mk, relax, 1.0 - e1, 1.0 - e2);
+            /* decrements a = 1 - e, increments b = 1/e - 1 */
+            ps_bloch_reverse_adjoint_d(th, mk, lr, relax, 1.0 - e1, 1.0 - e2,
+                                       1.0 / e1 - 1.0, 1.0 / e2 - 1.0, gr);
             for (int i = 0; i < 3; i++) {
                 worst_m = fmax(worst_m, fabs(mk[i] - m[i]));
                 worst_g = fmax(worst_g, fabs(gr[i] - ga[i]) / scale);
@@ -781,10 +782,10 @@ static void test_reverse_adjoint(void **state)
                 mf[i] = (float)m[i];
                 lf[i] = (float)lam[i];
             }
-            ps_bloch_step_f(thf, mf, relax, (float)e1, (float)e2);
-            ps_bloch_reverse_adjoint_f(thf, mf, lf, relax, (float)e1, (float)e2,
-                                       (float)(1.0 / e1), (float)(1.0 / e2),
-                                       gf);
+            ps_bloch_step_f(thf, mf, relax, (float)(1.0 - e1), (float)(1.0 - e2));
+            ps_bloch_reverse_adjoint_f(thf, mf, lf, relax, (float)(1.0 - e1),
+                                       (float)(1.0 - e2), (float)(1.0 / e1 - 1.0),
+                                       (float)(1.0 / e2 - 1.0), gf);
             for (int i = 0; i < 3; i++) {
                 worst_mf = fmax(worst_mf, fabs((double)mf[i] - m[i]));
                 worst_gf = fmax(worst_gf, fabs((double)gf[i] - ga[i]) / scale);
@@ -826,10 +827,10 @@ static void test_affine_composition(void **state)
             theta_of_length(&seed, theta_lengths[k % 10], th);
             double e1 = tu_uniform(&seed, 0.95, 1.0),
                    e2 = tu_uniform(&seed, 0.9, 1.0);
-            ps_affine_step_d(th, T, relax, e1, e2);
+            ps_affine_step_d(th, T, relax, 1.0 - e1, 1.0 - e2);
             float thf[3] = {(float)th[0], (float)th[1], (float)th[2]};
-            ps_affine_step_f(thf, Tf, relax, (float)e1, (float)e2);
-            ps_bloch_step_d(th, ms, relax, e1, e2);
+            ps_affine_step_f(thf, Tf, relax, (float)(1.0 - e1), (float)(1.0 - e2));
+            ps_bloch_step_d(th, ms, relax, 1.0 - e1, 1.0 - e2);
             double out[3];
             ref_step(th, 1.0, relax, e1, e2, mr, out);
             mr[0] = out[0];
