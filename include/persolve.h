@@ -45,6 +45,8 @@ typedef enum ps_status {
     PS_TIME_LIMIT           = 4,  ///< time_limit reached
     PS_CANCELLED            = 5,  ///< the progress callback asked to stop
     PS_YIELDED              = 6,  ///< (reserved for asynchronous runs)
+    PS_RUNNING              = 7,  ///< asynchronous run: not finished yet (ps_run_wait
+                                  ///< timed out; ps_snapshot.status before the end)
 
     PS_ERR_NULL             = -1,  ///< a required pointer is NULL
     PS_ERR_SIZE             = -2,  ///< Ns = 0, Nt = 0 or a size too large
@@ -65,6 +67,9 @@ typedef enum ps_status {
     PS_ERR_NOT_IMPLEMENTED  = -17, ///< feature not available in this build
     PS_ERR_PRESET           = -18, ///< unknown preset name or bad preset key/value
     PS_ERR_FILE             = -19, ///< file missing, unreadable or malformed
+    PS_ERR_STATE            = -20, ///< asynchronous run: call not allowed in its state
+    PS_ERR_CHECKPOINT       = -21, ///< checkpoint corrupted, truncated, of another problem,
+                                   ///< version or algorithmic settings (reason logged)
 } ps_status;
 
 /** Static English text for a status (never NULL). */
@@ -248,7 +253,7 @@ typedef struct ps_result {
     int64_t iterations;      ///< completed iterations
     int64_t evaluations;     ///< objective+gradient evaluations
     double f;                ///< objective at the returned x
-    double gnorm;            ///< gradient norm at the returned x
+    double gnorm;            ///< gradient norm at the returned x (optimizer variables)
     double seconds;          ///< wall time of the solve (transfers included)
     double kernel_seconds;   ///< GPU: time of the solve kernel alone (CUDA events); 0 on the CPU
     ps_backend backend;      ///< the backend that ran (cpu or gpu)
@@ -263,14 +268,159 @@ void ps_result_free(ps_result *r);
 
 /**
  * Minimize F over the pulse. x[2*nt]: on entry the start point (physical
- * u, v; NULL is not allowed: use ps_problem_x0), on exit the best point
- * found. With b1_max the start point is projected strictly inside the
- * constraint. r receives the outcome (call ps_result_free afterwards). The
+ * u, v; NULL is not allowed: use ps_problem_x0), on exit the last accepted
+ * point (every accepted step lowers f, up to the noise allowance fnoise |f|
+ * of the line search: with float32 spins a step may raise f by at most
+ * that much). With b1_max the start point is projected strictly inside the
+ * constraint (|b1| <= 0.9 b1_max), and r->gnorm and the history's gradient
+ * norms are those of dF/dz in the optimizer's variables z. r receives the outcome (call ps_result_free afterwards). The
  * return value equals r->status. Runs the whole optimization on the chosen
  * backend: on the GPU inside one persistent cooperative kernel.
+ *
+ * On the CPU backend this is the synchronous form of an asynchronous run:
+ * ps_solve_start(), ps_run_wait() without a timeout, ps_run_free(). The
+ * progress callback is then called from the run's worker thread. On the
+ * GPU it runs the persistent kernel directly.
  */
 int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
                      ps_result *r);
+
+/* ------------------------------------------------------------------------ */
+/* Asynchronous runs                                                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A solve started with ps_solve_start() runs on a worker while the caller
+ * watches it (ps_run_snapshot) and steers it (pause, resume, cancel, yield).
+ * The worker obeys requests at its control points: between the phases of
+ * the solver state machine, i.e. after every evaluation and at least once
+ * per iteration and per line-search trial. A run that was paused or
+ * yielded and resumed (also from a checkpoint) ends bit-identical to an
+ * uninterrupted one: same x, f, iterations, evaluations and history f.
+ *
+ * Time spent paused or yielded does not count: ps_snapshot.seconds,
+ * ps_result.seconds, the history's seconds and ps_options.time_limit all
+ * measure solve time only.
+ *
+ * The problem must outlive the run (it is borrowed, not copied); the
+ * options are copied at start. Control calls may come from any thread;
+ * ps_run_free must not race with other calls on the same run.
+ *
+ * Backends: the CPU backend runs the solve on a POSIX thread. The GPU
+ * backend is not available through this interface yet: ps_solve_start
+ * returns PS_ERR_NOT_IMPLEMENTED when the GPU would run the solve (backend
+ * gpu, or auto with a usable GPU); solve_persistent still runs it.
+ */
+
+typedef struct ps_run ps_run; ///< opaque handle of one solve
+
+/** What a run is doing. */
+typedef enum ps_run_state {
+    PS_RUN_RUNNING  = 0, ///< the worker is solving (or about to obey a request)
+    PS_RUN_PAUSED   = 1, ///< the worker waits at a control point (no CPU used)
+    PS_RUN_YIELDED  = 2, ///< the state is saved and the worker has exited
+    PS_RUN_FINISHED = 3, ///< the solve ended; ps_snapshot.status holds how
+} ps_run_state;
+
+/** A consistent copy of a run's progress (ps_run_snapshot). */
+typedef struct ps_snapshot {
+    uint64_t sequence;    ///< even; grows with every publication by the run
+    int64_t iteration;    ///< completed iterations at the current point
+    double f;             ///< objective at the current point (0 before the first evaluation)
+    double gnorm;         ///< ||grad f||_2 at the current point
+    double step;          ///< last accepted step length (0 at iteration 0)
+    int64_t evaluations;  ///< objective+gradient evaluations so far (trials included)
+    double seconds;       ///< solve time so far, s (paused and yielded time excluded)
+    uint64_t heartbeat;   ///< grows at every control point: the solver is alive
+    int state;            ///< ps_run_state
+    int phase;            ///< solver phase: 0 start, 1 direction, 2 trial, 3 update, 4 done
+    int status;           ///< final ps_status once FINISHED, else PS_RUNNING
+    int reserved_;        ///< 0
+} ps_snapshot;
+
+/**
+ * Validate p, o and the start pulse x0[2*nt] (as solve_persistent) and
+ * start the solve on a worker. *out receives the handle (NULL on error).
+ * Returns PS_CONVERGED (0) when started, else an error status:
+ * PS_ERR_NULL, PS_ERR_OPTION, PS_ERR_NONFINITE, PS_ERR_NO_MEMORY, the GPU
+ * selection errors, PS_ERR_NOT_IMPLEMENTED (the GPU would run it).
+ */
+int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
+                   ps_run **out);
+
+/**
+ * Copy the latest published progress into *s without blocking and without
+ * ever returning a torn copy; iteration, evaluations, heartbeat and
+ * sequence never decrease between calls. PS_ERR_NULL on NULL arguments.
+ */
+int ps_run_snapshot(const ps_run *r, ps_snapshot *s);
+
+/**
+ * Ask the run to pause: it stops at its next control point (state PAUSED)
+ * and waits without using the CPU. Returns at once. Pausing a paused or
+ * yielded run does nothing; PS_ERR_STATE once FINISHED.
+ */
+int ps_run_pause(ps_run *r);
+
+/**
+ * Continue a PAUSED run, or a YIELDED one (a new worker starts where the
+ * old one stopped), or withdraw a pause or yield request not yet obeyed.
+ * PS_ERR_STATE when the run is running with nothing to withdraw, or
+ * FINISHED.
+ */
+int ps_run_resume(ps_run *r);
+
+/**
+ * End the run at its next control point (at once if paused or yielded)
+ * with PS_CANCELLED and the last accepted point. Does nothing (returns 0)
+ * once FINISHED.
+ */
+int ps_run_cancel(ps_run *r);
+
+/**
+ * Ask the run to yield: at its next control point the worker keeps its
+ * state and exits, freeing the CPU (state YIELDED); ps_run_resume
+ * continues it. Yielding a yielded run does nothing; PS_ERR_STATE once
+ * FINISHED.
+ */
+int ps_run_yield(ps_run *r);
+
+/**
+ * Wait until the run finishes, at most timeout_s seconds (< 0: no limit;
+ * 0: just look; NaN: PS_ERR_NONFINITE). Returns the final status, or PS_RUNNING when the time
+ * passed first (a paused or yielded run only finishes once resumed or
+ * cancelled). When finished, fills res as solve_persistent does (a copy of
+ * the history: call ps_result_free) and the best pulse into x[2*nt]; res
+ * and x may be NULL; may be called again.
+ */
+int ps_run_wait(ps_run *r, double timeout_s, ps_result *res, double *x);
+
+/**
+ * Serialize a PAUSED, YIELDED or FINISHED run (PS_ERR_STATE otherwise,
+ * including while a pause is requested but not yet reached) into a
+ * self-describing blob: *buf from malloc (release with free()), *len
+ * bytes. The blob records a format version, the byte order and type sizes
+ * of this machine, the problem's sizes and a hash of its arrays (all
+ * arrays but the start pulse), the algorithmic options and a checksum; it
+ * can be written to a file and resumed in another process.
+ */
+int ps_run_checkpoint(const ps_run *r, void **buf, size_t *len);
+
+/**
+ * Start a run from a checkpoint of ps_run_checkpoint on the same problem.
+ * o may change the limits (max_iterations, max_evaluations, time_limit,
+ * which count from the start of the original solve), threads, log and
+ * progress; the algorithmic settings (precision, memory, past, gtol, ftol,
+ * c1, c2, max_linesearch, fnoise) must equal the checkpoint's. A finished
+ * checkpoint resumes as a finished run with the same outcome. Returns
+ * PS_ERR_CHECKPOINT (with the reason logged through o) for a corrupted,
+ * truncated, foreign-problem, wrong-version or mismatching blob.
+ */
+int ps_solve_resume(const ps_problem *p, const ps_options *o, const void *buf,
+                    size_t len, ps_run **out);
+
+/** Free a run; NULL is accepted. A running run is cancelled and joined first. */
+void ps_run_free(ps_run *r);
 
 /* ------------------------------------------------------------------------ */
 /* Build and devices                                                        */

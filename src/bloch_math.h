@@ -163,7 +163,9 @@ PS_HD void ps_reparam_backward(double bm, double zp, double zq, double gu,
 
 /*
  * Inverse for start points: z = atanh(|b|/bm) b/|b|, with |b| clipped to
- * 0.999 bm so that the start lies strictly inside the constraint.
+ * 0.9 bm so that the start lies strictly inside the constraint, where
+ * tanh is not yet saturated (at 0.999 bm, db/dz would be 0.002 bm and the
+ * first gradients in z nearly zero).
  */
 PS_HD void ps_reparam_inverse(double bm, double u, double v, double *zp,
                               double *zq)
@@ -175,8 +177,8 @@ PS_HD void ps_reparam_inverse(double bm, double u, double v, double *zp,
         return;
     }
     double ratio = a / bm;
-    if (ratio > 0.999)
-        ratio = 0.999;
+    if (ratio > 0.9)
+        ratio = 0.9;
     double r = atanh(ratio);
     *zp = r * u / a;
     *zq = r * v / a;

@@ -27,6 +27,7 @@ const char *ps_strerror(int status)
     case PS_TIME_LIMIT: return "time limit reached";
     case PS_CANCELLED: return "cancelled";
     case PS_YIELDED: return "yielded";
+    case PS_RUNNING: return "still running";
     case PS_ERR_NULL: return "a required pointer is NULL";
     case PS_ERR_SIZE: return "invalid size (Ns or Nt is 0 or too large)";
     case PS_ERR_NONFINITE: return "NaN or Inf in the input";
@@ -46,6 +47,8 @@ const char *ps_strerror(int status)
     case PS_ERR_NOT_IMPLEMENTED: return "not implemented in this build";
     case PS_ERR_PRESET: return "unknown preset or bad preset parameter";
     case PS_ERR_FILE: return "file missing, unreadable or malformed";
+    case PS_ERR_STATE: return "not allowed in the run's current state";
+    case PS_ERR_CHECKPOINT: return "checkpoint corrupted, truncated or not for this problem and settings";
     default: return "unknown status";
     }
 }

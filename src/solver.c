@@ -1,8 +1,7 @@
 /*
- * Entry points: ps_eval, ps_simulate and solve_persistent, the backend
- * choice, and the CPU driver of the solver state machine (lbfgs_math.h).
- * The CPU driver does the O(n) vector work of each phase; the scalar
- * decisions are the shared ones the GPU megakernel takes too.
+ * Entry points: ps_eval, ps_simulate and solve_persistent, and the backend
+ * choice. On the CPU, solve_persistent is an asynchronous run (run.c)
+ * waited for; on the GPU it launches the persistent kernel.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +16,9 @@
 #include "minimize.h"
 #include "objective.h"
 #include "problem.h"
+#include "run.h"
 
-static int check_x(const ps_options *o, const double *x, size_t n)
+int ps_check_x(const ps_options *o, const double *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         PS_RETURN_ERROR_IF(o, !isfinite(x[i]), PS_ERR_NONFINITE,
@@ -26,8 +26,7 @@ static int check_x(const ps_options *o, const double *x, size_t n)
     return PS_CONVERGED;
 }
 
-/* Options to use: o, or the defaults when o is NULL; validated. */
-static int take_options(const ps_options *o, ps_options *out)
+int ps_take_options(const ps_options *o, ps_options *out)
 {
     if (o)
         *out = *o;
@@ -36,11 +35,7 @@ static int take_options(const ps_options *o, ps_options *out)
     return ps_options_validate(out);
 }
 
-/*
- * Which backend runs: cpu, gpu, or auto (the GPU when it can run the solve,
- * else the CPU, noted in *fell_back).
- */
-static int pick_backend(const ps_options *o, ps_backend *use, int *fell_back)
+int ps_pick_backend(const ps_options *o, ps_backend *use, int *fell_back)
 {
     *fell_back = 0;
     if (o->backend == PS_BACKEND_CPU) {
@@ -74,14 +69,14 @@ static int evaluate_once(const ps_problem *p, const ps_options *o,
                          const double *x, double *f, double *grad, double *m)
 {
     ps_options opt;
-    int st = take_options(o, &opt);
+    int st = ps_take_options(o, &opt);
     if (st)
         return st;
-    if ((st = check_x(&opt, x, 2 * p->nt)))
+    if ((st = ps_check_x(&opt, x, 2 * p->nt)))
         return st;
     ps_backend use;
     int fell_back;
-    if ((st = pick_backend(&opt, &use, &fell_back)))
+    if ((st = ps_pick_backend(&opt, &use, &fell_back)))
         return st;
     if (use == PS_BACKEND_GPU) {
         st = ps_gpu_eval(p, &opt, x, f, grad, m);
@@ -108,34 +103,30 @@ int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
     return evaluate_once(p, o, x, &f, NULL, m);
 }
 
-/* The Bloch objective as the CPU minimizer's callback. */
-typedef struct bloch_ctx {
-    const ps_problem *p;
-    int precision, threads;
-} bloch_ctx;
-
-static int bloch_eval(void *ctx, const double *x, double *f, double *g)
+void ps_cpu_device(const ps_options *o, char *buf, size_t len)
 {
-    const bloch_ctx *b = ctx;
-    return ps_objective_cpu(b->p, b->precision, b->threads, x, f, g, NULL);
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = o->threads > 0 ? o->threads : omp_get_max_threads();
+#endif
+    snprintf(buf, len, "cpu: %d thread%s, %s", nthreads,
+             nthreads == 1 ? "" : "s",
+             o->precision == PS_PRECISION_SINGLE ? "float32 spins"
+                                                 : "float64 spins");
 }
 
-static int solve_cpu(const ps_problem *p, const ps_options *o, double *xio,
-                     ps_result *r)
+/* The CPU solve: an asynchronous run, waited for. */
+static int solve_cpu(const ps_problem *p, const ps_options *o, double *x,
+                     int fell_back, ps_result *r)
 {
-    size_t n = 2 * p->nt;
-    double *x = malloc(n * sizeof *x);
-    if (!x) {
-        r->status = PS_ERR_NO_MEMORY;
-        return r->status;
+    ps_run *run;
+    int st = ps_run_start_cpu(p, o, x, fell_back, &run);
+    if (st) {
+        r->status = st;
+        return st;
     }
-    bloch_ctx ctx = {p, o->precision, o->threads};
-    ps_minimizer mz = {n, bloch_eval, &ctx, NULL, NULL};
-    ps_objective_from_pulse(p, xio, x);
-    int st = ps_minimize_cpu(&mz, o, x, r);
-    if (r->history_len > 0)
-        ps_objective_pulse(p, x, xio);
-    free(x);
+    st = ps_run_wait(run, -1.0, r, x);
+    ps_run_free(run);
     return st;
 }
 
@@ -148,13 +139,13 @@ int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
     ps_options opt;
     int st = PS_ERR_NULL;
     if (p && x) {
-        st = take_options(o, &opt);
+        st = ps_take_options(o, &opt);
         if (!st)
-            st = check_x(&opt, x, 2 * p->nt);
+            st = ps_check_x(&opt, x, 2 * p->nt);
     }
     ps_backend use = PS_BACKEND_CPU;
     if (!st)
-        st = pick_backend(&opt, &use, &r->fell_back);
+        st = ps_pick_backend(&opt, &use, &r->fell_back);
     if (st) {
         r->status = st;
         return st;
@@ -172,13 +163,5 @@ int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
         r->fell_back = 1;
     }
     r->backend = PS_BACKEND_CPU;
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
-#endif
-    snprintf(r->device, sizeof r->device, "cpu: %d thread%s, %s", nthreads,
-             nthreads == 1 ? "" : "s",
-             opt.precision == PS_PRECISION_SINGLE ? "float32 spins"
-                                                  : "float64 spins");
-    return solve_cpu(p, &opt, x, r);
+    return solve_cpu(p, &opt, x, r->fell_back, r);
 }

@@ -615,7 +615,7 @@ static void test_strerror(void **state)
     (void)state;
     const char *texts[64];
     int n = 0;
-    for (int s = PS_ERR_FILE; s <= PS_YIELDED; s++) {
+    for (int s = PS_ERR_CHECKPOINT; s <= PS_RUNNING; s++) {
         const char *t = ps_strerror(s);
         assert_non_null(t);
         assert_true(t[0] != '\0');
@@ -626,7 +626,7 @@ static void test_strerror(void **state)
         }
         texts[n++] = t;
     }
-    const int unknown[] = {PS_YIELDED + 1, 100,     PS_ERR_FILE - 1,
+    const int unknown[] = {PS_RUNNING + 1, 100,     PS_ERR_CHECKPOINT - 1,
                            -1000,          INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *t = ps_strerror(unknown[i]);

@@ -1,0 +1,32 @@
+/*
+ * Asynchronous runs (persolve.h ps_run_*): the handle, its worker thread
+ * and the control protocol. Internal helpers shared with solver.c.
+ */
+#ifndef PS_SRC_RUN_H
+#define PS_SRC_RUN_H
+
+#include "persolve.h"
+
+/* solver.c: options to use (o, or the defaults when NULL), validated. */
+int ps_take_options(const ps_options *o, ps_options *out);
+
+/* solver.c: PS_ERR_NONFINITE (logged) if x[n] has a NaN or Inf. */
+int ps_check_x(const ps_options *o, const double *x, size_t n);
+
+/*
+ * solver.c: which backend runs: cpu, gpu, or auto (the GPU when it can run
+ * the solve, else the CPU, noted in *fell_back).
+ */
+int ps_pick_backend(const ps_options *o, ps_backend *use, int *fell_back);
+
+/* solver.c: "cpu: N threads, float32 spins" for ps_result.device. */
+void ps_cpu_device(const ps_options *o, char *buf, size_t len);
+
+/*
+ * Start a CPU run of problem p from the pulse x0[2*nt] with validated
+ * options o; fell_back is copied into the results. *out is NULL on error.
+ */
+int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
+                     const double *x0, int fell_back, ps_run **out);
+
+#endif /* PS_SRC_RUN_H */

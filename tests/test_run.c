@@ -1,0 +1,910 @@
+/*
+ * Asynchronous runs on the CPU backend: pause, resume, yield and cancel at
+ * random moments against an uninterrupted reference (bit-identical ends,
+ * no lost or repeated iteration), a reader thread hammering the snapshot,
+ * checkpoints (round trips, and corrupted, truncated, foreign and
+ * wrong-version blobs refused), and every call in a wrong state or with
+ * NULL. Every wait is bounded: a hang fails the test instead.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "persolve.h"
+#include "test_util.h"
+
+#define SPEC "slice1d:nz=60,nt=80"
+#define SPEC_B1MAX "slice1d:nz=60,nt=80,b1_max=0.4"
+#define ITERS 120
+#define WAIT_S 20.0 /* bound of every wait for a state or an end */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000L, 1000L * (us % 1000000L)};
+    nanosleep(&ts, NULL);
+}
+
+/* The last log message (for the refusal reasons). */
+static char last_log[512];
+
+static void log_sink(void *user, int level, const char *file, int line,
+                     const char *msg)
+{
+    snprintf(last_log, sizeof last_log, "%s", msg);
+}
+
+static ps_problem *make_problem(const char *spec)
+{
+    ps_problem *p = NULL;
+    char err[256];
+    assert_int_equal(ps_preset_create(spec, &p, err, sizeof err), 0);
+    return p;
+}
+
+static ps_options run_opts(void)
+{
+    ps_options o;
+    ps_options_default(&o);
+    o.backend = PS_BACKEND_CPU;
+    o.max_iterations = ITERS;
+    o.log = log_sink;
+    return o;
+}
+
+/* An uninterrupted solve: the reference every interrupted run must match. */
+typedef struct reference {
+    ps_problem *p;
+    ps_options o;
+    double *x;
+    ps_result r;
+} reference;
+
+static void reference_make(reference *ref, const char *spec)
+{
+    ref->p = make_problem(spec);
+    ref->o = run_opts();
+    size_t n = 2 * ps_problem_nt(ref->p);
+    ref->x = malloc(n * sizeof(double));
+    ps_problem_x0(ref->p, ref->x);
+    double t = now_s();
+    int st = solve_persistent(ref->p, &ref->o, ref->x, &ref->r);
+    printf("reference %s: status %d, %lld iterations, %lld evaluations, %.3f s\n",
+           spec, st, (long long)ref->r.iterations, (long long)ref->r.evaluations,
+           now_s() - t);
+    assert_true(st >= 0);
+    assert_true(ref->r.iterations > 20);
+}
+
+static void reference_free(reference *ref)
+{
+    ps_result_free(&ref->r);
+    free(ref->x);
+    ps_problem_free(ref->p);
+}
+
+/* History rows equal (bitwise f, gnorm, step; counters) in rows [0, len). */
+static int history_prefix_equal(const ps_result *a, const ps_result *b,
+                                size_t len)
+{
+    if (a->history_len < len || b->history_len < len)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        const ps_progress *u = &a->history[i], *v = &b->history[i];
+        if (u->iteration != (int64_t)i || v->iteration != (int64_t)i ||
+            memcmp(&u->f, &v->f, sizeof u->f) ||
+            memcmp(&u->gnorm, &v->gnorm, sizeof u->gnorm) ||
+            memcmp(&u->step, &v->step, sizeof u->step) ||
+            u->evaluations != v->evaluations) {
+            printf("history row %zu differs: f %.17g vs %.17g\n", i, u->f, v->f);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The run ended exactly as the reference did. */
+static void assert_same_end(const reference *ref, const ps_result *r,
+                            const double *x)
+{
+    size_t n = 2 * ps_problem_nt(ref->p);
+    assert_int_equal(r->status, ref->r.status);
+    assert_int_equal(r->iterations, ref->r.iterations);
+    assert_int_equal(r->evaluations, ref->r.evaluations);
+    assert_int_equal(r->history_len, ref->r.history_len);
+    assert_memory_equal(&r->f, &ref->r.f, sizeof r->f);
+    assert_memory_equal(x, ref->x, n * sizeof *x);
+    assert_true(history_prefix_equal(r, &ref->r, r->history_len));
+}
+
+/*
+ * Poll the snapshot until the run is in `want` or FINISHED; fails the test
+ * after WAIT_S. Returns the state reached.
+ */
+static int wait_state(const ps_run *run, int want)
+{
+    double t0 = now_s();
+    ps_snapshot s;
+    for (;;) {
+        assert_int_equal(ps_run_snapshot(run, &s), 0);
+        if (s.state == want || s.state == PS_RUN_FINISHED)
+            return s.state;
+        if (now_s() - t0 > WAIT_S)
+            fail_msg("run did not reach state %d within %g s (state %d)", want,
+                     WAIT_S, s.state);
+        sleep_us(10);
+    }
+}
+
+/* Final wait, bounded. */
+static int finish(ps_run *run, ps_result *r, double *x)
+{
+    int st = ps_run_wait(run, WAIT_S, r, x);
+    if (st == PS_RUNNING)
+        fail_msg("run did not finish within %g s", WAIT_S);
+    return st;
+}
+
+/* ---- pause, resume, yield, cancel at random moments ---- */
+
+typedef struct counts {
+    int pauses, yields, withdrawn, checkpoints, waits, rounds;
+} counts;
+
+/* Pause -> checkpoint -> free -> resume from the blob; the new handle. */
+static ps_run *checkpoint_hop(const reference *ref, ps_run *run, counts *c)
+{
+    void *buf;
+    size_t len;
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+    ps_run_free(run);
+    ps_run *next = NULL;
+    assert_int_equal(ps_solve_resume(ref->p, &ref->o, buf, len, &next), 0);
+    assert_non_null(next);
+    free(buf);
+    c->checkpoints++;
+    return next;
+}
+
+static void storm_round(const reference *ref, uint64_t *seed, counts *c,
+                        long max_sleep_us)
+{
+    size_t n = 2 * ps_problem_nt(ref->p);
+    double *x = malloc(n * sizeof *x);
+    ps_problem_x0(ref->p, x);
+    ps_run *run = NULL;
+    assert_int_equal(ps_solve_start(ref->p, &ref->o, x, &run), 0);
+    tu_poison(x, n);
+    double t0 = now_s();
+    while (ps_run_wait(run, 0.0, NULL, NULL) == PS_RUNNING) {
+        if (now_s() - t0 > 10 * WAIT_S)
+            fail_msg("round did not end");
+        sleep_us((long)(tu_next(seed) % (uint64_t)(max_sleep_us + 1)));
+        int st;
+        switch (tu_next(seed) % 6) {
+        case 0: /* pause, then resume */
+        case 1:
+            st = ps_run_pause(run);
+            if (st == PS_ERR_STATE)
+                break;
+            assert_int_equal(st, 0);
+            if (wait_state(run, PS_RUN_PAUSED) == PS_RUN_PAUSED) {
+                c->pauses++;
+                assert_int_equal(ps_run_wait(run, 0.0, NULL, NULL), PS_RUNNING);
+                if (tu_next(seed) % 4 == 0) {
+                    run = checkpoint_hop(ref, run, c);
+                    break;
+                }
+                assert_int_equal(ps_run_resume(run), 0);
+            }
+            break;
+        case 2: /* yield, then resume with a new worker */
+            st = ps_run_yield(run);
+            if (st == PS_ERR_STATE)
+                break;
+            assert_int_equal(st, 0);
+            if (wait_state(run, PS_RUN_YIELDED) == PS_RUN_YIELDED) {
+                c->yields++;
+                if (tu_next(seed) % 4 == 0) {
+                    run = checkpoint_hop(ref, run, c);
+                    break;
+                }
+                assert_int_equal(ps_run_resume(run), 0);
+            }
+            break;
+        case 3: /* a request withdrawn at once (or obeyed, then resumed) */
+            st = tu_next(seed) % 2 ? ps_run_pause(run) : ps_run_yield(run);
+            if (st == PS_ERR_STATE)
+                break;
+            st = ps_run_resume(run);
+            assert_true(st == 0 || st == PS_ERR_STATE);
+            if (st == 0)
+                c->withdrawn++;
+            break;
+        case 4: /* pause while paused, yield while paused */
+            if (ps_run_pause(run) == PS_ERR_STATE)
+                break;
+            if (wait_state(run, PS_RUN_PAUSED) != PS_RUN_PAUSED)
+                break;
+            assert_int_equal(ps_run_pause(run), 0);
+            assert_int_equal(ps_run_yield(run), 0);
+            if (wait_state(run, PS_RUN_YIELDED) == PS_RUN_YIELDED) {
+                c->yields++;
+                assert_int_equal(ps_run_resume(run), 0);
+            }
+            break;
+        default: /* a short bounded wait */
+            st = ps_run_wait(run, 1e-4, NULL, NULL);
+            assert_true(st == PS_RUNNING || st == ref->r.status);
+            c->waits++;
+            break;
+        }
+    }
+    ps_result r;
+    finish(run, &r, x);
+    assert_same_end(ref, &r, x);
+    ps_result_free(&r);
+    ps_run_free(run);
+    free(x);
+    c->rounds++;
+}
+
+static void control_storm_spec(const char *spec, int rounds, int cycles)
+{
+    reference ref;
+    reference_make(&ref, spec);
+    double per_eval = ref.r.seconds / (double)ref.r.evaluations;
+    long max_sleep = (long)(3e6 * per_eval) + 1;
+    uint64_t seed = 2024;
+    counts c = {0};
+    /* at least `rounds` rounds, and on until `cycles` stops were obeyed */
+    while (c.rounds < rounds || (c.pauses + c.yields < cycles && c.rounds < 100))
+        storm_round(&ref, &seed, &c, max_sleep);
+    printf("%s: %d rounds bit-identical: %d pause/resume, %d yield/resume, "
+           "%d withdrawn requests, %d checkpoint hops, %d timed waits\n",
+           spec, c.rounds, c.pauses, c.yields, c.withdrawn, c.checkpoints,
+           c.waits);
+    assert_true(c.pauses + c.yields >= cycles);
+    reference_free(&ref);
+}
+
+static void control_storm(void **state)
+{
+    control_storm_spec(SPEC, 6, 300);
+}
+
+static void control_storm_b1max(void **state)
+{
+    control_storm_spec(SPEC_B1MAX, 2, 60);
+}
+
+/* Cancel at random moments (also while paused or yielded). */
+static void cancel_random(void **state)
+{
+    reference ref;
+    reference_make(&ref, SPEC);
+    size_t n = 2 * ps_problem_nt(ref.p);
+    double *x = malloc(n * sizeof *x);
+    uint64_t seed = 7;
+    long span = (long)(1e6 * ref.r.seconds) + 1;
+    int cancelled = 0;
+    for (int i = 0; i < 40; i++) {
+        ps_problem_x0(ref.p, x);
+        ps_run *run;
+        assert_int_equal(ps_solve_start(ref.p, &ref.o, x, &run), 0);
+        sleep_us((long)(tu_next(&seed) % (uint64_t)span));
+        int how = i % 3; /* 0 running, 1 paused, 2 yielded */
+        if (how == 1 && ps_run_pause(run) == 0)
+            wait_state(run, PS_RUN_PAUSED);
+        if (how == 2 && ps_run_yield(run) == 0)
+            wait_state(run, PS_RUN_YIELDED);
+        assert_int_equal(ps_run_cancel(run), 0);
+        ps_result r;
+        tu_poison(x, n);
+        int st = finish(run, &r, x);
+        assert_int_equal(st, r.status);
+        if (st == PS_CANCELLED) {
+            cancelled++;
+            if (r.history_len == 0) { /* before the first evaluation */
+                double *x0 = malloc(n * sizeof *x0);
+                ps_problem_x0(ref.p, x0);
+                assert_memory_equal(x, x0, n * sizeof *x);
+                assert_true(isnan(r.f));
+                assert_int_equal(r.evaluations, 0);
+                free(x0);
+                goto next;
+            }
+            /* nothing lost, nothing repeated: the reference's first rows */
+            assert_int_equal(r.iterations + 1, (int64_t)r.history_len);
+            assert_true(history_prefix_equal(&r, &ref.r, r.history_len));
+            /* x is the last accepted point */
+            double f;
+            assert_int_equal(ps_eval(ref.p, &ref.o, x, &f, NULL), 0);
+            assert_memory_equal(&f, &r.f, sizeof f);
+            assert_memory_equal(&r.f, &r.history[r.history_len - 1].f, sizeof f);
+        } else {
+            assert_same_end(&ref, &r, x);
+        }
+    next:;
+        ps_snapshot s;
+        ps_run_snapshot(run, &s);
+        assert_int_equal(s.state, PS_RUN_FINISHED);
+        assert_int_equal(s.status, st);
+        ps_result_free(&r);
+        ps_run_free(run);
+    }
+    printf("cancel: %d of 40 runs cancelled mid-solve\n", cancelled);
+    assert_true(cancelled >= 20);
+    free(x);
+    reference_free(&ref);
+}
+
+/* ---- snapshot consistency ---- */
+
+typedef struct hammer {
+    const ps_run *run;
+    atomic_int stop;
+    int64_t reads, errors;
+    ps_snapshot *seen; /* distinct publications */
+    size_t nseen, cap;
+} hammer;
+
+static void *hammer_main(void *arg)
+{
+    hammer *h = arg;
+    ps_snapshot prev;
+    memset(&prev, 0, sizeof prev);
+    /* stop is set after the end was published: read on until it is seen */
+    while (!(atomic_load(&h->stop) && prev.state == PS_RUN_FINISHED)) {
+        ps_snapshot s;
+        if (ps_run_snapshot(h->run, &s) != 0)
+            h->errors++;
+        h->reads++;
+        if ((s.sequence & 1u) || s.sequence < prev.sequence ||
+            s.iteration < prev.iteration || s.evaluations < prev.evaluations ||
+            s.heartbeat < prev.heartbeat) {
+            if (h->errors++ < 5)
+                printf("bad snapshot: seq %llu (prev %llu), iteration %lld "
+                       "(prev %lld)\n",
+                       (unsigned long long)s.sequence,
+                       (unsigned long long)prev.sequence, (long long)s.iteration,
+                       (long long)prev.iteration);
+        }
+        if (s.sequence != prev.sequence && h->nseen < h->cap)
+            h->seen[h->nseen++] = s;
+        prev = s;
+    }
+    return NULL;
+}
+
+static void snapshot_hammer(void **state)
+{
+    /* phases long enough for the reader to see most publications */
+    reference ref;
+    reference_make(&ref, "slice1d:nz=200,nt=300");
+    size_t n = 2 * ps_problem_nt(ref.p);
+    double *x = malloc(n * sizeof *x);
+    ps_problem_x0(ref.p, x);
+    ps_run *run;
+    assert_int_equal(ps_solve_start(ref.p, &ref.o, x, &run), 0);
+    hammer h = {run, 0, 0, 0, NULL, 0, 1u << 18};
+    h.seen = malloc(h.cap * sizeof *h.seen);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, hammer_main, &h), 0);
+    /* a few pauses and yields: the control thread publishes too */
+    uint64_t seed = 99;
+    for (int i = 0; i < 20 && ps_run_wait(run, 0.0, NULL, NULL) == PS_RUNNING; i++) {
+        sleep_us((long)(tu_next(&seed) % 2000));
+        if (i % 2 ? ps_run_pause(run) : ps_run_yield(run))
+            break;
+        wait_state(run, i % 2 ? PS_RUN_PAUSED : PS_RUN_YIELDED);
+        sleep_us(200);
+        ps_run_resume(run);
+    }
+    ps_result r;
+    finish(run, &r, x);
+    atomic_store(&h.stop, 1);
+    pthread_join(th, NULL);
+    assert_same_end(&ref, &r, x);
+
+    /* every publication belongs to one moment of the final history */
+    int64_t bad = 0, finished = 0;
+    for (size_t i = 0; i < h.nseen; i++) {
+        const ps_snapshot *s = &h.seen[i];
+        if (s->state == PS_RUN_FINISHED) {
+            finished++;
+            bad += s->status != r.status || s->iteration != r.iterations;
+            continue;
+        }
+        bad += s->status != PS_RUNNING;
+        if (s->evaluations == 0)
+            continue; /* before the first evaluation */
+        size_t k = (size_t)s->iteration;
+        if (k >= r.history_len) {
+            bad++;
+            continue;
+        }
+        const ps_progress *row = &r.history[k];
+        if (memcmp(&s->f, &row->f, sizeof s->f) ||
+            memcmp(&s->gnorm, &row->gnorm, sizeof s->gnorm) ||
+            memcmp(&s->step, &row->step, sizeof s->step) ||
+            s->evaluations < row->evaluations ||
+            (k + 1 < r.history_len && s->evaluations > r.history[k + 1].evaluations)) {
+            if (bad++ < 5)
+                printf("torn snapshot: iteration %lld f %.17g (history %.17g), "
+                       "evaluations %lld\n",
+                       (long long)s->iteration, s->f, row->f,
+                       (long long)s->evaluations);
+        }
+    }
+    printf("snapshot: %lld reads, %zu distinct publications checked, %lld errors, "
+           "%lld inconsistent\n",
+           (long long)h.reads, h.nseen, (long long)h.errors, (long long)bad);
+    assert_int_equal(h.errors, 0);
+    assert_int_equal(bad, 0);
+    assert_true(finished >= 1);
+    assert_true(h.nseen > (size_t)r.iterations / 2);
+    ps_result_free(&r);
+    ps_run_free(run);
+    free(h.seen);
+    free(x);
+    reference_free(&ref);
+}
+
+/* ---- checkpoints ---- */
+
+/* A checkpoint of a run paused somewhere in the middle. */
+static int64_t blob_mid_run(const reference *ref, void **buf, size_t *len)
+{
+    size_t n = 2 * ps_problem_nt(ref->p);
+    double *x = malloc(n * sizeof *x);
+    ps_problem_x0(ref->p, x);
+    ps_run *run;
+    assert_int_equal(ps_solve_start(ref->p, &ref->o, x, &run), 0);
+    /* pause after a third of the evaluations */
+    ps_snapshot s;
+    double t0 = now_s();
+    do {
+        assert_int_equal(ps_run_snapshot(run, &s), 0);
+        assert_true(now_s() - t0 < WAIT_S);
+    } while (s.evaluations < ref->r.evaluations / 3 && s.state != PS_RUN_FINISHED);
+    assert_int_equal(ps_run_pause(run), 0);
+    assert_int_equal(wait_state(run, PS_RUN_PAUSED), PS_RUN_PAUSED);
+    assert_int_equal(ps_run_checkpoint(run, buf, len), 0);
+    assert_int_equal(ps_run_snapshot(run, &s), 0);
+    ps_run_free(run);
+    free(x);
+    return s.iteration;
+}
+
+static void checkpoint_round_trip(void **state)
+{
+    const char *specs[2] = {SPEC, SPEC_B1MAX};
+    for (int k = 0; k < 2; k++) {
+        reference ref;
+        reference_make(&ref, specs[k]);
+        size_t n = 2 * ps_problem_nt(ref.p);
+        double *x = malloc(n * sizeof *x);
+        ps_problem_x0(ref.p, x);
+        uint64_t seed = 5 + (uint64_t)k;
+        long span = (long)(2e5 * ref.r.seconds) + 1;
+        ps_run *run;
+        assert_int_equal(ps_solve_start(ref.p, &ref.o, x, &run), 0);
+        int hops = 0;
+        for (;;) {
+            sleep_us((long)(tu_next(&seed) % (uint64_t)span));
+            int yield = tu_next(&seed) % 2;
+            if ((yield ? ps_run_yield(run) : ps_run_pause(run)) == PS_ERR_STATE)
+                break;
+            int want = yield ? PS_RUN_YIELDED : PS_RUN_PAUSED;
+            if (wait_state(run, want) != want)
+                break;
+            void *buf;
+            size_t len;
+            assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+            ps_run_free(run);
+            /* a copy in fresh memory, as if read from a file */
+            void *copy = malloc(len);
+            memcpy(copy, buf, len);
+            memset(buf, 0xa5, len);
+            free(buf);
+            ps_options o = ref.o; /* the same settings, a new struct */
+            assert_int_equal(ps_solve_resume(ref.p, &o, copy, len, &run), 0);
+            free(copy);
+            hops++;
+        }
+        ps_result r;
+        tu_poison(x, n);
+        finish(run, &r, x);
+        assert_same_end(&ref, &r, x);
+
+        /* a finished run's checkpoint resumes finished, with the same end */
+        void *buf;
+        size_t len;
+        assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+        ps_run_free(run);
+        assert_int_equal(ps_solve_resume(ref.p, &ref.o, buf, len, &run), 0);
+        assert_int_equal(ps_run_wait(run, 0.0, NULL, NULL), ref.r.status);
+        ps_result_free(&r);
+        tu_poison(x, n);
+        finish(run, &r, x);
+        assert_same_end(&ref, &r, x);
+        ps_result_free(&r);
+        ps_run_free(run);
+        free(buf);
+        printf("%s: %d checkpoint/free/resume hops, bit-identical end\n",
+               specs[k], hops);
+        assert_true(hops >= 3);
+        free(x);
+        reference_free(&ref);
+    }
+}
+
+/* Limits may change on resume; the algorithmic settings may not. */
+static void checkpoint_options(void **state)
+{
+    reference ref;
+    reference_make(&ref, SPEC);
+    void *buf;
+    size_t len;
+    int64_t at = blob_mid_run(&ref, &buf, &len);
+    ps_run *run = NULL;
+
+    ps_options o = ref.o;
+    o.max_iterations = at + 3; /* a new limit */
+    assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
+    ps_result r;
+    finish(run, &r, NULL);
+    if (ref.r.iterations > at + 3) {
+        assert_int_equal(r.status, PS_MAX_ITERATIONS);
+        assert_int_equal(r.iterations, at + 3);
+        assert_true(history_prefix_equal(&r, &ref.r, r.history_len));
+    }
+    ps_result_free(&r);
+    ps_run_free(run);
+
+    o = ref.o;
+    o.threads = 1; /* results do not depend on the thread count */
+    size_t n = 2 * ps_problem_nt(ref.p);
+    double *x = malloc(n * sizeof *x);
+    assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
+    finish(run, &r, x);
+    assert_same_end(&ref, &r, x);
+    ps_result_free(&r);
+    ps_run_free(run);
+
+    const char *names[] = {"memory", "past", "c1", "c2", "gtol", "ftol",
+                           "max_linesearch", "precision", "fnoise"};
+    for (int i = 0; i < 9; i++) {
+        o = ref.o;
+        switch (i) {
+        case 0: o.memory = 7; break;
+        case 1: o.past = 9; break;
+        case 2: o.c1 = 2e-4; break;
+        case 3: o.c2 = 0.8; break;
+        case 4: o.gtol = 1e-6; break;
+        case 5: o.ftol = 1e-8; break;
+        case 6: o.max_linesearch = 19; break;
+        case 7: o.precision = PS_PRECISION_DOUBLE; break;
+        default: o.fnoise = 1e-4; break;
+        }
+        last_log[0] = 0;
+        run = (ps_run *)&o; /* must be reset to NULL */
+        assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run),
+                         PS_ERR_CHECKPOINT);
+        assert_null(run);
+        printf("%s changed: %s\n", names[i], last_log);
+        assert_non_null(strstr(last_log, "checkpoint refused"));
+    }
+    free(x);
+    free(buf);
+    reference_free(&ref);
+}
+
+static uint64_t fnv1a(const unsigned char *b, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Resume must refuse buf[len]: PS_ERR_CHECKPOINT, NULL handle, a reason. */
+static int refused(const reference *ref, const void *buf, size_t len)
+{
+    ps_run *run = NULL;
+    last_log[0] = 0;
+    int st = ps_solve_resume(ref->p, &ref->o, buf, len, &run);
+    if (st != PS_ERR_CHECKPOINT || run != NULL || !last_log[0]) {
+        ps_run_free(run);
+        return 0;
+    }
+    return 1;
+}
+
+static void checkpoint_refused(void **state)
+{
+    reference ref;
+    reference_make(&ref, SPEC);
+    void *blob;
+    size_t len;
+    blob_mid_run(&ref, &blob, &len);
+    const unsigned char *b = blob;
+    unsigned char *work = malloc(len + 1);
+    printf("checkpoint: %zu bytes\n", len);
+
+    /* the blob itself is accepted */
+    ps_run *run;
+    assert_int_equal(ps_solve_resume(ref.p, &ref.o, blob, len, &run), 0);
+    ps_run_free(run);
+
+    /* one byte flipped: every header byte, then every 7th, the trailer */
+    size_t flips = 0;
+    for (size_t i = 0; i < len; i += (i < 256 || i + 16 >= len) ? 1 : 7) {
+        memcpy(work, b, len);
+        work[i] ^= (unsigned char)(1u << (i % 8));
+        if (!refused(&ref, work, len))
+            fail_msg("flipped byte %zu accepted", i);
+        flips++;
+    }
+    memcpy(work, b, len);
+    work[len / 2] ^= 0xff;
+    assert_true(refused(&ref, work, len));
+    printf("corrupted (%zu flips): %s\n", flips, last_log);
+
+    /* truncated: every length up to past the header, then a stride, and
+     * the last bytes; one byte too many */
+    size_t cuts = 0;
+    for (size_t l = 0; l < len; l += (l < 300 || l + 16 >= len) ? 1 : 13) {
+        if (!refused(&ref, b, l))
+            fail_msg("prefix of %zu bytes accepted", l);
+        cuts++;
+    }
+    memcpy(work, b, len);
+    work[len] = 0;
+    assert_true(refused(&ref, work, len + 1));
+    printf("truncated (%zu lengths): %s\n", cuts, last_log);
+
+    /* wrong version, with a valid checksum */
+    memcpy(work, b, len);
+    uint32_t version = 2;
+    memcpy(work + 8, &version, sizeof version);
+    uint64_t sum = fnv1a(work, len - 8);
+    memcpy(work + len - 8, &sum, sizeof sum);
+    assert_true(refused(&ref, work, len));
+    printf("wrong version: %s\n", last_log);
+    assert_non_null(strstr(last_log, "version"));
+
+    /* not a checkpoint at all */
+    uint64_t seed = 3;
+    for (size_t i = 0; i < len; i++)
+        work[i] = (unsigned char)tu_next(&seed);
+    assert_true(refused(&ref, work, len));
+    memcpy(work, "PSCKPT\0\0", 8);
+    assert_true(refused(&ref, work, len));
+
+    /* another problem: other sizes, or the same sizes with other arrays */
+    const char *others[] = {"slice1d:nz=61,nt=80", "slice1d:nz=60,nt=81",
+                            "slice1d:nz=60,nt=80,thk=0.6",
+                            "slice1d:nz=60,nt=80,lambda=0.001"};
+    for (int i = 0; i < 4; i++) {
+        reference other = ref;
+        other.p = make_problem(others[i]);
+        assert_true(refused(&other, blob, len));
+        printf("%s: %s\n", others[i], last_log);
+        ps_problem_free(other.p);
+    }
+    /* the start pulse is not part of the problem's identity */
+    {
+        ps_problem_desc d;
+        assert_int_equal(ps_problem_describe(ref.p, &d), 0);
+        size_t nt = ps_problem_nt(ref.p);
+        double *b1 = malloc(2 * nt * sizeof *b1);
+        for (size_t i = 0; i < 2 * nt; i++)
+            b1[i] = 0.01;
+        d.b1 = b1;
+        ps_problem *q;
+        assert_int_equal(ps_problem_create(&d, &q), 0);
+        assert_int_equal(ps_solve_resume(q, &ref.o, blob, len, &run), 0);
+        ps_result r;
+        double *x = malloc(2 * nt * sizeof *x);
+        finish(run, &r, x);
+        assert_same_end(&ref, &r, x);
+        ps_result_free(&r);
+        ps_run_free(run);
+        ps_problem_free(q);
+        free(b1);
+        free(x);
+    }
+    free(work);
+    free(blob);
+    reference_free(&ref);
+}
+
+/* ---- bad input and wrong states ---- */
+
+static void bad_input(void **state)
+{
+    assert_int_equal(PS_RUNNING, 7);
+    assert_int_equal(PS_ERR_STATE, -20);
+    assert_int_equal(PS_ERR_CHECKPOINT, -21);
+    assert_string_not_equal(ps_strerror(PS_RUNNING), "unknown status");
+    assert_string_not_equal(ps_strerror(PS_ERR_STATE), "unknown status");
+    assert_string_not_equal(ps_strerror(PS_ERR_CHECKPOINT), "unknown status");
+
+    ps_problem *p = make_problem("slice1d");
+    size_t n = 2 * ps_problem_nt(p);
+    double *x = malloc(n * sizeof *x);
+    ps_problem_x0(p, x);
+    ps_options o = run_opts();
+    o.precision = PS_PRECISION_DOUBLE;
+    o.max_iterations = 0; /* unlimited: it runs until cancelled */
+    o.gtol = 0.0;
+    o.ftol = 0.0;
+    ps_run *run = (ps_run *)x;
+    ps_snapshot s;
+    void *buf = x;
+    size_t len = 1;
+
+    assert_int_equal(ps_solve_start(NULL, &o, x, &run), PS_ERR_NULL);
+    assert_null(run);
+    assert_int_equal(ps_solve_start(p, &o, NULL, &run), PS_ERR_NULL);
+    assert_int_equal(ps_solve_start(p, &o, x, NULL), PS_ERR_NULL);
+    assert_int_equal(ps_solve_resume(NULL, &o, x, 8, &run), PS_ERR_NULL);
+    assert_int_equal(ps_solve_resume(p, &o, NULL, 8, &run), PS_ERR_NULL);
+    assert_int_equal(ps_solve_resume(p, &o, x, 8, NULL), PS_ERR_NULL);
+    assert_int_equal(ps_run_snapshot(NULL, &s), PS_ERR_NULL);
+    assert_int_equal(ps_run_pause(NULL), PS_ERR_NULL);
+    assert_int_equal(ps_run_resume(NULL), PS_ERR_NULL);
+    assert_int_equal(ps_run_cancel(NULL), PS_ERR_NULL);
+    assert_int_equal(ps_run_yield(NULL), PS_ERR_NULL);
+    assert_int_equal(ps_run_wait(NULL, 0.0, NULL, NULL), PS_ERR_NULL);
+    assert_int_equal(ps_run_checkpoint(NULL, &buf, &len), PS_ERR_NULL);
+    assert_null(buf);
+    assert_int_equal(len, 0);
+    ps_run_free(NULL);
+
+    /* bad options and start points are refused as by solve_persistent */
+    ps_options bad = o;
+    bad.memory = 0;
+    assert_int_equal(ps_solve_start(p, &bad, x, &run), PS_ERR_OPTION);
+    assert_null(run);
+    x[3] = NAN;
+    assert_int_equal(ps_solve_start(p, &o, x, &run), PS_ERR_NONFINITE);
+    ps_problem_x0(p, x);
+    bad = o;
+    bad.backend = PS_BACKEND_GPU; /* no asynchronous GPU runs (yet) */
+    int st = ps_solve_start(p, &bad, x, &run);
+    assert_true(st == PS_ERR_NOT_IMPLEMENTED || st == PS_ERR_NO_GPU ||
+                st == PS_ERR_GPU_UNSUPPORTED);
+    assert_null(run);
+
+    /* wrong states */
+    assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
+    assert_int_equal(ps_run_snapshot(run, NULL), PS_ERR_NULL);
+    assert_int_equal(ps_run_checkpoint(run, NULL, &len), PS_ERR_NULL);
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), PS_ERR_STATE);
+    assert_null(buf);
+    assert_int_equal(ps_run_resume(run), PS_ERR_STATE);
+    double t = now_s();
+    assert_int_equal(ps_run_wait(run, 0.05, NULL, NULL), PS_RUNNING);
+    assert_true(now_s() - t >= 0.04);
+    assert_int_equal(ps_run_pause(run), 0);
+    assert_int_equal(wait_state(run, PS_RUN_PAUSED), PS_RUN_PAUSED);
+    assert_int_equal(ps_run_pause(run), 0);
+    assert_int_equal(ps_run_snapshot(run, &s), 0);
+    ps_snapshot s2;
+    sleep_us(20000);
+    assert_int_equal(ps_run_snapshot(run, &s2), 0);
+    assert_int_equal(s2.heartbeat, s.heartbeat); /* paused: no work */
+    assert_int_equal(s2.sequence, s.sequence);
+    /* paused time does not count */
+    assert_memory_equal(&s2.seconds, &s.seconds, sizeof s.seconds);
+    assert_int_equal(ps_run_wait(run, 0.01, NULL, NULL), PS_RUNNING);
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+    free(buf);
+    assert_int_equal(ps_run_resume(run), 0);
+    assert_int_equal(ps_run_yield(run), 0);
+    assert_int_equal(wait_state(run, PS_RUN_YIELDED), PS_RUN_YIELDED);
+    assert_int_equal(ps_run_yield(run), 0);
+    assert_int_equal(ps_run_pause(run), 0); /* a yielded run stays yielded */
+    assert_int_equal(ps_run_snapshot(run, &s), 0);
+    sleep_us(20000);
+    assert_int_equal(ps_run_snapshot(run, &s2), 0);
+    assert_int_equal(s2.state, PS_RUN_YIELDED);
+    assert_memory_equal(&s2.seconds, &s.seconds, sizeof s.seconds);
+    assert_int_equal(ps_run_resume(run), 0);
+    assert_int_equal(ps_run_resume(run), PS_ERR_STATE);
+    assert_int_equal(ps_run_cancel(run), 0);
+    ps_result r;
+    assert_int_equal(finish(run, &r, x), PS_CANCELLED);
+    ps_result_free(&r);
+    /* finished */
+    assert_int_equal(ps_run_pause(run), PS_ERR_STATE);
+    assert_int_equal(ps_run_yield(run), PS_ERR_STATE);
+    assert_int_equal(ps_run_resume(run), PS_ERR_STATE);
+    assert_int_equal(ps_run_cancel(run), 0);
+    assert_int_equal(ps_run_wait(run, -1.0, NULL, NULL), PS_CANCELLED);
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+    free(buf);
+    ps_run_free(run);
+
+    /* free while running, while paused, while yielded: cancels and joins */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
+        sleep_us(2000);
+        if (i == 1) {
+            ps_run_pause(run);
+            wait_state(run, PS_RUN_PAUSED);
+        } else if (i == 2) {
+            ps_run_yield(run);
+            wait_state(run, PS_RUN_YIELDED);
+        }
+        ps_run_free(run);
+    }
+    free(x);
+    ps_problem_free(p);
+}
+
+/* solve_persistent keeps calling the progress callback (from the worker),
+ * and its return value still cancels. */
+static int stop_at_5(void *user, const ps_progress *pr)
+{
+    int64_t *calls = user;
+    assert_int_equal(pr->iteration, *calls);
+    (*calls)++;
+    return pr->iteration == 5;
+}
+
+static void progress_cancel(void **state)
+{
+    ps_problem *p = make_problem(SPEC);
+    size_t n = 2 * ps_problem_nt(p);
+    double *x = malloc(n * sizeof *x);
+    ps_problem_x0(p, x);
+    ps_options o = run_opts();
+    int64_t calls = 0;
+    o.progress = stop_at_5;
+    o.progress_user = &calls;
+    ps_result r;
+    assert_int_equal(solve_persistent(p, &o, x, &r), PS_CANCELLED);
+    assert_int_equal(r.iterations, 5);
+    assert_int_equal(calls, 6);
+    assert_int_equal(r.history_len, 6);
+    assert_int_equal(r.backend, PS_BACKEND_CPU);
+    assert_non_null(strstr(r.device, "cpu"));
+    ps_result_free(&r);
+    free(x);
+    ps_problem_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bad_input),
+        cmocka_unit_test(progress_cancel),
+        cmocka_unit_test(control_storm),
+        cmocka_unit_test(control_storm_b1max),
+        cmocka_unit_test(cancel_random),
+        cmocka_unit_test(snapshot_hammer),
+        cmocka_unit_test(checkpoint_round_trip),
+        cmocka_unit_test(checkpoint_options),
+        cmocka_unit_test(checkpoint_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
