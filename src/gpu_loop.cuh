@@ -33,7 +33,7 @@ namespace cg = cooperative_groups;
 struct loop_shared {
     ps_solver S;            /* the block's copy of the solver state */
     double sh[4];           /* last evaluation: g.d, g.g, b.b, f */
-    double red[PS_GPU_RP];  /* red[0]: f at the accepted trial; red[1..]: batched dots */
+    double red[1 + PS_RED_LEN(PS_MAX_MEMORY)]; /* red[0]: f at the accepted trial; red[1..]: batched dots */
 };
 
 /* Copy the solver state with every thread of the block (8-byte words);
@@ -46,6 +46,28 @@ __device__ inline void state_copy(ps_solver *dst, const ps_solver *src)
     unsigned long long *d = (unsigned long long *)dst;
     for (int i = threadIdx.x; i < words; i += blockDim.x)
         d[i] = s[i];
+}
+
+/*
+ * The scalar decisions, kept out of line: one thread runs them, and
+ * inlined they would share the kernel's register allocation with the
+ * evaluation (spilling in its inner loops).
+ */
+static __device__ __noinline__ void decide_start(ps_solver *S, double f, double gg)
+{
+    ps_solver_start(S, f, gg);
+}
+static __device__ __noinline__ void decide_direction(ps_solver *S, double elapsed)
+{
+    ps_solver_direction(S, elapsed);
+}
+static __device__ __noinline__ void decide_trial(ps_solver *S, double f, double dg)
+{
+    ps_solver_trial(S, f, dg);
+}
+static __device__ __noinline__ void decide_update(ps_solver *S, double f, const double *red)
+{
+    ps_solver_update(S, f, red);
 }
 
 /* Block 0 appends one history row (seconds since the solve began). */
@@ -80,8 +102,7 @@ __device__ __forceinline__ void prof_mark(const args &a, uint64_t &last, int i)
  */
 __device__ inline void eval_scalars(const args &a, int G, double *sh)
 {
-    sum_partials(a.rpart, G, 3, PS_GPU_RP, sh);
-    sum_partials(a.lpart, G, 1, 1, sh + 3);
+    sum_partials(a.rpart, G, 4, PS_GPU_RP, sh);
     if (threadIdx.x == 0)
         sh[3] += a.lambda * sh[2];
     __syncthreads();
@@ -132,7 +153,7 @@ __device__ void solve_phases(const args &a, cg::grid_group &grid, loop_shared &L
             return;
         }
         if (threadIdx.x == 0) {
-            ps_solver_start(&S, sh[3], sh[1]);
+            decide_start(&S, sh[3], sh[1]);
             record(a, S, (double)(global_ns() - t0) * 1e-9);
         }
         __syncthreads();
@@ -147,7 +168,7 @@ __device__ void solve_phases(const args &a, cg::grid_group &grid, loop_shared &L
         if (phase == PS_PHASE_DIRECTION) {
             // ---- direction ----
             if (threadIdx.x == 0)
-                ps_solver_direction(&S, elapsed);
+                decide_direction(&S, elapsed);
             __syncthreads();
             prof_mark(a, last, PS_PROF_DECIDE);
             if (S.phase != PS_PHASE_TRIAL)
@@ -160,24 +181,24 @@ __device__ void solve_phases(const args &a, cg::grid_group &grid, loop_shared &L
             evaluate_and_reduce<R>(a, grid, a.d, S.ls.alpha, a.gt, smem, sh, last);
             if (threadIdx.x == 0) {
                 red[0] = sh[3]; /* f at the trial, kept for the update */
-                ps_solver_trial(&S, sh[3], sh[0]);
+                decide_trial(&S, sh[3], sh[0]);
             }
             __syncthreads();
             prof_mark(a, last, PS_PROF_DECIDE);
         } else {
             // ---- update: accept the step, new pair, batched dots ----
             update(a, S.ls.alpha, ps_lbfgs_next_slot(&S.lb), (double *)smem,
-                   a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+                   a.rpart + (size_t)blockIdx.x * PS_GPU_RP + PS_GPU_RP_UPD);
             if (blockIdx.x == 0 && threadIdx.x == 0)
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             grid.sync();
             prof_mark(a, last, PS_PROF_UPDATE);
             double ft = red[0];
-            sum_partials(a.rpart, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, red + 1);
+            sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, red + 1);
             prof_mark(a, last, PS_PROF_SUMS);
             elapsed = *(volatile double *)a.elapsed;
             if (threadIdx.x == 0) {
-                ps_solver_update(&S, ft, red + 1);
+                decide_update(&S, ft, red + 1);
                 record(a, S, elapsed);
             }
             __syncthreads();

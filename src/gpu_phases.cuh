@@ -111,8 +111,15 @@ struct args {
 };
 
 enum { MODE_SOLVE = 0, MODE_EVAL = 1 };
-/* Partials per block: 3 for the gradient phase, 4m+1 for the update. */
-#define PS_GPU_RP (4 * PS_MAX_MEMORY + 1)
+/*
+ * Per-block partials, one row of PS_GPU_RP per block: [0..3] the
+ * evaluation's (g.d, g.g, b.b, loss), [PS_GPU_RP_UPD..] the update's
+ * batched dots. Disjoint on purpose: a block that has decided to accept
+ * writes its update dots while slower blocks may still be summing the
+ * evaluation's scalars (there is no barrier between the two).
+ */
+#define PS_GPU_RP_UPD 4
+#define PS_GPU_RP (PS_GPU_RP_UPD + PS_RED_LEN(PS_MAX_MEMORY))
 
 __device__ __forceinline__ uint64_t global_ns()
 {
@@ -447,14 +454,16 @@ __device__ inline void sum_partials(const double *part, int G, int Q, int stride
  * ---- reduce gradient ----
  * gout = sum over blocks of the partial gradients + 2 lambda b, through
  * the b1_max chain rule; block partials of gout.d, gout.gout and the RF
- * power sum b.b into a.rpart[block][0..2].
+ * power sum b.b, and the block's loss, into a.rpart[block][0..3].
  */
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
-                                       double *gout, double *scratch, double *out3)
+                                       double *gout, double *scratch, double *out4)
 {
     const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31;
     const int nwb = blockDim.x >> 5, gw = blockIdx.x * nwb + (threadIdx.x >> 5);
-    double acc[3] = {0.0, 0.0, 0.0};
+    /* [3]: the block's loss, carried along so that one sum over blocks
+     * gives all four scalars of an evaluation */
+    double acc[4] = {0.0, 0.0, 0.0, threadIdx.x == 0 ? a.lpart[blockIdx.x] : 0.0};
     /* one warp per time step: lane l sums blocks l, l+32, ..., then a
      * fixed xor tree over the lanes */
     for (int k = gw; k < nt; k += G * nwb) {
@@ -482,7 +491,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
             acc[2] += u * u + v * v;
         }
     }
-    block_partials(acc, 3, scratch, out3);
+    block_partials(acc, 4, scratch, out4);
 }
 
 /*

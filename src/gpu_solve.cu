@@ -9,6 +9,8 @@
  * gpu_context.cuh (shared with the comparison variants of gpu_variants.cu).
  */
 #include <cuda_runtime.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +83,18 @@ extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info
  * (heuristic; `persolve tune` measures instead). Per thread, an evaluation
  * costs rounds x (steps of its segment + a scan level's worth per level),
  * rounds = ceil(tiles / grid): the SB (power of two <= 32) with the least
- * cost, the larger SB on ties.
+ * cost, the larger SB on ties. min_segs: the fewest segments allowed
+ * (relaxation bounds a segment's length, see ps_gpu_min_segments).
  */
-extern "C" void ps_gpu_default_config(size_t ns, size_t nt, int grid_blocks, int tb, int *sb,
-                                      int *segs)
+extern "C" void ps_gpu_default_config(size_t ns, size_t nt, int grid_blocks, int tb, int min_segs,
+                                      int *sb, int *segs)
 {
     double best = 0.0;
     *sb = 1;
     for (int s = 1; s <= 32 && s <= tb; s *= 2) {
         int P = tb / s;
+        if (s > 1 && P < min_segs)
+            break;
         size_t tiles = (ns + s - 1) / s;
         double rounds = (double)((tiles + grid_blocks - 1) / grid_blocks);
         int levels = 0;
@@ -103,6 +108,25 @@ extern "C" void ps_gpu_default_config(size_t ns, size_t nt, int grid_blocks, int
         }
     }
     *segs = tb / *sb;
+}
+
+/*
+ * The backward replay runs each segment's relaxation in reverse, which
+ * multiplies rounding errors by exp(K dt / T) over a segment of K steps.
+ * Segments are kept to K dt max(1/T1, 1/T2) <= 2 (a factor below e^2):
+ * the fewest segments that allows, at least 1.
+ */
+extern "C" int ps_gpu_min_segments(const ps_problem *p)
+{
+    double rmax = 0.0; /* largest dt / T over the spins */
+    for (size_t j = 0; j < p->ns; j++) {
+        if (p->t1)
+            rmax = fmax(rmax, p->dt / p->t1[j]);
+        if (p->t2)
+            rmax = fmax(rmax, p->dt / p->t2[j]);
+    }
+    double segs = ceil((double)p->nt * rmax / 2.0);
+    return segs < 1.0 ? 1 : segs > 1e9 ? 1000000000 : (int)segs;
 }
 
 extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem)
@@ -133,9 +157,12 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
                        "GPU block size %d is not a multiple of 32 in 32..%d", tb, PS_GPU_MAX_THREADS);
     int G = c.grid ? c.grid : PS_GPU_BLOCKS_PER_SM * sms;
     int sb = c.sb, segs = c.segs;
+    const int min_segs = ps_gpu_min_segments(p);
+    PS_RETURN_ERROR_IF(o, p->ns > (size_t)(INT_MAX / 3) || p->nt > (size_t)(INT_MAX / 6), PS_ERR_SIZE,
+                       "ns = %zu, nt = %zu exceed the GPU backend's 32-bit indexing", p->ns, p->nt);
     for (int pass = 0; pass < 2; pass++) {
         if (!c.sb || !c.segs)
-            ps_gpu_default_config(p->ns, p->nt, G, tb, &sb, &segs);
+            ps_gpu_default_config(p->ns, p->nt, G, tb, min_segs, &sb, &segs);
         size_t smem = ps_gpu_dyn_smem(o->precision, sb, segs, tb, p->nt);
         int bps = ps_gpu_max_blocks_per_sm(o->precision, c.regcap, tb, smem);
         PS_RETURN_ERROR_IF(o, bps < 1, PS_ERR_GPU_LAUNCH,
@@ -587,6 +614,7 @@ extern "C" int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
     free(z);
     if (r->history_len > 0)
         describe_run(p, o, cfg, r);
+    r->status = st; /* also on the error paths that never reached the result */
     return st;
 }
 

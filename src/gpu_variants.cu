@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_direction_kernel(args
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_update_kernel(args a, double alpha, int slot)
 {
     extern __shared__ __align__(16) char smem[];
-    update(a, alpha, slot, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    update(a, alpha, slot, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP + PS_GPU_RP_UPD);
 }
 
 /*
@@ -99,25 +99,25 @@ host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report
     __syncthreads();
     double elapsed = seconds;
     if (what == HL_UPDATE) {
-        sum_partials(a.rpart, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, L.red + 1);
+        sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, L.red + 1);
         if (threadIdx.x == 0) {
-            ps_solver_update(&S, ft, L.red + 1);
+            decide_update(&S, ft, L.red + 1);
             record(a, S, seconds);
         }
     } else {
         eval_scalars(a, G, L.sh);
         if (threadIdx.x == 0) {
             if (what == HL_START) {
-                ps_solver_start(&S, L.sh[3], L.sh[1]);
+                decide_start(&S, L.sh[3], L.sh[1]);
                 record(a, S, seconds);
                 elapsed = 0.0; /* the persistent kernel's clock before the first update */
             } else {
-                ps_solver_trial(&S, L.sh[3], L.sh[0]);
+                decide_trial(&S, L.sh[3], L.sh[0]);
             }
         }
     }
     if (threadIdx.x == 0 && S.phase == PS_PHASE_DIRECTION)
-        ps_solver_direction(&S, elapsed);
+        decide_direction(&S, elapsed);
     __syncthreads();
     state_copy(a.state, &S);
     if (threadIdx.x == 0) {

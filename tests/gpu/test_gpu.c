@@ -21,8 +21,8 @@
 /* A random problem: spins in a 4 cm cube, random df, B1 scale, weights,
  * start magnetization on the unit sphere, optional relaxation, a random
  * smooth gradient waveform and pulse. */
-static ps_problem *random_problem(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
-                                  double *x)
+static ps_problem *random_problem_t2(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
+                                     double t2fix, double *x)
 {
     double *r = malloc(3 * ns * sizeof *r), *tg = malloc(3 * ns * sizeof *tg);
     double *df = malloc(ns * sizeof *df), *s = malloc(ns * sizeof *s);
@@ -41,8 +41,8 @@ static ps_problem *random_problem(uint64_t seed, size_t ns, size_t nt, ps_loss l
         df[j] = tu_uniform(&seed, -300.0, 300.0);
         s[j] = tu_uniform(&seed, 0.7, 1.2);
         w[j] = tu_uniform(&seed, 0.0, 2.0);
-        t1[j] = tu_uniform(&seed, 2e-3, 1.0);
-        t2[j] = tu_uniform(&seed, 1e-3, 0.1);
+        t1[j] = t2fix > 0.0 ? 10.0 * t2fix : tu_uniform(&seed, 2e-3, 1.0);
+        t2[j] = t2fix > 0.0 ? t2fix : tu_uniform(&seed, 1e-3, 0.1);
     }
     for (size_t k = 0; k < nt; k++) {
         double t = (double)k / (double)nt;
@@ -72,6 +72,13 @@ static ps_problem *random_problem(uint64_t seed, size_t ns, size_t nt, ps_loss l
     assert_int_equal(ps_problem_create(&d, &p), 0);
     free(r), free(tg), free(df), free(s), free(w), free(m0), free(t1), free(t2), free(g);
     return p;
+}
+
+/* Random relaxation times (relax != 0) or none. */
+static ps_problem *random_problem(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
+                                  double *x)
+{
+    return random_problem_t2(seed, ns, nt, loss, relax, 0.0, x);
 }
 
 static ps_options gpu_opts(ps_precision prec)
@@ -140,6 +147,29 @@ static void eval_random(void **state)
                 free(x);
             }
         }
+    }
+}
+
+/*
+ * T2 much shorter than a time segment would be without the relaxation
+ * bound on the segment length (ps_gpu_min_segments): the backward replay
+ * runs relaxation in reverse, and an unbounded segment amplifies rounding
+ * by exp(K dt / T2). 4096 spins, 2000 steps of 4 us, T2 = 50 us and 100 us.
+ */
+static void eval_short_t2(void **state)
+{
+    static const double t2s[] = {50e-6, 100e-6};
+    for (int i = 0; i < 2; i++) {
+        size_t ns = 4096, nt = 2000;
+        double *x = malloc(2 * nt * sizeof *x);
+        ps_problem *p = random_problem_t2(77 + (uint64_t)i, ns, nt, PS_LOSS_FULL, 1, t2s[i], x);
+        printf("T2 = %g s: at least %d segments\n", t2s[i], ps_gpu_min_segments(p));
+        char what[64];
+        snprintf(what, sizeof what, "short T2 %g", t2s[i]);
+        check_eval(p, x, PS_PRECISION_SINGLE, what);
+        check_eval(p, x, PS_PRECISION_DOUBLE, what);
+        ps_problem_free(p);
+        free(x);
     }
 }
 
@@ -289,6 +319,7 @@ int main(void)
         cmocka_unit_test(eval_random),
         cmocka_unit_test(configs_agree),
         cmocka_unit_test(eval_presets),
+        cmocka_unit_test(eval_short_t2),
         cmocka_unit_test(solve_slice1d),
         cmocka_unit_test(solve_inversion),
         cmocka_unit_test(solve_spiral2d),
