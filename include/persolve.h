@@ -411,8 +411,10 @@ int ps_run_checkpoint(const ps_run *r, void **buf, size_t *len);
  * o may change the limits (max_iterations, max_evaluations, time_limit,
  * which count from the start of the original solve), threads, log and
  * progress; the algorithmic settings (precision, memory, past, gtol, ftol,
- * c1, c2, max_linesearch, fnoise) must equal the checkpoint's. A finished
- * checkpoint resumes as a finished run with the same outcome. Returns
+ * c1, c2, max_linesearch, fnoise) must equal the checkpoint's. A run that
+ * was stopped by a limit that o raises, or cancelled, continues where it
+ * stopped, bit-identical to a solve that was never stopped; any other
+ * finished checkpoint resumes as a finished run with the same outcome. Returns
  * PS_ERR_CHECKPOINT (with the reason logged through o) for a corrupted,
  * truncated, foreign-problem, wrong-version or mismatching blob.
  */

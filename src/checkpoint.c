@@ -298,5 +298,21 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
     free(c->history);
     c->history = hist;
     c->history_len = c->hist_cap = h.history_len;
+    /* A solve stopped by a limit the new options lift, or by a cancel,
+     * continues where it stopped (ps_solver_reopen); with the same limits
+     * it stays finished with the same outcome. */
+    if (c->s.phase == PS_PHASE_DONE && !c->error) {
+        int st = c->s.status, lift = 0;
+        if (st == PS_ST_MAX_ITERATIONS)
+            lift = o->max_iterations == 0 || o->max_iterations > c->s.iteration;
+        else if (st == PS_ST_MAX_EVALUATIONS)
+            lift = o->max_evaluations == 0 || o->max_evaluations > c->s.evaluations;
+        else if (st == PS_ST_TIME_LIMIT)
+            lift = o->time_limit == 0.0 || o->time_limit > h.elapsed;
+        else if (st == PS_ST_CANCELLED)
+            lift = c->history_len > 0;
+        if (lift && c->history_len == (size_t)c->s.iteration + 1)
+            ps_solver_reopen(&c->s);
+    }
     return PS_CONVERGED;
 }

@@ -400,7 +400,8 @@ typedef struct ps_solver {
     double fnoise;                           /* relative noise of f (line search) */
     /* progress */
     int status;
-    int pad_;
+    int resume_phase; /* the phase a finish interrupted (a limit or a cancel
+                         can be lifted there: checkpoints continue from it) */
     int64_t iteration, evaluations;
     double f, gnorm, gnorm0, step;
     double fhist[PS_MAX_PAST + 1]; /* f after iteration i at [i % (past+1)] */
@@ -426,7 +427,7 @@ PS_HD void ps_solver_init(ps_solver *s, int m, int past, int max_ls,
     s->time_limit = time_limit;
     s->fnoise = fnoise;
     s->status = PS_ST_RUNNING;
-    s->pad_ = 0;
+    s->resume_phase = PS_PHASE_START;
     s->iteration = 0;
     s->evaluations = 0;
     s->f = 0.0;
@@ -452,8 +453,30 @@ PS_HD void ps_solver_init(ps_solver *s, int m, int past, int max_ls,
 
 PS_HD void ps_solver_finish(ps_solver *s, int status)
 {
+    if (s->phase != PS_PHASE_DONE)
+        s->resume_phase = s->phase;
     s->status = status;
     s->phase = PS_PHASE_DONE;
+}
+
+/*
+ * Undo a finish by a limit (iterations, evaluations, time) or a cancel:
+ * the solve continues at the phase it stopped in, exactly as if it had
+ * never stopped (the limits are checked again there). Returns 1 if the
+ * state was reopened.
+ */
+PS_HD int ps_solver_reopen(ps_solver *s)
+{
+    int st = s->status;
+    if (s->phase != PS_PHASE_DONE ||
+        !(st == PS_ST_MAX_ITERATIONS || st == PS_ST_MAX_EVALUATIONS || st == PS_ST_TIME_LIMIT ||
+          st == PS_ST_CANCELLED) ||
+        !(s->resume_phase == PS_PHASE_DIRECTION || s->resume_phase == PS_PHASE_TRIAL ||
+          s->resume_phase == PS_PHASE_UPDATE))
+        return 0;
+    s->phase = s->resume_phase;
+    s->status = PS_ST_RUNNING;
+    return 1;
 }
 
 /* START: f and g.g at x0 (one evaluation done). */

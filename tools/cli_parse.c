@@ -29,6 +29,9 @@ enum {
     OPT_REPEATS,
     OPT_CPU_ITERS,
     OPT_JSON_FILE,
+    OPT_CHECKPOINT,
+    OPT_EVERY,
+    OPT_RESUME,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -52,6 +55,9 @@ static const struct option design_options[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, 'q'},
+    {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+    {"every", required_argument, NULL, OPT_EVERY},
+    {"resume", required_argument, NULL, OPT_RESUME},
     OPT_END,
 };
 
@@ -165,6 +171,7 @@ int ps_cli_exit_code(int status)
     case PS_ERR_B1MAX:
     case PS_ERR_PRESET:
     case PS_ERR_FILE:
+    case PS_ERR_CHECKPOINT:
         return PS_EXIT_INPUT;
     case PS_ERR_NO_GPU:
     case PS_ERR_GPU_UNSUPPORTED:
@@ -318,6 +325,22 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
             return usage_error(err, errlen, "--json: empty file name");
         cli->json_file = arg;
         return PS_CLI_OK;
+    case OPT_CHECKPOINT:
+    case OPT_RESUME:
+        if (!*arg)
+            return usage_error(err, errlen, "--%s: empty file name", name);
+        if (code == OPT_CHECKPOINT)
+            cli->checkpoint = arg;
+        else
+            cli->resume = arg;
+        return PS_CLI_OK;
+    case OPT_EVERY:
+        if (!parse_nonneg(arg, &dv) || !(dv > 0.0))
+            return usage_error(err, errlen,
+                               "--every: '%s' is not a positive number of seconds",
+                               arg);
+        cli->every = dv;
+        return PS_CLI_OK;
     case OPT_TIME_LIMIT:
     case OPT_GTOL:
     case OPT_FTOL:
@@ -398,6 +421,8 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
     if (npos < commands[ci].positional)
         return usage_error(err, errlen, "%s: missing %s argument", cmdname,
                            commands[ci].positional_name);
+    if (cli->every > 0.0 && !cli->checkpoint)
+        return usage_error(err, errlen, "--every: requires --checkpoint FILE");
     return PS_CLI_OK;
 }
 
@@ -511,7 +536,8 @@ static void usage_exit_codes(FILE *f)
           "  1    solve ended without convergence (max iterations, max\n"
           "       evaluations or time limit)\n"
           "  2    usage error (bad command, option or value)\n"
-          "  3    input error (bad or unwritable file, bad preset, invalid problem)\n"
+          "  3    input error (bad or unwritable file, bad preset, invalid problem,\n"
+          "       refused checkpoint)\n"
           "  4    solver error (line-search failure, non-finite objective)\n"
           "  5    backend unavailable (--backend gpu and no usable GPU; bench\n"
           "       without a GPU unless --backend cpu)\n"
@@ -568,6 +594,12 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "/result/m, /result/history). A progress line is shown on stderr\n"
                 "when it is a terminal. Ctrl-C or SIGTERM stops the solve and\n"
                 "still writes the best point (exit 130); a second Ctrl-C kills.\n"
+                "Ctrl-Z (SIGTSTP) first yields the run (its state is kept, the\n"
+                "solver threads exit), then stops the process; fg (SIGCONT)\n"
+                "resumes it where it stopped, with the same result as a run never\n"
+                "stopped. Checkpoints (--checkpoint, --resume) and the yield on\n"
+                "Ctrl-Z need the CPU backend for now (--backend cpu, or auto\n"
+                "without a GPU); on the GPU, Ctrl-Z stops the process as usual.\n"
                 "\n"
                 "options:\n"
                 "  -o, --output FILE   result file (default NAME_result.h5 in the\n"
@@ -588,6 +620,22 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n"
                 "      --json          JSON summary on stdout instead of the text\n"
                 "  -q, --quiet         no progress line and no summary\n"
+                "      --checkpoint FILE\n"
+                "                      write the run's state to FILE at the end (also\n"
+                "                      after Ctrl-C) and every --every seconds, each\n"
+                "                      time replacing FILE atomically (FILE.tmp, fsync,\n"
+                "                      rename); a run stopped by a limit is saved\n"
+                "                      before the limit, so a resume with a higher\n"
+                "                      limit continues it\n"
+                "      --every S       also write the checkpoint every S seconds of\n"
+                "                      wall time (> 0; needs --checkpoint)\n"
+                "      --resume FILE   continue the run saved in FILE (PRESET|FILE\n"
+                "                      must be the problem it was written for; the\n"
+                "                      limits may change, --precision, --memory,\n"
+                "                      --gtol and --ftol must be the same); a\n"
+                "                      corrupted, truncated or foreign FILE is\n"
+                "                      refused (exit 3). The result equals that of\n"
+                "                      a run never interrupted\n"
                 "  -h, --help          this help\n"
                 "\n",
                 (long long)d.max_iterations, (long long)d.max_evaluations,

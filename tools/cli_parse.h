@@ -16,7 +16,8 @@ enum ps_exit {
     PS_EXIT_OK = 0,          /* converged, or success of a non-solving command */
     PS_EXIT_NOT_CONVERGED = 1, /* max iterations / evaluations / time limit */
     PS_EXIT_USAGE = 2,       /* bad command line */
-    PS_EXIT_INPUT = 3,       /* bad file, bad preset, invalid problem, I/O */
+    PS_EXIT_INPUT = 3,       /* bad file, bad preset, invalid problem, I/O,
+                                refused checkpoint */
     PS_EXIT_SOLVER = 4,      /* line-search failure, non-finite objective, ... */
     PS_EXIT_BACKEND = 5,     /* requested backend unavailable (no GPU) */
     PS_EXIT_CANCELLED = 130, /* cancelled by SIGINT or SIGTERM */
@@ -45,6 +46,10 @@ typedef struct ps_cli {
     const char *x_file;  /* eval --x FILE (NULL: the problem's start pulse) */
     int json;            /* --json: machine-readable summary on stdout */
     int quiet;           /* --quiet: no progress line and no summary */
+    /* design: checkpoints */
+    const char *checkpoint; /* --checkpoint FILE: write the run's state there */
+    double every;           /* --every S: also every S seconds (> 0; 0: only at the end) */
+    const char *resume;     /* --resume FILE: continue the run saved in FILE */
     ps_options opts;     /* backend, precision, limits, tolerances, threads */
     /* bench */
     const char *sizes;     /* --sizes LIST (NULL: S,M,L,T) */

@@ -1,39 +1,90 @@
 /*
- * persolve design PRESET|FILE: solve_persistent() from the problem's start
- * pulse, a live progress line on a terminal, the final magnetization by
- * ps_simulate(), the result file, and a text or JSON summary.
+ * persolve design PRESET|FILE: the solve from the problem's start pulse (or
+ * from a checkpoint, --resume), a live progress line on a terminal, the
+ * final magnetization by ps_simulate(), the result file, and a text or
+ * JSON summary.
  *
- * SIGINT and SIGTERM set a flag that the progress callback turns into a
- * cancel request: the solve ends with PS_CANCELLED at the next iteration
- * and the best point is still written (exit 130). A second SIGINT kills.
+ * The solve runs asynchronously (ps_solve_start / ps_solve_resume) while
+ * the main thread loops: it reads ps_run_snapshot() for the progress line,
+ * obeys the flags the signal handlers set, writes the periodic checkpoint,
+ * and waits for the end with a short timeout.
+ *   SIGINT, SIGTERM  ps_run_cancel(): the run ends with PS_CANCELLED at its
+ *                    next control point and the best point is still
+ *                    written (exit 130). A second SIGINT kills.
+ *   SIGTSTP          ps_run_yield(), wait (bounded) until the run reports
+ *                    YIELDED, then stop the process with SIGSTOP; once
+ *                    continued (SIGCONT, fg), ps_run_resume().
+ * --checkpoint FILE --every S pauses the run every S seconds, writes
+ * ps_run_checkpoint()'s blob to FILE with an atomic replace and resumes it;
+ * one more is written at the end.
+ *
+ * Where the GPU would run the solve, the asynchronous API is not there yet
+ * (PS_ERR_NOT_IMPLEMENTED): the synchronous solve_persistent() runs it with
+ * the progress callback drawing the line and turning a signal into a
+ * cancel, and checkpoints are refused.
  */
 #include "cmd.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "h5io.h"
 
-static volatile sig_atomic_t ps_design_signal = 0;
+/* Set by the handlers, read by the main loop (or the progress callback). */
+static volatile sig_atomic_t ps_design_signal = 0; /* SIGINT or SIGTERM */
+static volatile sig_atomic_t ps_design_tstp = 0;   /* SIGTSTP */
 
 static void on_signal(int sig)
 {
     ps_design_signal = sig;
 }
 
+static void on_tstp(int sig)
+{
+    (void)sig;
+    ps_design_tstp = 1;
+}
+
+/* Install a handler unless the signal is ignored (a background job). */
+static void catch_signal(int sig, void (*fn)(int), int flags)
+{
+    struct sigaction sa, old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+        return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fn;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = flags;
+    sigaction(sig, &sa, NULL);
+}
+
 static void install_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C gets the default action */
-    sigaction(SIGINT, &sa, NULL);
-    sa.sa_flags = 0;
-    sigaction(SIGTERM, &sa, NULL);
+    catch_signal(SIGINT, on_signal, SA_RESETHAND); /* a second Ctrl-C kills */
+    catch_signal(SIGTERM, on_signal, 0);
+}
+
+/* The run's threads inherit the mask of the thread that starts them: they
+ * start with these signals blocked so the main thread receives them. */
+static void block_signals(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGTSTP);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+static void restore_signals(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 static double now_seconds(void)
@@ -43,6 +94,14 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static void nap(double seconds)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+}
+
 typedef struct progress_ctx {
     int show;         /* draw the progress line (stderr is a terminal) */
     int drawn;        /* a line is on the screen */
@@ -50,23 +109,31 @@ typedef struct progress_ctx {
 } progress_ctx;
 
 #define PROGRESS_INTERVAL 0.1 /* s: at most ~10 redraws per second */
+#define POLL_INTERVAL 0.05    /* s: the main loop's wait for the end */
+#define YIELD_WAIT 10.0       /* s: the longest wait for a yield before stopping */
 
+static void draw_progress(progress_ctx *c, int64_t iteration, double f,
+                          double gnorm, int64_t evaluations, double seconds)
+{
+    if (!c->show)
+        return;
+    double t = now_seconds();
+    if (c->drawn && t - c->last_draw < PROGRESS_INTERVAL)
+        return;
+    fprintf(stderr,
+            "\r  iter %6lld   f %.6e   |g| %.3e   evals %6lld   %8.2f s"
+            "\033[K",
+            (long long)iteration, f, gnorm, (long long)evaluations, seconds);
+    fflush(stderr);
+    c->drawn = 1;
+    c->last_draw = t;
+}
+
+/* Synchronous solve (GPU): the progress callback draws and cancels. */
 static int on_progress(void *user, const ps_progress *p)
 {
-    progress_ctx *c = user;
-    if (c->show) {
-        double t = now_seconds();
-        if (!c->drawn || t - c->last_draw >= PROGRESS_INTERVAL) {
-            fprintf(stderr,
-                    "\r  iter %6lld   f %.6e   |g| %.3e   evals %6lld   %8.2f s"
-                    "\033[K",
-                    (long long)p->iteration, p->f, p->gnorm,
-                    (long long)p->evaluations, p->seconds);
-            fflush(stderr);
-            c->drawn = 1;
-            c->last_draw = t;
-        }
-    }
+    draw_progress(user, p->iteration, p->f, p->gnorm, p->evaluations,
+                  p->seconds);
     return ps_design_signal != 0;
 }
 
@@ -122,12 +189,22 @@ static void print_json(const ps_cli *cli, const ps_options *o,
         ps_json_string(f, out);
     else
         fputs("null", f);
+    fputs(",\n  \"checkpoint\": ", f);
+    if (cli->checkpoint)
+        ps_json_string(f, cli->checkpoint);
+    else
+        fputs("null", f);
+    fputs(",\n  \"resumed_from\": ", f);
+    if (cli->resume)
+        ps_json_string(f, cli->resume);
+    else
+        fputs("null", f);
     fprintf(f, ",\n  \"exit_code\": %d\n}\n", exit_code);
     fflush(f);
 }
 
-static void print_text(const ps_options *o, const ps_result *r, double f0,
-                       const char *out)
+static void print_text(const ps_cli *cli, const ps_options *o,
+                       const ps_result *r, double f0, const char *out)
 {
     FILE *f = stdout;
     fprintf(f, "status       %s (%d)\n", ps_strerror(r->status), r->status);
@@ -141,7 +218,245 @@ static void print_text(const ps_options *o, const ps_result *r, double f0,
             ps_cli_precision_name(o->precision));
     fprintf(f, "fell back    %s\n", r->fell_back ? "yes" : "no");
     fprintf(f, "output       %s\n", out ? out : "(not written)");
+    if (cli->resume)
+        fprintf(f, "resumed from %s\n", cli->resume);
+    if (cli->checkpoint)
+        fprintf(f, "checkpoint   %s\n", cli->checkpoint);
     fflush(f);
+}
+
+/* ---- checkpoint files ------------------------------------------------ */
+
+/* Write buf to path atomically: path.tmp in the same directory, fsync,
+ * rename over path, fsync of the directory. why[] gets the reason. */
+static int write_atomic(const char *path, const void *buf, size_t len,
+                        char *why, size_t whylen)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        snprintf(why, whylen, "%s: file name too long", path);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
+        return -1;
+    }
+    const char *p = buf;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t k = write(fd, p, left);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            snprintf(why, whylen, "%s: cannot write: %s", tmp,
+                     k < 0 ? strerror(errno) : "no progress");
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        p += k;
+        left -= (size_t)k;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        snprintf(why, whylen, "%s: cannot replace: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    /* the rename itself is durable once the directory is synced */
+    char dir[4200];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path),
+                 path);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+/* The whole file into *buf (malloc). Prints the reason and returns an exit
+ * code on failure. */
+static int read_whole_file(const char *path, void **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        ps_cli_error("%s: cannot read checkpoint: %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return PS_EXIT_INPUT;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ps_cli_error("%s: cannot read checkpoint: not a regular file", path);
+        fclose(f);
+        return PS_EXIT_INPUT;
+    }
+    size_t n = (size_t)st.st_size;
+    unsigned char *b = malloc(n ? n : 1);
+    if (!b) {
+        ps_cli_error("%s: out of memory", path);
+        fclose(f);
+        return PS_EXIT_SOLVER;
+    }
+    size_t got = n ? fread(b, 1, n, f) : 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != n) {
+        ps_cli_error("%s: cannot read checkpoint: %s", path,
+                     bad ? strerror(errno) : "file changed while reading");
+        free(b);
+        return PS_EXIT_INPUT;
+    }
+    *buf = b;
+    *len = n;
+    return PS_EXIT_OK;
+}
+
+/* ---- the asynchronous run ------------------------------------------- */
+
+typedef struct design_run {
+    ps_run *run;
+    const ps_cli *cli;
+    progress_ctx *pc;
+    uint64_t handled_seq;   /* the PAUSED snapshot already acted on */
+    int pause_requested;    /* a periodic checkpoint waits for the pause */
+    double next_checkpoint; /* monotonic s of the next periodic one */
+    int cancelled;          /* ps_run_cancel was called */
+} design_run;
+
+static void resume_run(ps_run *run)
+{
+    sigset_t old;
+    block_signals(&old); /* a yielded run restarts its worker here */
+    ps_run_resume(run);
+    restore_signals(&old);
+}
+
+/* Ctrl-Z: yield, wait (bounded) for YIELDED, stop; when continued, resume. */
+static void suspend_run(design_run *d)
+{
+    int yielded = ps_run_yield(d->run) == 0;
+    if (yielded) {
+        double t0 = now_seconds();
+        ps_snapshot s;
+        while (ps_run_snapshot(d->run, &s) == 0 && s.state != PS_RUN_YIELDED &&
+               s.state != PS_RUN_FINISHED && now_seconds() - t0 < YIELD_WAIT)
+            nap(0.001);
+    }
+    if (d->pc->drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        d->pc->drawn = 0;
+    }
+    /* SIGSTOP: unlike a re-raised SIGTSTP it also stops an orphaned
+     * process group; execution continues here after SIGCONT */
+    raise(SIGSTOP);
+    ps_design_tstp = 0;
+    if (yielded && !ps_design_signal)
+        resume_run(d->run);
+}
+
+/* The run is PAUSED (snapshot s): write the periodic checkpoint, resume. */
+static void on_paused(design_run *d, const ps_snapshot *s)
+{
+    d->handled_seq = s->sequence;
+    if (d->pause_requested) {
+        void *b = NULL;
+        size_t n = 0;
+        if (ps_run_checkpoint(d->run, &b, &n) == 0 && d->cli->checkpoint) {
+            char why[4400];
+            if (write_atomic(d->cli->checkpoint, b, n, why, sizeof why) != 0)
+                ps_cli_error("checkpoint: %s", why);
+        }
+        free(b);
+        d->pause_requested = 0;
+        d->next_checkpoint = now_seconds() + d->cli->every;
+    }
+    if (!d->cancelled)
+        resume_run(d->run);
+}
+
+/*
+ * SIGINT or SIGTERM: cancel. The run ends at its next control point with
+ * the best point; its checkpoint (written at the end with --checkpoint)
+ * continues the solve when resumed (a cancel is lifted like a limit).
+ */
+static void cancel_run(design_run *d)
+{
+    d->cancelled = 1;
+    ps_run_cancel(d->run);
+}
+
+/* The main loop: progress, signals, periodic checkpoints, until the end. */
+static void watch_run(design_run *d)
+{
+    d->next_checkpoint = now_seconds() + d->cli->every;
+    for (;;) {
+        if (ps_design_signal && !d->cancelled)
+            cancel_run(d);
+        if (ps_design_tstp && !d->cancelled)
+            suspend_run(d);
+        ps_snapshot s;
+        ps_run_snapshot(d->run, &s);
+        if (s.state == PS_RUN_FINISHED)
+            break;
+        if (s.evaluations > 0)
+            draw_progress(d->pc, s.iteration, s.f, s.gnorm, s.evaluations,
+                          s.seconds);
+        if (s.state == PS_RUN_PAUSED && s.sequence != d->handled_seq)
+            on_paused(d, &s);
+        else if (d->cli->every > 0.0 && !d->pause_requested && !d->cancelled &&
+                 now_seconds() >= d->next_checkpoint &&
+                 ps_run_pause(d->run) == 0)
+            d->pause_requested = 1;
+        if (ps_run_wait(d->run, POLL_INTERVAL, NULL, NULL) != PS_RUNNING)
+            break;
+    }
+}
+
+/*
+ * The last checkpoint: the finished run's. A run stopped by a limit or a
+ * cancel continues from it when resumed with the limit raised (the
+ * library reopens such a checkpoint); a converged run stays finished.
+ * Returns an exit code.
+ */
+static int final_checkpoint(design_run *d)
+{
+    void *b = NULL;
+    size_t n = 0;
+    int st = ps_run_checkpoint(d->run, &b, &n);
+    if (st != 0) {
+        ps_cli_error("checkpoint: %s", ps_strerror(st));
+        return PS_EXIT_SOLVER;
+    }
+    char why[4400];
+    int rc = write_atomic(d->cli->checkpoint, b, n, why, sizeof why);
+    free(b);
+    if (rc != 0) {
+        ps_cli_error("checkpoint: %s", why);
+        return PS_EXIT_INPUT;
+    }
+    return PS_EXIT_OK;
+}
+
+static void backend_error(const ps_options *o, int st, const ps_cli_log *log,
+                          const char *what)
+{
+    ps_cli_error("backend %s unavailable: %s%s%s (try --backend cpu%s)",
+                 ps_cli_backend_name(o->backend), ps_strerror(st),
+                 log->msg[0] ? ": " : "", log->msg, what);
 }
 
 int ps_cmd_design(const ps_cli *cli)
@@ -151,11 +466,15 @@ int ps_cmd_design(const ps_cli *cli)
     ps_problem *p = NULL;
     ps_result r;
     double *x = NULL, *m = NULL;
-    char base[256], out[4096], err[1024];
+    void *in_blob = NULL;
+    size_t in_len = 0;
+    char base[256], out[4096], ckpt[4096], err[1024];
     progress_ctx pc = {0, 0, 0.0};
+    design_run d;
     int code;
 
     memset(&r, 0, sizeof r);
+    memset(&d, 0, sizeof d);
     if ((code = ps_cli_check_options(&o, &log)) != PS_EXIT_OK)
         return code;
     install_signals();
@@ -163,6 +482,13 @@ int ps_cmd_design(const ps_cli *cli)
         return code;
     if ((code = ps_cli_output_path(cli->output, base, "_result.h5", out,
                                    sizeof out)) != PS_EXIT_OK)
+        goto done;
+    if (cli->checkpoint &&
+        (code = ps_cli_output_path(cli->checkpoint, base, "", ckpt,
+                                   sizeof ckpt)) != PS_EXIT_OK)
+        goto done;
+    if (cli->resume &&
+        (code = read_whole_file(cli->resume, &in_blob, &in_len)) != PS_EXIT_OK)
         goto done;
 
     size_t ns = ps_problem_ns(p), nt = ps_problem_nt(p);
@@ -181,10 +507,49 @@ int ps_cmd_design(const ps_cli *cli)
     }
 
     pc.show = !cli->quiet && isatty(STDERR_FILENO);
-    o.progress = on_progress;
-    o.progress_user = &pc;
-    st = solve_persistent(p, &o, x, &r);
-    clear_progress(&pc);
+    log.msg[0] = '\0';
+    sigset_t old;
+    block_signals(&old);
+    if (cli->resume)
+        st = ps_solve_resume(p, &o, in_blob, in_len, &d.run);
+    else
+        st = ps_solve_start(p, &o, x, &d.run);
+    restore_signals(&old);
+
+    if (st == 0) {
+        d.cli = cli;
+        d.pc = &pc;
+        catch_signal(SIGTSTP, on_tstp, 0);
+        watch_run(&d);
+        st = ps_run_wait(d.run, -1.0, &r, x);
+        signal(SIGTSTP, SIG_DFL);
+        clear_progress(&pc);
+        if (cli->checkpoint) {
+            int ck = final_checkpoint(&d);
+            if (ck != PS_EXIT_OK) {
+                code = ck;
+                goto done;
+            }
+        }
+    } else if (st == PS_ERR_CHECKPOINT) {
+        ps_cli_error("%s: %s", cli->resume,
+                     log.msg[0] ? log.msg : ps_strerror(st));
+        code = PS_EXIT_INPUT;
+        goto done;
+    } else if (st == PS_ERR_NOT_IMPLEMENTED && (cli->resume || cli->checkpoint)) {
+        backend_error(&o, st, &log, "; checkpoints need the CPU backend for now");
+        code = PS_EXIT_BACKEND;
+        goto done;
+    } else if (st == PS_ERR_NOT_IMPLEMENTED) {
+        /* the GPU runs it: the synchronous solve */
+        o.progress = on_progress;
+        o.progress_user = &pc;
+        log.msg[0] = '\0';
+        st = solve_persistent(p, &o, x, &r);
+        clear_progress(&pc);
+    } else {
+        r.status = st;
+    }
     code = ps_cli_exit_code(st);
     if (ps_design_signal != 0 && st == PS_CANCELLED)
         code = PS_EXIT_CANCELLED;
@@ -193,9 +558,7 @@ int ps_cmd_design(const ps_cli *cli)
     if (st < 0 && st != PS_ERR_LINE_SEARCH) {
         if (st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ||
             st == PS_ERR_NOT_IMPLEMENTED)
-            ps_cli_error("backend %s unavailable: %s%s%s (try --backend cpu)",
-                         ps_cli_backend_name(o.backend), ps_strerror(st),
-                         log.msg[0] ? ": " : "", log.msg);
+            backend_error(&o, st, &log, "");
         else
             ps_cli_error("solve failed: %s%s%s", ps_strerror(st),
                          log.msg[0] ? ": " : "", log.msg);
@@ -227,8 +590,10 @@ int ps_cmd_design(const ps_cli *cli)
     if (cli->json)
         print_json(cli, &o, p, &r, f0, written, code);
     else if (!cli->quiet)
-        print_text(&o, &r, f0, written);
+        print_text(cli, &o, &r, f0, written);
 done:
+    ps_run_free(d.run);
+    free(in_blob);
     ps_result_free(&r);
     free(m);
     free(x);

@@ -5,6 +5,7 @@
  *                   [--precision single|double] [--max-iters N]
  *                   [--max-evals N] [--time-limit S] [--memory M] [--gtol X]
  *                   [--ftol X] [--threads N] [--json] [--quiet]
+ *                   [--checkpoint FILE [--every S]] [--resume FILE]
  *   persolve eval PROBLEM [--x FILE] [-o OUT.h5] [--backend B]
  *                 [--precision P] [--threads N] [--json]
  *   persolve preset NAME[:key=value,...] [-o FILE]
@@ -20,7 +21,8 @@
  *   1    the solve ended without convergence (max iterations, max
  *        evaluations, time limit)
  *   2    usage error (bad command, option or option value)
- *   3    input error (bad or unwritable file, bad preset, invalid problem)
+ *   3    input error (bad or unwritable file, bad preset, invalid problem,
+ *        refused checkpoint)
  *   4    solver error (line-search failure, non-finite objective)
  *   5    backend unavailable (--backend gpu and no usable GPU; bench without
  *        a GPU unless --backend cpu)

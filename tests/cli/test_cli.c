@@ -63,6 +63,20 @@ static pid_t spawn_cli_to(const char *const *args, const char *err_path)
         argv[n++] = args[i];
     argv[n] = NULL;
 
+    /* the signals the tests send act as for a shell's foreground job,
+     * whatever the test runner ignores or blocks */
+    posix_spawnattr_t at;
+    sigset_t none, dfl;
+    posix_spawnattr_init(&at);
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGTSTP);
+    sigaddset(&dfl, SIGCONT);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -71,9 +85,10 @@ static pid_t spawn_cli_to(const char *const *args, const char *err_path)
     posix_spawn_file_actions_addopen(&fa, 2, err_path,
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid = -1;
-    int e = posix_spawn(&pid, persolve_exe, &fa, NULL, (char *const *)argv,
+    int e = posix_spawn(&pid, persolve_exe, &fa, &at, (char *const *)argv,
                         environ);
     posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
     if (e != 0) {
         printf("posix_spawn %s: %s\n", persolve_exe, strerror(e));
         fail();
@@ -528,7 +543,7 @@ static void test_progress_on_terminal(void **state)
     assert_non_null(slave);
     /* the CPU backend: live progress from the GPU kernel comes with the
      * asynchronous API (the host-control issue) */
-    const char *args[] = {"design", "slice1d:nz=100,nt=200", "--max-iters", "20",
+    const char *args[] = {"design", "spiral2d:n=32,nt=1000", "--max-iters", "12",
                           "--backend", "cpu", "-o", "cli_tty.h5", NULL};
     pid_t pid = spawn_cli_to(args, slave);
     static char tty[CAP];
@@ -544,7 +559,8 @@ static void test_progress_on_terminal(void **state)
     close(master);
     printf("terminal: %zu bytes\n", n);
     assert_true(code == 0 || code == 1);
-    assert_non_null(strstr(tty, "\r  iter      0   f "));
+    assert_non_null(strstr(tty, "\r  iter "));
+    assert_non_null(strstr(tty, "   f "));
     assert_non_null(strstr(tty, "|g| "));
     assert_non_null(strstr(tty, "evals "));
     assert_non_null(strstr(tty, "\r\033[K")); /* cleared before the summary */
@@ -553,6 +569,307 @@ static void test_progress_on_terminal(void **state)
     assert_non_null(strstr(r->out, "output       cli_tty.h5"));
     assert_null(strstr(r->out, "iter ")); /* progress never on stdout */
     free(r);
+}
+
+/* ---- checkpoints and signals -------------------------------------- */
+
+/* Exit code of pid, waiting at most `limit` seconds (then SIGKILL, fail). */
+static int wait_bounded(pid_t pid, double limit)
+{
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < (int)(limit * 100); i++) {
+        int ws = 0;
+        pid_t w = waitpid(pid, &ws, WNOHANG);
+        if (w == pid) {
+            if (WIFEXITED(ws))
+                return WEXITSTATUS(ws);
+            printf("persolve died of signal %d\n", WIFSIGNALED(ws) ? WTERMSIG(ws) : -1);
+            return 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+        }
+        nanosleep(&nap, NULL);
+    }
+    printf("persolve still running after %.1f s: killed\n", limit);
+    kill(pid, SIGKILL);
+    wait_code(pid);
+    fail();
+    return -1;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* /result/history [rows][6] of path: rows into *rows, data returned. */
+static double *h5_history(const char *path, size_t *rows)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t ds = H5Dopen2(f, "/result/history", H5P_DEFAULT);
+    assert_true(ds >= 0);
+    hid_t sp = H5Dget_space(ds);
+    hsize_t dims[2] = {0, 0};
+    assert_int_equal(H5Sget_simple_extent_ndims(sp), 2);
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    H5Dclose(ds);
+    H5Fclose(f);
+    assert_int_equal(dims[1], 6);
+    *rows = (size_t)dims[0];
+    return h5_read(path, "/result/history", dims[0], 6);
+}
+
+/* The f column of both histories and /pulse/b1 [nt][2] are bit-identical. */
+static void assert_same_result(const char *a, const char *b, size_t nt)
+{
+    size_t ra = 0, rb = 0;
+    double *ha = h5_history(a, &ra), *hb = h5_history(b, &rb);
+    if (ra != rb) {
+        printf("%s: %zu history rows, %s: %zu\n", a, ra, b, rb);
+        fail();
+    }
+    for (size_t i = 0; i < ra; i++) {
+        if (memcmp(&ha[6 * i + 1], &hb[6 * i + 1], sizeof(double)) != 0) {
+            printf("history f differs at iteration %zu: %.17g vs %.17g\n", i,
+                   ha[6 * i + 1], hb[6 * i + 1]);
+            fail();
+        }
+    }
+    free(ha);
+    free(hb);
+    double *pa = h5_read(a, "/pulse/b1", nt, 2), *pb = h5_read(b, "/pulse/b1", nt, 2);
+    for (size_t i = 0; i < 2 * nt; i++) {
+        if (memcmp(&pa[i], &pb[i], sizeof(double)) != 0) {
+            printf("/pulse/b1 differs at %zu: %.17g vs %.17g\n", i, pa[i], pb[i]);
+            fail();
+        }
+    }
+    free(pa);
+    free(pb);
+}
+
+static void copy_file(const char *from, const char *to, long len, long flip_at)
+{
+    static char buf[1 << 17];
+    FILE *f = fopen(from, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof buf);
+    if (len >= 0 && (size_t)len < n)
+        n = (size_t)len;
+    if (flip_at >= 0) {
+        assert_true((size_t)flip_at < n);
+        buf[flip_at] ^= 0x10;
+    }
+    f = fopen(to, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+#define CK_PROBLEM "slice1d:nz=60,nt=80"
+
+static void test_design_checkpoint_resume(void **state)
+{
+    (void)state;
+    unlink("cli_ck.bin");
+    unlink("cli_ck_ref.h5");
+    unlink("cli_ck_1.h5");
+    unlink("cli_ck_2.h5");
+    run_result *r = run("design", CK_PROBLEM, "--backend", "cpu", "--max-iters", "30",
+                        "-o", "cli_ck_ref.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    r = run("design", CK_PROBLEM, "--backend", "cpu", "--max-iters", "8",
+            "--checkpoint", "cli_ck.bin", "-o", "cli_ck_1.h5", NULL);
+    assert_code(r, 1);
+    assert_contains(r->out, "checkpoint   cli_ck.bin");
+    assert_true(file_size("cli_ck.bin") > 0);
+    assert_false(file_exists("cli_ck.bin.tmp"));
+    assert_true(h5_attr("cli_ck_1.h5", "/result", "iterations") == 8);
+
+    /* a new process continues it to 30 iterations: the same run */
+    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", "cli_ck.bin",
+            "--max-iters", "30", "-o", "cli_ck_2.h5", "--json", NULL);
+    assert_code(r, 1);
+    assert_contains(r->out, "\"resumed_from\": \"cli_ck.bin\"");
+    assert_true(json_number(r->out, "iterations") == 30);
+    assert_same_result("cli_ck_ref.h5", "cli_ck_2.h5", 80);
+
+    /* resuming with the same limit ends where the first run ended */
+    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", "cli_ck.bin",
+            "--max-iters", "8", "-o", "cli_ck_3.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    assert_same_result("cli_ck_1.h5", "cli_ck_3.h5", 80);
+
+    /* another problem, another algorithmic setting: refused */
+    r = run("design", "slice1d:nz=61,nt=80", "--backend", "cpu", "--resume",
+            "cli_ck.bin", "-o", "cli_ck_x.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_ck.bin: checkpoint refused");
+    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", "cli_ck.bin",
+            "--gtol", "1e-3", "-o", "cli_ck_x.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "gtol");
+    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume",
+            "cli_ck_missing.bin", "-o", "cli_ck_x.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_ck_missing.bin");
+    assert_false(file_exists("cli_ck_x.h5"));
+}
+
+static void test_design_checkpoint_corrupt(void **state)
+{
+    (void)state;
+    unlink("cli_ckc.bin");
+    run_result *r = run("design", CK_PROBLEM, "--backend", "cpu", "--max-iters", "4",
+                        "--checkpoint", "cli_ckc.bin", "-o", "cli_ckc.h5", "--quiet",
+                        NULL);
+    assert_code(r, 1);
+    long n = file_size("cli_ckc.bin");
+    assert_true(n > 1000);
+
+    static const struct {
+        const char *file, *why;
+        long len, flip;
+    } bad[] = {
+        {"cli_ckc_trunc.bin", "truncated", -2, -1},
+        {"cli_ckc_head.bin", "truncated", 16, -1},
+        {"cli_ckc_empty.bin", "truncated", 0, -1},
+        {"cli_ckc_flip.bin", "checksum", -1, -3},
+        {"cli_ckc_magic.bin", "not a persolve checkpoint", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        long len = bad[i].len == -2 ? n - 100 : bad[i].len;
+        long flip = bad[i].flip == -3 ? n / 2 : bad[i].flip;
+        copy_file("cli_ckc.bin", bad[i].file, len, flip);
+        unlink("cli_ckc_out.h5");
+        r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", bad[i].file,
+                "-o", "cli_ckc_out.h5", NULL);
+        assert_code(r, 3);
+        char want[128];
+        snprintf(want, sizeof want, "persolve: %s: checkpoint refused: ", bad[i].file);
+        assert_contains(r->err, want);
+        assert_contains(r->err, bad[i].why);
+        assert_false(file_exists("cli_ckc_out.h5"));
+    }
+}
+
+#define SIG_PROBLEM "spiral2d:n=32,nt=1000"
+
+static void test_design_sigint(void **state)
+{
+    (void)state;
+    unlink("cli_int.h5");
+    unlink("cli_int.bin");
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", "cpu", "--max-iters",
+                          "400", "--checkpoint", "cli_int.bin", "-o", "cli_int.h5",
+                          "--json", NULL};
+    pid_t pid = spawn_cli(args);
+    sleep_s(0.5);
+    kill(pid, SIGINT);
+    int code = wait_bounded(pid, 10.0);
+    run_result *r = malloc(sizeof *r);
+    collect(r, code, args);
+    assert_code(r, 130);
+    assert_true(json_number(r->out, "status") == PS_CANCELLED);
+    double iters = json_number(r->out, "iterations");
+    assert_true(iters >= 0 && iters < 400);
+    assert_true(h5_attr("cli_int.h5", "/result", "status") == PS_CANCELLED);
+    free(h5_read("cli_int.h5", "/result/m", 32 * 32, 3));
+    assert_true(file_size("cli_int.bin") > 0);
+    free(r);
+
+    /* the checkpoint was taken before the cancel: it continues the run */
+    char lim[32];
+    snprintf(lim, sizeof lim, "%d", (int)iters + 2);
+    r = run("design", SIG_PROBLEM, "--backend", "cpu", "--resume", "cli_int.bin",
+            "--max-iters", lim, "-o", "cli_int_2.h5", "--json", NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    if (r->code == 1)
+        assert_true(json_number(r->out, "iterations") == iters + 2);
+}
+
+static void test_design_stop_continue(void **state)
+{
+    (void)state;
+    unlink("cli_tstp.h5");
+    unlink("cli_tstp_ref.h5");
+    run_result *r = run("design", SIG_PROBLEM, "--backend", "cpu", "--max-iters", "40",
+                        "-o", "cli_tstp_ref.h5", "--quiet", NULL);
+    assert_code(r, 1);
+
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", "cpu", "--max-iters",
+                          "40", "-o", "cli_tstp.h5", "--json", NULL};
+    pid_t pid = spawn_cli(args);
+    sleep_s(0.4);
+    kill(pid, SIGTSTP);
+    int stopped = 0, ws = 0;
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 500 && !stopped; i++) {
+        pid_t w = waitpid(pid, &ws, WNOHANG | WUNTRACED);
+        if (w == pid && WIFSTOPPED(ws))
+            stopped = 1;
+        else if (w == pid)
+            break; /* ended before it stopped */
+        else
+            nanosleep(&nap, NULL);
+    }
+    if (!stopped) {
+        printf("persolve did not stop on SIGTSTP\n");
+        kill(pid, SIGKILL);
+        if (waitpid(pid, &ws, WNOHANG) == 0)
+            wait_code(pid);
+        fail();
+    }
+    /* stopped: no output file yet, and it stays stopped */
+    sleep_s(0.3);
+    assert_int_equal(waitpid(pid, &ws, WNOHANG | WUNTRACED), 0);
+    assert_false(file_exists("cli_tstp.h5"));
+    kill(pid, SIGCONT);
+    int code = wait_bounded(pid, 10.0);
+    r = malloc(sizeof *r);
+    collect(r, code, args);
+    assert_code(r, 1);
+    assert_true(json_number(r->out, "iterations") == 40);
+    assert_same_result("cli_tstp_ref.h5", "cli_tstp.h5", 1000);
+    free(r);
+}
+
+static void test_design_checkpoint_every(void **state)
+{
+    (void)state;
+    unlink("cli_ev.bin");
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", "cpu", "--max-iters",
+                          "400", "--checkpoint", "cli_ev.bin", "--every", "0.2",
+                          "-o", "cli_ev.h5", "--quiet", NULL};
+    pid_t pid = spawn_cli(args);
+    /* a periodic checkpoint appears while the run goes on */
+    int seen = 0;
+    for (int i = 0; i < 300 && !seen; i++) {
+        sleep_s(0.01);
+        seen = file_size("cli_ev.bin") > 0;
+    }
+    kill(pid, SIGTERM);
+    int code = wait_bounded(pid, 10.0);
+    assert_true(seen);
+    assert_int_equal(code, 130);
+    assert_false(file_exists("cli_ev.bin.tmp"));
+    run_result *r = run("design", "--help", NULL);
+    assert_contains(r->out, "--checkpoint FILE");
+    assert_contains(r->out, "--every S");
+    assert_contains(r->out, "--resume FILE");
+    assert_contains(r->out, "CPU backend");
+    r = run("design", CK_PROBLEM, "--every", "1", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--every: requires --checkpoint");
 }
 
 /* ---- malformed input, info -------------------------------------------- */
@@ -704,6 +1021,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_design_text_default_output),
         cmocka_unit_test(test_design_cancel),
         cmocka_unit_test(test_progress_on_terminal),
+        cmocka_unit_test(test_design_checkpoint_resume),
+        cmocka_unit_test(test_design_checkpoint_corrupt),
+        cmocka_unit_test(test_design_sigint),
+        cmocka_unit_test(test_design_stop_continue),
+        cmocka_unit_test(test_design_checkpoint_every),
         cmocka_unit_test(test_malformed_file),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),

@@ -236,6 +236,55 @@ static void test_bench_options(void **state)
     assert_non_null(strstr(why, "more than 2"));
 }
 
+static void test_checkpoint_options(void **state)
+{
+    (void)state;
+    ps_cli c;
+    assert_int_equal(parse(&c, "design", "slice1d", "--checkpoint", "c.bin", "--every",
+                           "2.5", NULL),
+                     PS_CLI_OK);
+    assert_string_equal(c.checkpoint, "c.bin");
+    assert_true(c.every == 2.5);
+    assert_null(c.resume);
+    assert_int_equal(parse(&c, "design", "--resume=c.bin", "slice1d", "--max-iters", "30",
+                           NULL),
+                     PS_CLI_OK);
+    assert_string_equal(c.resume, "c.bin");
+    assert_string_equal(c.input, "slice1d");
+    assert_null(c.checkpoint);
+    assert_true(c.every == 0.0);
+    assert_int_equal(c.opts.max_iterations, 30);
+    /* resume and keep checkpointing into the same file */
+    assert_int_equal(parse(&c, "design", "p.h5", "--resume", "c.bin", "--checkpoint",
+                           "c.bin", NULL),
+                     PS_CLI_OK);
+    assert_string_equal(c.resume, "c.bin");
+    assert_string_equal(c.checkpoint, "c.bin");
+    assert_int_equal(parse(&c, "design", "slice1d", NULL), PS_CLI_OK);
+    assert_null(c.checkpoint);
+    assert_null(c.resume);
+    assert_true(c.every == 0.0);
+
+    expect_usage("--every", "requires --checkpoint",
+                 parse(&c, "design", "x", "--every", "5", NULL));
+    expect_usage("--every: '0'", "positive",
+                 parse(&c, "design", "x", "--checkpoint", "c", "--every", "0", NULL));
+    expect_usage("--every: '-1'", NULL,
+                 parse(&c, "design", "x", "--checkpoint", "c", "--every", "-1", NULL));
+    expect_usage("--every: 'abc'", NULL,
+                 parse(&c, "design", "x", "--checkpoint", "c", "--every", "abc", NULL));
+    expect_usage("--every: 'inf'", NULL,
+                 parse(&c, "design", "x", "--checkpoint", "c", "--every", "inf", NULL));
+    expect_usage("--checkpoint", "empty",
+                 parse(&c, "design", "x", "--checkpoint", "", NULL));
+    expect_usage("--resume", "empty", parse(&c, "design", "x", "--resume=", NULL));
+    expect_usage("--resume", "missing value", parse(&c, "design", "x", "--resume", NULL));
+    expect_usage("PRESET|FILE", "missing", parse(&c, "design", "--resume", "c.bin", NULL));
+    expect_usage("--checkpoint", NULL,
+                 parse(&c, "eval", "x", "--checkpoint", "c.bin", NULL));
+    expect_usage("--resume", NULL, parse(&c, "bench", "--resume", "c.bin", NULL));
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -252,6 +301,7 @@ static void test_exit_codes(void **state)
                                 PS_ERR_FILE};
     for (size_t i = 0; i < sizeof input / sizeof input[0]; i++)
         assert_int_equal(ps_cli_exit_code(input[i]), 3);
+    assert_int_equal(ps_cli_exit_code(PS_ERR_CHECKPOINT), 3);
     assert_int_equal(ps_cli_exit_code(PS_ERR_LINE_SEARCH), 4);
     assert_int_equal(ps_cli_exit_code(PS_ERR_OBJECTIVE), 4);
     assert_int_equal(ps_cli_exit_code(PS_ERR_NO_MEMORY), 4);
@@ -270,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_bad_command_lines),
         cmocka_unit_test(test_bench_options),
+        cmocka_unit_test(test_checkpoint_options),
         cmocka_unit_test(test_exit_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
