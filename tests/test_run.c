@@ -554,6 +554,64 @@ static void checkpoint_round_trip(void **state)
 }
 
 /* Limits may change on resume; the algorithmic settings may not. */
+/*
+ * A run stopped by a limit continues from its checkpoint when the limit is
+ * raised, bit-identical to a run that never stopped: iterations (the stop
+ * is between iterations) and evaluations at every count from 2 to 40 (many
+ * stops fall inside a line search, which must go on with its next trial).
+ * With the same limits the checkpoint stays finished.
+ */
+static void limits_lifted(void **state)
+{
+    reference ref;
+    reference_make(&ref, SPEC);
+    size_t n = 2 * ps_problem_nt(ref.p);
+    double *x = malloc(n * sizeof *x);
+    int lifted = 0, mid_search = 0;
+    for (int kind = 0; kind < 2; kind++) {
+        for (int64_t lim = 2; lim <= 40; lim++) {
+            ps_options o = ref.o;
+            if (kind == 0)
+                o.max_iterations = lim;
+            else
+                o.max_evaluations = lim;
+            ps_problem_x0(ref.p, x);
+            ps_run *run;
+            assert_int_equal(ps_solve_start(ref.p, &o, x, &run), 0);
+            ps_result r;
+            int st = finish(run, &r, x);
+            assert_int_equal(st, kind == 0 ? PS_MAX_ITERATIONS : PS_MAX_EVALUATIONS);
+            /* evaluations beyond the iterations' own: stopped inside a search */
+            if (kind == 1 && (int64_t)r.history_len > 0 &&
+                r.history[r.history_len - 1].evaluations != r.evaluations)
+                mid_search++;
+            ps_result_free(&r);
+            void *buf;
+            size_t len;
+            assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+            ps_run_free(run);
+            /* the same limits: finished, the same outcome */
+            assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
+            assert_int_equal(ps_run_wait(run, 0.0, NULL, NULL), st);
+            ps_run_free(run);
+            /* the reference's limits: the reference's end */
+            assert_int_equal(ps_solve_resume(ref.p, &ref.o, buf, len, &run), 0);
+            free(buf);
+            tu_poison(x, n);
+            finish(run, &r, x);
+            assert_same_end(&ref, &r, x);
+            ps_result_free(&r);
+            ps_run_free(run);
+            lifted++;
+        }
+    }
+    printf("limits lifted: %d checkpoints continued bit-identically (%d stopped "
+           "inside a line search)\n", lifted, mid_search);
+    assert_true(mid_search > 0);
+    free(x);
+    reference_free(&ref);
+}
+
 static void checkpoint_options(void **state)
 {
     reference ref;
@@ -903,6 +961,7 @@ int main(void)
         cmocka_unit_test(cancel_random),
         cmocka_unit_test(snapshot_hammer),
         cmocka_unit_test(checkpoint_round_trip),
+        cmocka_unit_test(limits_lifted),
         cmocka_unit_test(checkpoint_options),
         cmocka_unit_test(checkpoint_refused),
     };
