@@ -105,12 +105,15 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
             }
         }
     }
-    int nthreads = threads > 0 ? threads : 0;
-    (void)nthreads;
+#ifdef _OPENMP
+    const int nthreads = threads > 0 ? threads : omp_get_max_threads();
+#else
+    (void)threads;
+#endif
 
     if (!oom) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) reduction(|| : oom) if (ns * nt >= PS_CPU_PARALLEL_MIN)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) reduction(|| : oom) if (ns * nt >= PS_CPU_PARALLEL_MIN)
 #endif
         for (size_t l = 0; l < nl; l++) {
             size_t j0 = l * ns / nl, j1 = (l + 1) * ns / nl;
@@ -140,7 +143,7 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
         *f = loss + p->lambda * power;
         if (grad) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) if (ns * nt >= PS_CPU_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(nthreads) if (ns * nt >= PS_CPU_PARALLEL_MIN)
 #endif
             for (size_t i = 0; i < 2 * nt; i++) {
                 double s = 0.0;
