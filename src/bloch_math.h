@@ -38,28 +38,51 @@
 /* Below this q = phi^2 the rotation coefficients use their series. */
 #define PS_SERIES_Q 0.25
 
+/*
+ * Multiply-adds. On the GPU they are explicit fused multiply-adds and the
+ * CUDA build contracts nothing itself (--fmad=false): left to the compiler,
+ * a*b + c is fused or not depending on the surrounding code, so the same
+ * phase inlined into two kernels would round differently and the solve's
+ * variants would part. On the CPU they are a*b + c, as written.
+ *   PS_FMA(a, b, c) = a b + c,  PS_FMS(a, b, c) = a b - c,
+ *   PS_DOT3 = (a0 b0 + a1 b1) + a2 b2
+ */
+#ifdef __CUDA_ARCH__
+#define PS_FMA_F(a, b, c) fmaf((a), (b), (c))
+#define PS_FMA_D(a, b, c) fma((a), (b), (c))
+#else
+#define PS_FMA_F(a, b, c) ((a) * (b) + (c))
+#define PS_FMA_D(a, b, c) ((a) * (b) + (c))
+#endif
+#define PS_FMS(a, b, c) PS_FMA((a), (b), -(c))
+#define PS_DOT3(a0, b0, a1, b1, a2, b2) PS_FMA((a2), (b2), PS_FMA((a1), (b1), (a0) * (b0)))
+
 #define PS_REAL float
 #define PS_SFX(name) name##_f
 #define PS_RSQRT sqrtf
 #define PS_RSINCOS(x, s, c) ((*(s)) = sinf(x), (*(c)) = cosf(x))
+#define PS_FMA PS_FMA_F
 #define PS_SERIES_TERMS 4
 #include "bloch_math_tmpl.h"
 #undef PS_REAL
 #undef PS_SFX
 #undef PS_RSQRT
 #undef PS_RSINCOS
+#undef PS_FMA
 #undef PS_SERIES_TERMS
 
 #define PS_REAL double
 #define PS_SFX(name) name##_d
 #define PS_RSQRT sqrt
 #define PS_RSINCOS(x, s, c) ((*(s)) = sin(x), (*(c)) = cos(x))
+#define PS_FMA PS_FMA_D
 #define PS_SERIES_TERMS 9
 #include "bloch_math_tmpl.h"
 #undef PS_REAL
 #undef PS_SFX
 #undef PS_RSQRT
 #undef PS_RSINCOS
+#undef PS_FMA
 #undef PS_SERIES_TERMS
 
 /* Relaxation decrements of one step: a = 1 - exp(-dt/T), b = exp(dt/T) - 1

@@ -7,15 +7,15 @@
 /* Series of A, B, A', B' in q (used for q < PS_SERIES_Q); the truncation
  * error at q = PS_SERIES_Q is below the precision's rounding unit. */
 #if PS_SERIES_TERMS == 4
-#define PS_SER_A(q) ((PS_REAL)(1) + q * ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.0083333333333333332) + q * ((PS_REAL)(-0.00019841269841269841)))))
-#define PS_SER_B(q) ((PS_REAL)(0.5) + q * ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0013888888888888889) + q * ((PS_REAL)(-2.4801587301587302e-05)))))
-#define PS_SER_AP(q) ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.016666666666666666) + q * ((PS_REAL)(-0.00059523809523809529) + q * ((PS_REAL)(1.1022927689594357e-05)))))
-#define PS_SER_BP(q) ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0027777777777777779) + q * ((PS_REAL)(-7.4404761904761911e-05) + q * ((PS_REAL)(1.1022927689594355e-06)))))
+#define PS_SER_A(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-0.00019841269841269841), (PS_REAL)(0.0083333333333333332)), (PS_REAL)(-0.16666666666666666)), (PS_REAL)(1)))
+#define PS_SER_B(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-2.4801587301587302e-05), (PS_REAL)(0.0013888888888888889)), (PS_REAL)(-0.041666666666666664)), (PS_REAL)(0.5)))
+#define PS_SER_AP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(1.1022927689594357e-05), (PS_REAL)(-0.00059523809523809529)), (PS_REAL)(0.016666666666666666)), (PS_REAL)(-0.16666666666666666)))
+#define PS_SER_BP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(1.1022927689594355e-06), (PS_REAL)(-7.4404761904761911e-05)), (PS_REAL)(0.0027777777777777779)), (PS_REAL)(-0.041666666666666664)))
 #else
-#define PS_SER_A(q)  ((PS_REAL)(1) + q * ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.0083333333333333332) + q * ((PS_REAL)(-0.00019841269841269841) + q * ((PS_REAL)(2.7557319223985893e-06) + q * ((PS_REAL)(-2.505210838544172e-08) + q * ((PS_REAL)(1.6059043836821613e-10) + q * ((PS_REAL)(-7.6471637318198164e-13) + q * ((PS_REAL)(2.8114572543455206e-15))))))))))
-#define PS_SER_B(q)  ((PS_REAL)(0.5) + q * ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0013888888888888889) + q * ((PS_REAL)(-2.4801587301587302e-05) + q * ((PS_REAL)(2.7557319223985888e-07) + q * ((PS_REAL)(-2.08767569878681e-09) + q * ((PS_REAL)(1.1470745597729725e-11) + q * ((PS_REAL)(-4.7794773323873853e-14) + q * ((PS_REAL)(1.5619206968586225e-16))))))))))
-#define PS_SER_AP(q) ((PS_REAL)(-0.16666666666666666) + q * ((PS_REAL)(0.016666666666666666) + q * ((PS_REAL)(-0.00059523809523809529) + q * ((PS_REAL)(1.1022927689594357e-05) + q * ((PS_REAL)(-1.2526054192720859e-07) + q * ((PS_REAL)(9.6354263020929685e-10) + q * ((PS_REAL)(-5.3530146122738714e-12) + q * ((PS_REAL)(2.2491658034764165e-14) + q * ((PS_REAL)(-7.3985717219618967e-17))))))))))
-#define PS_SER_BP(q) ((PS_REAL)(-0.041666666666666664) + q * ((PS_REAL)(0.0027777777777777779) + q * ((PS_REAL)(-7.4404761904761911e-05) + q * ((PS_REAL)(1.1022927689594355e-06) + q * ((PS_REAL)(-1.043837849393405e-08) + q * ((PS_REAL)(6.882447358637835e-11) + q * ((PS_REAL)(-3.3456341326711696e-13) + q * ((PS_REAL)(1.249536557486898e-15) + q * ((PS_REAL)(-3.6992858609809485e-18))))))))))
+#define PS_SER_A(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(2.8114572543455206e-15), (PS_REAL)(-7.6471637318198164e-13)), (PS_REAL)(1.6059043836821613e-10)), (PS_REAL)(-2.505210838544172e-08)), (PS_REAL)(2.7557319223985893e-06)), (PS_REAL)(-0.00019841269841269841)), (PS_REAL)(0.0083333333333333332)), (PS_REAL)(-0.16666666666666666)), (PS_REAL)(1)))
+#define PS_SER_B(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(1.5619206968586225e-16), (PS_REAL)(-4.7794773323873853e-14)), (PS_REAL)(1.1470745597729725e-11)), (PS_REAL)(-2.08767569878681e-09)), (PS_REAL)(2.7557319223985888e-07)), (PS_REAL)(-2.4801587301587302e-05)), (PS_REAL)(0.0013888888888888889)), (PS_REAL)(-0.041666666666666664)), (PS_REAL)(0.5)))
+#define PS_SER_AP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-7.3985717219618967e-17), (PS_REAL)(2.2491658034764165e-14)), (PS_REAL)(-5.3530146122738714e-12)), (PS_REAL)(9.6354263020929685e-10)), (PS_REAL)(-1.2526054192720859e-07)), (PS_REAL)(1.1022927689594357e-05)), (PS_REAL)(-0.00059523809523809529)), (PS_REAL)(0.016666666666666666)), (PS_REAL)(-0.16666666666666666)))
+#define PS_SER_BP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-3.6992858609809485e-18), (PS_REAL)(1.249536557486898e-15)), (PS_REAL)(-3.3456341326711696e-13)), (PS_REAL)(6.882447358637835e-11)), (PS_REAL)(-1.043837849393405e-08)), (PS_REAL)(1.1022927689594355e-06)), (PS_REAL)(-7.4404761904761911e-05)), (PS_REAL)(0.0027777777777777779)), (PS_REAL)(-0.041666666666666664)))
 #endif
 
 /* c = cos(phi), A = sin(phi)/phi, B = (1 - cos(phi))/phi^2 at q = phi^2. */
@@ -25,7 +25,7 @@ PS_HD void PS_SFX(ps_rot_coeffs)(PS_REAL q, PS_REAL *c, PS_REAL *A,
     if (q < (PS_REAL)PS_SERIES_Q) {
         *A = PS_SER_A(q);
         *B = PS_SER_B(q);
-        *c = (PS_REAL)1 - q * *B;
+        *c = PS_FMA(-q, *B, (PS_REAL)1);
     } else {
         PS_REAL phi = PS_RSQRT(q), s, co;
         PS_RSINCOS(phi, &s, &co);
@@ -44,7 +44,7 @@ PS_HD void PS_SFX(ps_rot_coeffs_deriv)(PS_REAL q, PS_REAL *c, PS_REAL *A,
         *B = PS_SER_B(q);
         *Ap = PS_SER_AP(q);
         *Bp = PS_SER_BP(q);
-        *c = (PS_REAL)1 - q * *B;
+        *c = PS_FMA(-q, *B, (PS_REAL)1);
     } else {
         PS_REAL phi = PS_RSQRT(q), s, co;
         PS_RSINCOS(phi, &s, &co);
@@ -74,16 +74,16 @@ PS_HD void PS_SFX(ps_theta)(PS_REAL gs, PS_REAL u, PS_REAL v, PS_REAL gz,
 PS_HD void PS_SFX(ps_rotate)(const PS_REAL th[3], PS_REAL m[3])
 {
     PS_REAL c, A, B;
-    PS_SFX(ps_rot_coeffs)(th[0] * th[0] + th[1] * th[1] + th[2] * th[2], &c,
+    PS_SFX(ps_rot_coeffs)(PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]), &c,
                           &A, &B);
-    PS_REAL tm = th[0] * m[0] + th[1] * m[1] + th[2] * m[2];
-    PS_REAL cx = th[1] * m[2] - th[2] * m[1]; /* theta x M */
-    PS_REAL cy = th[2] * m[0] - th[0] * m[2];
-    PS_REAL cz = th[0] * m[1] - th[1] * m[0];
+    PS_REAL tm = PS_DOT3(th[0], m[0], th[1], m[1], th[2], m[2]);
+    PS_REAL cx = PS_FMS(th[1], m[2], th[2] * m[1]); /* theta x M */
+    PS_REAL cy = PS_FMS(th[2], m[0], th[0] * m[2]);
+    PS_REAL cz = PS_FMS(th[0], m[1], th[1] * m[0]);
     PS_REAL bt = B * tm;
-    m[0] = c * m[0] - A * cx + bt * th[0];
-    m[1] = c * m[1] - A * cy + bt * th[1];
-    m[2] = c * m[2] - A * cz + bt * th[2];
+    m[0] = PS_FMA(bt, th[0], PS_FMA(-A, cx, c * m[0]));
+    m[1] = PS_FMA(bt, th[1], PS_FMA(-A, cy, c * m[1]));
+    m[2] = PS_FMA(bt, th[2], PS_FMA(-A, cz, c * m[2]));
 }
 
 /*
@@ -99,9 +99,9 @@ PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
 {
     PS_SFX(ps_rotate)(th, m);
     if (relax) {
-        m[0] -= a2 * m[0];
-        m[1] -= a2 * m[1];
-        m[2] -= a1 * (m[2] - (PS_REAL)1);
+        m[0] = PS_FMA(-a2, m[0], m[0]);
+        m[1] = PS_FMA(-a2, m[1], m[1]);
+        m[2] = PS_FMA(-a1, m[2] - (PS_REAL)1, m[2]);
     }
 }
 
@@ -115,35 +115,36 @@ PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
 {
     PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
     if (relax) {
-        mu0 -= a2 * mu0;
-        mu1 -= a2 * mu1;
-        mu2 -= a1 * mu2;
+        mu0 = PS_FMA(-a2, mu0, mu0);
+        mu1 = PS_FMA(-a2, mu1, mu1);
+        mu2 = PS_FMA(-a1, mu2, mu2);
     }
-    PS_REAL q = th[0] * th[0] + th[1] * th[1] + th[2] * th[2];
+    PS_REAL q = PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]);
     PS_REAL c, A, B, Ap, Bp;
     PS_SFX(ps_rot_coeffs_deriv)(q, &c, &A, &B, &Ap, &Bp);
 
-    PS_REAL tm = th[0] * m[0] + th[1] * m[1] + th[2] * m[2];     /* theta.M */
-    PS_REAL tu = th[0] * mu0 + th[1] * mu1 + th[2] * mu2;        /* theta.mu */
-    PS_REAL um = mu0 * m[0] + mu1 * m[1] + mu2 * m[2];           /* mu.M */
-    PS_REAL xx = m[1] * mu2 - m[2] * mu1;                        /* M x mu */
-    PS_REAL xy = m[2] * mu0 - m[0] * mu2;
-    PS_REAL xz = m[0] * mu1 - m[1] * mu0;
-    PS_REAL txm = th[0] * xx + th[1] * xy + th[2] * xz;          /* theta.(M x mu) */
+    PS_REAL tm = PS_DOT3(th[0], m[0], th[1], m[1], th[2], m[2]); /* theta.M */
+    PS_REAL tu = PS_DOT3(th[0], mu0, th[1], mu1, th[2], mu2);    /* theta.mu */
+    PS_REAL um = PS_DOT3(mu0, m[0], mu1, m[1], mu2, m[2]);       /* mu.M */
+    PS_REAL xx = PS_FMS(m[1], mu2, m[2] * mu1);                  /* M x mu */
+    PS_REAL xy = PS_FMS(m[2], mu0, m[0] * mu2);
+    PS_REAL xz = PS_FMS(m[0], mu1, m[1] * mu0);
+    PS_REAL txm = PS_DOT3(th[0], xx, th[1], xy, th[2], xz);      /* theta.(M x mu) */
 
     /* dL/dtheta */
-    PS_REAL s = (PS_REAL)2 * (-(PS_REAL)0.5 * A * um - Ap * txm + Bp * tu * tm);
-    gth[0] = s * th[0] - A * xx + B * (tm * mu0 + tu * m[0]);
-    gth[1] = s * th[1] - A * xy + B * (tm * mu1 + tu * m[1]);
-    gth[2] = s * th[2] - A * xz + B * (tm * mu2 + tu * m[2]);
+    PS_REAL s = (PS_REAL)2 * PS_FMA(Bp * tu, tm, PS_FMA(-Ap, txm, -(PS_REAL)0.5 * A * um));
+    gth[0] = PS_FMA(B, PS_FMA(tu, m[0], tm * mu0), PS_FMA(-A, xx, s * th[0]));
+    gth[1] = PS_FMA(B, PS_FMA(tu, m[1], tm * mu1), PS_FMA(-A, xy, s * th[1]));
+    gth[2] = PS_FMA(B, PS_FMA(tu, m[2], tm * mu2), PS_FMA(-A, xz, s * th[2]));
 
     /* dL/dM_{k-1} = R^T mu = c mu + A (theta x mu) + B theta (theta.mu) */
-    PS_REAL cx = th[1] * mu2 - th[2] * mu1;
-    PS_REAL cy = th[2] * mu0 - th[0] * mu2;
-    PS_REAL cz = th[0] * mu1 - th[1] * mu0;
-    lam[0] = c * mu0 + A * cx + B * tu * th[0];
-    lam[1] = c * mu1 + A * cy + B * tu * th[1];
-    lam[2] = c * mu2 + A * cz + B * tu * th[2];
+    PS_REAL cx = PS_FMS(th[1], mu2, th[2] * mu1);
+    PS_REAL cy = PS_FMS(th[2], mu0, th[0] * mu2);
+    PS_REAL cz = PS_FMS(th[0], mu1, th[1] * mu0);
+    PS_REAL bu = B * tu;
+    lam[0] = PS_FMA(bu, th[0], PS_FMA(A, cx, c * mu0));
+    lam[1] = PS_FMA(bu, th[1], PS_FMA(A, cy, c * mu1));
+    lam[2] = PS_FMA(bu, th[2], PS_FMA(A, cz, c * mu2));
 }
 
 /*
@@ -161,43 +162,45 @@ PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
                                             PS_REAL b1, PS_REAL b2,
                                             PS_REAL gth[3])
 {
-    PS_REAL q = th[0] * th[0] + th[1] * th[1] + th[2] * th[2];
+    PS_REAL q = PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]);
     PS_REAL c, A, B, Ap, Bp;
     PS_SFX(ps_rot_coeffs_deriv)(q, &c, &A, &B, &Ap, &Bp);
     PS_REAL r0 = m[0], r1 = m[1], r2 = m[2];
     PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
     if (relax) {
-        r0 += b2 * r0;
-        r1 += b2 * r1;
-        r2 += b1 * (r2 - (PS_REAL)1);
-        mu0 -= a2 * mu0;
-        mu1 -= a2 * mu1;
-        mu2 -= a1 * mu2;
+        r0 = PS_FMA(b2, r0, r0);
+        r1 = PS_FMA(b2, r1, r1);
+        r2 = PS_FMA(b1, r2 - (PS_REAL)1, r2);
+        mu0 = PS_FMA(-a2, mu0, mu0);
+        mu1 = PS_FMA(-a2, mu1, mu1);
+        mu2 = PS_FMA(-a1, mu2, mu2);
     }
     /* M_{k-1} = R^T r = c r + A (theta x r) + B theta (theta.r) */
-    PS_REAL tr = th[0] * r0 + th[1] * r1 + th[2] * r2;
-    PS_REAL m0 = c * r0 + A * (th[1] * r2 - th[2] * r1) + B * tr * th[0];
-    PS_REAL m1 = c * r1 + A * (th[2] * r0 - th[0] * r2) + B * tr * th[1];
-    PS_REAL m2 = c * r2 + A * (th[0] * r1 - th[1] * r0) + B * tr * th[2];
+    PS_REAL tr = PS_DOT3(th[0], r0, th[1], r1, th[2], r2);
+    PS_REAL btr = B * tr;
+    PS_REAL m0 = PS_FMA(btr, th[0], PS_FMA(A, PS_FMS(th[1], r2, th[2] * r1), c * r0));
+    PS_REAL m1 = PS_FMA(btr, th[1], PS_FMA(A, PS_FMS(th[2], r0, th[0] * r2), c * r1));
+    PS_REAL m2 = PS_FMA(btr, th[2], PS_FMA(A, PS_FMS(th[0], r1, th[1] * r0), c * r2));
     m[0] = m0;
     m[1] = m1;
     m[2] = m2;
 
-    PS_REAL tm = th[0] * m0 + th[1] * m1 + th[2] * m2;
-    PS_REAL tu = th[0] * mu0 + th[1] * mu1 + th[2] * mu2;
-    PS_REAL um = mu0 * m0 + mu1 * m1 + mu2 * m2;
-    PS_REAL xx = m1 * mu2 - m2 * mu1;
-    PS_REAL xy = m2 * mu0 - m0 * mu2;
-    PS_REAL xz = m0 * mu1 - m1 * mu0;
-    PS_REAL txm = th[0] * xx + th[1] * xy + th[2] * xz;
-    PS_REAL s = (PS_REAL)2 * (-(PS_REAL)0.5 * A * um - Ap * txm + Bp * tu * tm);
-    gth[0] = s * th[0] - A * xx + B * (tm * mu0 + tu * m0);
-    gth[1] = s * th[1] - A * xy + B * (tm * mu1 + tu * m1);
-    gth[2] = s * th[2] - A * xz + B * (tm * mu2 + tu * m2);
+    PS_REAL tm = PS_DOT3(th[0], m0, th[1], m1, th[2], m2);
+    PS_REAL tu = PS_DOT3(th[0], mu0, th[1], mu1, th[2], mu2);
+    PS_REAL um = PS_DOT3(mu0, m0, mu1, m1, mu2, m2);
+    PS_REAL xx = PS_FMS(m1, mu2, m2 * mu1);
+    PS_REAL xy = PS_FMS(m2, mu0, m0 * mu2);
+    PS_REAL xz = PS_FMS(m0, mu1, m1 * mu0);
+    PS_REAL txm = PS_DOT3(th[0], xx, th[1], xy, th[2], xz);
+    PS_REAL s = (PS_REAL)2 * PS_FMA(Bp * tu, tm, PS_FMA(-Ap, txm, -(PS_REAL)0.5 * A * um));
+    gth[0] = PS_FMA(B, PS_FMA(tu, m0, tm * mu0), PS_FMA(-A, xx, s * th[0]));
+    gth[1] = PS_FMA(B, PS_FMA(tu, m1, tm * mu1), PS_FMA(-A, xy, s * th[1]));
+    gth[2] = PS_FMA(B, PS_FMA(tu, m2, tm * mu2), PS_FMA(-A, xz, s * th[2]));
 
-    lam[0] = c * mu0 + A * (th[1] * mu2 - th[2] * mu1) + B * tu * th[0];
-    lam[1] = c * mu1 + A * (th[2] * mu0 - th[0] * mu2) + B * tu * th[1];
-    lam[2] = c * mu2 + A * (th[0] * mu1 - th[1] * mu0) + B * tu * th[2];
+    PS_REAL bu = B * tu;
+    lam[0] = PS_FMA(bu, th[0], PS_FMA(A, PS_FMS(th[1], mu2, th[2] * mu1), c * mu0));
+    lam[1] = PS_FMA(bu, th[1], PS_FMA(A, PS_FMS(th[2], mu0, th[0] * mu2), c * mu1));
+    lam[2] = PS_FMA(bu, th[2], PS_FMA(A, PS_FMS(th[0], mu1, th[1] * mu0), c * mu2));
 }
 
 /*
@@ -209,29 +212,29 @@ PS_HD void PS_SFX(ps_affine_step)(const PS_REAL th[3], PS_REAL T[12], int relax,
                                   PS_REAL a1, PS_REAL a2)
 {
     PS_REAL c, A, B;
-    PS_SFX(ps_rot_coeffs)(th[0] * th[0] + th[1] * th[1] + th[2] * th[2], &c,
+    PS_SFX(ps_rot_coeffs)(PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]), &c,
                           &A, &B);
     /* R = c I - A [theta]_x + B theta theta^T */
-    PS_REAL R[9];
-    R[0] = c + B * th[0] * th[0];
-    R[1] = A * th[2] + B * th[0] * th[1];
-    R[2] = -A * th[1] + B * th[0] * th[2];
-    R[3] = -A * th[2] + B * th[1] * th[0];
-    R[4] = c + B * th[1] * th[1];
-    R[5] = A * th[0] + B * th[1] * th[2];
-    R[6] = A * th[1] + B * th[2] * th[0];
-    R[7] = -A * th[0] + B * th[2] * th[1];
-    R[8] = c + B * th[2] * th[2];
+    PS_REAL R[9], b0 = B * th[0], b1 = B * th[1], b2 = B * th[2];
+    R[0] = PS_FMA(b0, th[0], c);
+    R[1] = PS_FMA(b0, th[1], A * th[2]);
+    R[2] = PS_FMA(b0, th[2], -A * th[1]);
+    R[3] = PS_FMA(b1, th[0], -A * th[2]);
+    R[4] = PS_FMA(b1, th[1], c);
+    R[5] = PS_FMA(b1, th[2], A * th[0]);
+    R[6] = PS_FMA(b2, th[0], A * th[1]);
+    R[7] = PS_FMA(b2, th[1], -A * th[0]);
+    R[8] = PS_FMA(b2, th[2], c);
     PS_REAL out[12];
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++)
-            out[4 * i + j] = R[3 * i] * T[j] + R[3 * i + 1] * T[4 + j] +
-                             R[3 * i + 2] * T[8 + j];
+            out[4 * i + j] = PS_DOT3(R[3 * i], T[j], R[3 * i + 1], T[4 + j],
+                                     R[3 * i + 2], T[8 + j]);
     if (relax) {
         for (int j = 0; j < 4; j++) {
-            out[j] -= a2 * out[j];
-            out[4 + j] -= a2 * out[4 + j];
-            out[8 + j] -= a1 * out[8 + j];
+            out[j] = PS_FMA(-a2, out[j], out[j]);
+            out[4 + j] = PS_FMA(-a2, out[4 + j], out[4 + j]);
+            out[8 + j] = PS_FMA(-a1, out[8 + j], out[8 + j]);
         }
         out[11] += a1;
     }
@@ -245,11 +248,11 @@ PS_HD void PS_SFX(ps_affine_step)(const PS_REAL th[3], PS_REAL T[12], int relax,
  * about theta/phi) is the quaternion (C, -H theta).
  */
 #if PS_SERIES_TERMS == 4
-#define PS_SER_QC(u) ((PS_REAL)(1) + u * ((PS_REAL)(-0.5) + u * ((PS_REAL)(0.041666666666666664) + u * ((PS_REAL)(-0.0013888888888888889)))))
-#define PS_SER_QH(u) ((PS_REAL)(0.5) + u * ((PS_REAL)(-0.083333333333333329) + u * ((PS_REAL)(0.0041666666666666666) + u * ((PS_REAL)(-9.9206349206349206e-05)))))
+#define PS_SER_QC(u) (PS_FMA(u, PS_FMA(u, PS_FMA(u, (PS_REAL)(-0.0013888888888888889), (PS_REAL)(0.041666666666666664)), (PS_REAL)(-0.5)), (PS_REAL)(1)))
+#define PS_SER_QH(u) (PS_FMA(u, PS_FMA(u, PS_FMA(u, (PS_REAL)(-9.9206349206349206e-05), (PS_REAL)(0.0041666666666666666)), (PS_REAL)(-0.083333333333333329)), (PS_REAL)(0.5)))
 #else
-#define PS_SER_QC(u) ((PS_REAL)(1) + u * ((PS_REAL)(-0.5) + u * ((PS_REAL)(0.041666666666666664) + u * ((PS_REAL)(-0.0013888888888888889) + u * ((PS_REAL)(2.4801587301587302e-05) + u * ((PS_REAL)(-2.7557319223985888e-07) + u * ((PS_REAL)(2.08767569878681e-09) + u * ((PS_REAL)(-1.1470745597729725e-11) + u * ((PS_REAL)(4.7794773323873853e-14))))))))))
-#define PS_SER_QH(u) ((PS_REAL)(0.5) + u * ((PS_REAL)(-0.083333333333333329) + u * ((PS_REAL)(0.0041666666666666666) + u * ((PS_REAL)(-9.9206349206349206e-05) + u * ((PS_REAL)(1.3778659611992946e-06) + u * ((PS_REAL)(-1.252605419272086e-08) + u * ((PS_REAL)(8.0295219184108067e-11) + u * ((PS_REAL)(-3.8235818659099082e-13) + u * ((PS_REAL)(1.4057286271727603e-15))))))))))
+#define PS_SER_QC(u) (PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, (PS_REAL)(4.7794773323873853e-14), (PS_REAL)(-1.1470745597729725e-11)), (PS_REAL)(2.08767569878681e-09)), (PS_REAL)(-2.7557319223985888e-07)), (PS_REAL)(2.4801587301587302e-05)), (PS_REAL)(-0.0013888888888888889)), (PS_REAL)(0.041666666666666664)), (PS_REAL)(-0.5)), (PS_REAL)(1)))
+#define PS_SER_QH(u) (PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, PS_FMA(u, (PS_REAL)(1.4057286271727603e-15), (PS_REAL)(-3.8235818659099082e-13)), (PS_REAL)(8.0295219184108067e-11)), (PS_REAL)(-1.252605419272086e-08)), (PS_REAL)(1.3778659611992946e-06)), (PS_REAL)(-9.9206349206349206e-05)), (PS_REAL)(0.0041666666666666666)), (PS_REAL)(-0.083333333333333329)), (PS_REAL)(0.5)))
 #endif
 
 PS_HD void PS_SFX(ps_half_coeffs)(PS_REAL q, PS_REAL *C, PS_REAL *H)
@@ -273,31 +276,31 @@ PS_HD void PS_SFX(ps_half_coeffs)(PS_REAL q, PS_REAL *C, PS_REAL *H)
 PS_HD void PS_SFX(ps_quat_step)(const PS_REAL th[3], PS_REAL Qt[4])
 {
     PS_REAL C, H;
-    PS_SFX(ps_half_coeffs)(th[0] * th[0] + th[1] * th[1] + th[2] * th[2], &C, &H);
+    PS_SFX(ps_half_coeffs)(PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]), &C, &H);
     PS_REAL bw = C, bx = -H * th[0], by = -H * th[1], bz = -H * th[2];
     PS_REAL aw = Qt[0], ax = Qt[1], ay = Qt[2], az = Qt[3];
-    Qt[0] = bw * aw - bx * ax - by * ay - bz * az;
-    Qt[1] = bw * ax + bx * aw + by * az - bz * ay;
-    Qt[2] = bw * ay - bx * az + by * aw + bz * ax;
-    Qt[3] = bw * az + bx * ay - by * ax + bz * aw;
+    Qt[0] = PS_FMA(-bz, az, PS_FMA(-by, ay, PS_FMA(-bx, ax, bw * aw)));
+    Qt[1] = PS_FMA(-bz, ay, PS_FMA(by, az, PS_FMA(bx, aw, bw * ax)));
+    Qt[2] = PS_FMA(bz, ax, PS_FMA(by, aw, PS_FMA(-bx, az, bw * ay)));
+    Qt[3] = PS_FMA(bz, aw, PS_FMA(-by, ax, PS_FMA(bx, ay, bw * az)));
 }
 
 /* Rotation matrix of a (nearly unit) quaternion into T (3x4, zero shift). */
 PS_HD void PS_SFX(ps_quat_to_affine)(const PS_REAL Qt[4], PS_REAL T[12])
 {
     PS_REAL w = Qt[0], x = Qt[1], y = Qt[2], z = Qt[3];
-    PS_REAL s = (PS_REAL)2 / (w * w + x * x + y * y + z * z);
-    T[0] = (PS_REAL)1 - s * (y * y + z * z);
-    T[1] = s * (x * y - w * z);
-    T[2] = s * (x * z + w * y);
+    PS_REAL s = (PS_REAL)2 / PS_FMA(z, z, PS_DOT3(w, w, x, x, y, y));
+    T[0] = PS_FMA(-s, PS_FMA(z, z, y * y), (PS_REAL)1);
+    T[1] = s * PS_FMS(x, y, w * z);
+    T[2] = s * PS_FMA(w, y, x * z);
     T[3] = 0;
-    T[4] = s * (x * y + w * z);
-    T[5] = (PS_REAL)1 - s * (x * x + z * z);
-    T[6] = s * (y * z - w * x);
+    T[4] = s * PS_FMA(w, z, x * y);
+    T[5] = PS_FMA(-s, PS_FMA(z, z, x * x), (PS_REAL)1);
+    T[6] = s * PS_FMS(y, z, w * x);
     T[7] = 0;
-    T[8] = s * (x * z - w * y);
-    T[9] = s * (y * z + w * x);
-    T[10] = (PS_REAL)1 - s * (x * x + y * y);
+    T[8] = s * PS_FMS(x, z, w * y);
+    T[9] = s * PS_FMA(w, x, y * z);
+    T[10] = PS_FMA(-s, PS_FMA(y, y, x * x), (PS_REAL)1);
     T[11] = 0;
 }
 

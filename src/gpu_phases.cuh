@@ -73,6 +73,17 @@ __device__ __forceinline__ void reverse_adjoint(const double th[3], double m[3],
     ps_bloch_reverse_adjoint_d(th, m, lam, relax, a1, a2, b1, b2, gth);
 }
 
+/* Fused multiply-add in either precision (the build contracts nothing
+ * itself: bloch_math.h says why). */
+__device__ __forceinline__ float fmar(float a, float b, float c)
+{
+    return fmaf(a, b, c);
+}
+__device__ __forceinline__ double fmar(double a, double b, double c)
+{
+    return fma(a, b, c);
+}
+
 /* Per-spin constants in the spin loop's precision: position, dt gamma s,
  * dt 2 pi df, relaxation decrements a = 1 - exp(-dt/T) and their inverse
  * increments b = exp(dt/T) - 1 (bloch_math.h). */
@@ -134,8 +145,8 @@ __device__ __forceinline__ void pulse_at(const args &a, const double *x, const d
 {
     double p = x[k], q = x[a.nt + k];
     if (d) {
-        p += alpha * d[k];
-        q += alpha * d[a.nt + k];
+        p = ps_trial_coord(p, alpha, d[k]);
+        q = ps_trial_coord(q, alpha, d[a.nt + k]);
     }
     *zp = p;
     *zq = q;
@@ -167,7 +178,7 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gd
     const R *gk = gdt + 3 * k;
     th[0] = sp[SP_GS] * u;
     th[1] = sp[SP_GS] * v;
-    th[2] = gk[0] * sp[SP_R0] + gk[1] * sp[SP_R1] + gk[2] * sp[SP_R2] + sp[SP_WZ];
+    th[2] = fmar(gk[2], sp[SP_R2], fmar(gk[1], sp[SP_R1], fmar(gk[0], sp[SP_R0], sp[SP_WZ])));
 }
 
 /* Steps buffered per warp before the gradient is summed over spins
@@ -285,8 +296,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                 R o[12];
                 for (int r = 0; r < 3; r++) {
                     for (int c = 0; c < 4; c++)
-                        o[4 * r + c] = T[4 * r] * Tp[c] + T[4 * r + 1] * Tp[4 + c] +
-                                       T[4 * r + 2] * Tp[8 + c];
+                        o[4 * r + c] = fmar(T[4 * r + 2], Tp[8 + c],
+                                            fmar(T[4 * r + 1], Tp[4 + c], T[4 * r] * Tp[c]));
                     o[4 * r + 3] += T[4 * r + 3];
                 }
                 for (int c = 0; c < 12; c++) {
@@ -298,8 +309,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                 R o[9];
                 for (int r = 0; r < 3; r++)
                     for (int c = 0; c < 3; c++)
-                        o[3 * r + c] = Vn[3 * r] * V[c] + Vn[3 * r + 1] * V[3 + c] +
-                                       Vn[3 * r + 2] * V[6 + c];
+                        o[3 * r + c] = fmar(Vn[3 * r + 2], V[6 + c],
+                                            fmar(Vn[3 * r + 1], V[3 + c], Vn[3 * r] * V[c]));
                 for (int c = 0; c < 9; c++) {
                     V[c] = o[c];
                     Vm[(size_t)t * 9 + c] = o[c];
@@ -316,8 +327,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                 for (int c = 0; c < 3; c++)
                     m0[c] = a.m0[3 * j + c];
             for (int r = 0; r < 3; r++)
-                m[r] = T[4 * r] * (R)m0[0] + T[4 * r + 1] * (R)m0[1] + T[4 * r + 2] * (R)m0[2] +
-                       T[4 * r + 3];
+                m[r] = fmar(T[4 * r + 2], (R)m0[2],
+                            fmar(T[4 * r + 1], (R)m0[1], fmar(T[4 * r], (R)m0[0], T[4 * r + 3])));
         }
         if (p == P - 1) {
             double lam_d[3] = {0, 0, 0}, loss = 0.0;
@@ -347,7 +358,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
             } else {
                 const R *Vq = Vm + (size_t)(t + sb) * 9;
                 for (int c = 0; c < 3; c++)
-                    lam[c] = Vq[c] * lf[0] + Vq[3 + c] * lf[1] + Vq[6 + c] * lf[2];
+                    lam[c] = fmar(Vq[6 + c], lf[2], fmar(Vq[3 + c], lf[1], Vq[c] * lf[0]));
             }
             const R gs = spl[SP_GS];
             /*
@@ -508,7 +519,7 @@ __device__ inline void update(const args &a, double alpha, int ns, double *scrat
     double *sn = a.S + (size_t)ns * n, *yn = a.Y + (size_t)ns * n;
     const int i0 = blockIdx.x * blockDim.x + threadIdx.x, stride = G * blockDim.x;
     for (int i = i0; i < n; i += stride) {
-        double xt = a.x[i] + alpha * a.d[i];
+        double xt = ps_trial_coord(a.x[i], alpha, a.d[i]);
         sn[i] = xt - a.x[i];
         yn[i] = a.gt[i] - a.g[i];
         a.x[i] = xt;

@@ -98,26 +98,25 @@ host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report
     state_copy(&S, a.state);
     __syncthreads();
     double elapsed = seconds;
-    if (what == HL_UPDATE) {
+    if (what == HL_UPDATE)
         sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, L.red + 1);
-        if (threadIdx.x == 0) {
+    else
+        eval_scalars(a, G, L.sh);
+    /* thread 0 alone reads and writes S until the barrier */
+    if (threadIdx.x == 0) {
+        if (what == HL_UPDATE) {
             decide_update(&S, ft, L.red + 1);
             record(a, S, seconds);
+        } else if (what == HL_START) {
+            decide_start(&S, L.sh[3], L.sh[1]);
+            record(a, S, seconds);
+            elapsed = 0.0; /* the persistent kernel's clock before the first update */
+        } else {
+            decide_trial(&S, L.sh[3], L.sh[0]);
         }
-    } else {
-        eval_scalars(a, G, L.sh);
-        if (threadIdx.x == 0) {
-            if (what == HL_START) {
-                decide_start(&S, L.sh[3], L.sh[1]);
-                record(a, S, seconds);
-                elapsed = 0.0; /* the persistent kernel's clock before the first update */
-            } else {
-                decide_trial(&S, L.sh[3], L.sh[0]);
-            }
-        }
+        if (S.phase == PS_PHASE_DIRECTION)
+            decide_direction(&S, elapsed);
     }
-    if (threadIdx.x == 0 && S.phase == PS_PHASE_DIRECTION)
-        decide_direction(&S, elapsed);
     __syncthreads();
     state_copy(a.state, &S);
     if (threadIdx.x == 0) {
@@ -250,6 +249,10 @@ graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalH
     }
     if (blockIdx.x == 0 && threadIdx.x == 0)
         cudaGraphSetConditional(cond, L.S.phase != PS_PHASE_DONE ? 1u : 0u);
+    /* The next pass is a new launch on the same shared memory, and it
+     * starts by writing L.S: racecheck does not see the launch boundary of
+     * a WHILE node's body, so the last reads of L.S end at a barrier. */
+    __syncthreads();
 }
 
 template <typename R>

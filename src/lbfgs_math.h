@@ -44,6 +44,22 @@ enum ps_phase {
     PS_PHASE_DONE = 4,
 };
 
+/*
+ * One coordinate of the trial point x + alpha d, rounded once (a fused
+ * multiply-add). Every backend and every phase that needs the trial point
+ * (the evaluation, the gradient's chain rule, the accepted step) computes it
+ * here: left to the compiler, a*b + c is contracted or not depending on the
+ * surrounding code, and two GPU kernels would evaluate points an ulp apart.
+ */
+PS_HD double ps_trial_coord(double x, double alpha, double d)
+{
+#ifdef __CUDA_ARCH__
+    return __fma_rn(alpha, d, x);
+#else
+    return fma(alpha, d, x);
+#endif
+}
+
 /* ------------------------------------------------------------------------ */
 /* Strong-Wolfe line search (Nocedal & Wright, 2nd ed., Alg. 3.5 and 3.6)   */
 /* ------------------------------------------------------------------------ */

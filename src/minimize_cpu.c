@@ -194,7 +194,7 @@ void ps_driver_step(ps_driver *c)
     case PS_PHASE_TRIAL: { /* ---- line search trial ---- */
         double alpha = s->ls.alpha;
         for (size_t i = 0; i < n; i++)
-            c->xt[i] = c->x[i] + alpha * c->d[i];
+            c->xt[i] = ps_trial_coord(c->x[i], alpha, c->d[i]);
         int st = mz->eval(mz->ctx, c->xt, &c->ft, c->gt);
         if (st) {
             fail(c, st);

@@ -110,6 +110,25 @@ static void check_variants(const char *what, ps_problem *p, ps_precision prec, i
     assert_int_equal(r[0].history_len, (size_t)r[0].iterations + 1);
     assert_true(r[0].f != PS_POISON && isfinite(r[0].f));
     assert_true(r[0].kernel_seconds > 0.0);
+    /* where the iterates part, if they do: the first differing history row of each variant */
+    int parted = 0;
+    for (int v = 1; v < 3; v++) {
+        size_t rows = r[v].history_len < r[0].history_len ? r[v].history_len : r[0].history_len;
+        for (size_t i = 0; i < rows; i++) {
+            const ps_progress *a = &r[0].history[i], *b = &r[v].history[i];
+            if (a->iteration != b->iteration || a->evaluations != b->evaluations ||
+                !same_bits(a->f, b->f) || !same_bits(a->gnorm, b->gnorm) || !same_bits(a->step, b->step)) {
+                printf("%s: history row %zu differs: it %lld/%lld evals %lld/%lld f %.17g/%.17g "
+                       "gnorm %.17g/%.17g step %.17g/%.17g\n",
+                       names[v], i, (long long)a->iteration, (long long)b->iteration,
+                       (long long)a->evaluations, (long long)b->evaluations, a->f, b->f, a->gnorm, b->gnorm,
+                       a->step, b->step);
+                parted = 1;
+                break;
+            }
+        }
+    }
+    assert_false(parted);
     for (int v = 1; v < 3; v++) {
         assert_int_equal(st[v], st[0]);
         assert_int_equal(r[v].status, r[0].status);
@@ -120,18 +139,6 @@ static void check_variants(const char *what, ps_problem *p, ps_precision prec, i
         assert_true(same_bits(r[v].f, r[0].f));
         assert_true(same_bits(r[v].gnorm, r[0].gnorm));
         assert_int_equal(r[v].history_len, r[0].history_len);
-        for (size_t i = 0; i < r[0].history_len; i++) {
-            const ps_progress *a = &r[0].history[i], *b = &r[v].history[i];
-            if (a->iteration != b->iteration || a->evaluations != b->evaluations ||
-                !same_bits(a->f, b->f) || !same_bits(a->gnorm, b->gnorm) || !same_bits(a->step, b->step)) {
-                printf("%s: history row %zu differs: it %lld/%lld evals %lld/%lld f %.17g/%.17g "
-                       "gnorm %.17g/%.17g step %.17g/%.17g\n",
-                       names[v], i, (long long)a->iteration, (long long)b->iteration,
-                       (long long)a->evaluations, (long long)b->evaluations, a->f, b->f, a->gnorm, b->gnorm,
-                       a->step, b->step);
-                fail();
-            }
-        }
         size_t bad = n;
         for (size_t i = 0; i < n && bad == n; i++)
             if (!same_bits(x[v][i], x[0][i]))
