@@ -59,6 +59,8 @@ int ps_gpu_profile_enable(int on);
 int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF]);
 unsigned long long *ps_gpu_profile_buffer(void);
 int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info);
+/* The persistent kernel's entry for a precision and register cap. */
+void *ps_gpu_kernel_ptr(int precision, int regcap);
 int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem);
 
 /* ps_gpu_solve with an explicit configuration (NULL: heuristic). */

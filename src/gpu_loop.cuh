@@ -34,6 +34,8 @@ struct loop_shared {
     ps_solver S;            /* the block's copy of the solver state */
     double sh[4];           /* last evaluation: g.d, g.g, b.b, f */
     double red[1 + PS_RED_LEN(PS_MAX_MEMORY)]; /* red[0]: f at the accepted trial; red[1..]: batched dots */
+    unsigned long long gen; /* pauses obeyed so far (control path) */
+    int cmd;                /* the command read at the last control point, to obey */
 };
 
 /* Copy the solver state with every thread of the block (8-byte words);
@@ -94,6 +96,130 @@ __device__ __forceinline__ void prof_mark(const args &a, uint64_t &last, int i)
     }
 }
 
+/* ---- control of a running kernel (gpu_control.h) ---- */
+
+/* The host's command: a system-scope acquire load from mapped memory. */
+__device__ __forceinline__ int host_command(const ps_gpu_ctl *c)
+{
+    int v;
+    asm volatile("ld.acquire.sys.b32 %0, [%1];" : "=r"(v) : "l"(&c->command) : "memory");
+    return v;
+}
+
+/*
+ * Publish the progress snapshot (one thread): sequence odd, the fields,
+ * sequence even, each step fenced at system scope so that the host never
+ * takes a torn copy for a consistent one. The sequence's value lives in
+ * device memory (the device is its only writer while a kernel runs).
+ */
+__device__ inline void publish(const args &a, const ps_solver &S, int state, double seconds)
+{
+    volatile ps_gpu_ctl *c = a.ctl;
+    volatile unsigned long long *cw = a.cw;
+    const unsigned long long q = cw[PS_GPU_CW_SEQ];
+    c->seq = q + 1;
+    __threadfence_system();
+    c->iteration = S.iteration;
+    c->evaluations = S.evaluations;
+    c->f = S.f;
+    c->gnorm = S.gnorm;
+    c->step = S.iteration > 0 ? S.step : 0.0;
+    c->seconds = seconds;
+    c->phase = S.phase;
+    c->status = S.status;
+    c->state = state;
+    __threadfence_system();
+    c->seq = q + 2;
+    cw[PS_GPU_CW_SEQ] = q + 2;
+}
+
+/*
+ * The control point's read (the controller block's thread 0, once per
+ * evaluation, when its share of the evaluation is done: the controller is
+ * the last block, whose share of a grid-stride over tiles is never larger
+ * than another's, so this usually costs the solve nothing): the heartbeat,
+ * the progress, and the host's command into device memory, where every
+ * block reads it after the evaluation's barrier.
+ */
+__device__ inline void control_read(const args &a, const ps_solver &S, double seconds)
+{
+    const int cmd = host_command(a.ctl);
+    volatile unsigned long long *cw = a.cw;
+    cw[PS_GPU_CW_COMMAND] = (unsigned long long)cmd;
+    const unsigned long long beat = cw[PS_GPU_CW_BEAT] + 1;
+    cw[PS_GPU_CW_BEAT] = beat;
+    ((volatile ps_gpu_ctl *)a.ctl)->heartbeat = beat;
+    publish(a, S, 0 /* PS_RUN_RUNNING */, seconds);
+}
+
+/* Sleep with a growing back-off, 1 us up to 32 us. */
+__device__ __forceinline__ void backoff(unsigned &ns)
+{
+    __nanosleep(ns);
+    if (ns < 32000u)
+        ns *= 2u;
+}
+
+/*
+ * Obey the command of the control point (every block, after the barrier
+ * that ends an evaluation, before its decision: L.S, L.red[0] and the
+ * device vectors are a whole solve state there). PAUSE: the controller stores the state (a checkpoint may
+ * be taken while paused), publishes PAUSED and sleeps until the host
+ * changes the command; the other blocks sleep on the release word in
+ * device memory. Then the new command is obeyed the same way. CANCEL ends
+ * the solve (DONE, PS_CANCELLED at the last accepted point). Returns 1 for
+ * YIELD (the caller stores the state and the kernel exits). t0 moves by
+ * the time paused: pauses do not count as solve time.
+ */
+__device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
+{
+    ps_solver &S = L.S;
+    int cmd = L.cmd;
+    __syncthreads(); /* every thread has taken the command before it changes */
+    while (cmd == PS_GPU_CMD_PAUSE) {
+        const uint64_t p0 = global_ns();
+        const bool ctrl = (int)blockIdx.x == a.controller;
+        if (ctrl) {
+            state_copy(a.state, &S);
+            if (threadIdx.x == 0)
+                a.eval_out[1] = L.red[0]; /* f at an accepted trial (UPDATE) */
+        }
+        __threadfence_system(); /* the state and the history, for a copy while paused */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            volatile unsigned long long *cw = a.cw;
+            const unsigned long long gen = ++L.gen;
+            unsigned ns = 1000u;
+            if (ctrl) {
+                const double sec = (double)(p0 - t0) * 1e-9;
+                publish(a, S, 1 /* PS_RUN_PAUSED */, sec);
+                int c;
+                while ((c = host_command(a.ctl)) == PS_GPU_CMD_PAUSE)
+                    backoff(ns);
+                cw[PS_GPU_CW_RELEASE] = gen << 3 | (unsigned long long)c;
+                publish(a, S, 0 /* PS_RUN_RUNNING */, sec);
+                L.cmd = c;
+            } else {
+                unsigned long long w;
+                while (((w = cw[PS_GPU_CW_RELEASE]) >> 3) != gen)
+                    backoff(ns);
+                L.cmd = (int)(w & 7u);
+            }
+        }
+        __syncthreads();
+        cmd = L.cmd;
+        t0 += global_ns() - p0;
+        __syncthreads(); /* every thread has taken the command before it changes */
+    }
+    if (threadIdx.x == 0) {
+        L.cmd = PS_GPU_CMD_NONE; /* obeyed */
+        if (cmd == PS_GPU_CMD_CANCEL)
+            ps_solver_finish(&S, PS_ST_CANCELLED);
+    }
+    __syncthreads();
+    return cmd == PS_GPU_CMD_YIELD;
+}
+
 /*
  * The scalars of an evaluation from the per-block partials of G blocks,
  * the same fixed order in every block (and in the host-driven variant's
@@ -108,49 +234,79 @@ __device__ inline void eval_scalars(const args &a, int G, double *sh)
     __syncthreads();
 }
 
+enum { EV_DONE = 0, EV_YIELD = 1, EV_STOPPED = 2 };
+
 /*
  * Evaluate at x + alpha d into gout; leaves the scalars of eval_scalars()
- * in every block's sh[]. Two barriers.
+ * in every block's sh[]. Two barriers. With a.ctl, the control point:
+ * the controller reads the host's command when its share of the
+ * evaluation is done, every block takes it after the evaluation's barrier
+ * and obeys it there (the solver state is still before this evaluation's
+ * decision, so a yield or a checkpoint taken while paused resumes by
+ * evaluating the same point again, bit for bit). Returns EV_DONE,
+ * EV_YIELD, or EV_STOPPED (cancelled: the state is DONE).
  */
 template <typename R>
-__device__ void evaluate_and_reduce(const args &a, cg::grid_group &grid, const double *d,
-                                    double alpha, double *gout, char *smem, double *sh,
-                                    uint64_t &last)
+__device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_shared &L,
+                                   const double *d, double alpha, double *gout, char *smem,
+                                   uint64_t &t0, uint64_t &last)
 {
+    double *sh = L.sh;
     evaluate<R>(a, a.x, d, alpha, true, smem);
+    if (a.ctl && (int)blockIdx.x == a.controller && threadIdx.x == 0)
+        control_read(a, L.S, (double)(global_ns() - t0) * 1e-9);
     grid.sync();
+    if (a.ctl) {
+        // ---- control point (taken before the next barrier: the next read comes after it) ----
+        if (threadIdx.x == 0)
+            L.cmd = (int)*(volatile unsigned long long *)&a.cw[PS_GPU_CW_COMMAND];
+        __syncthreads();
+        if (L.cmd != PS_GPU_CMD_NONE) {
+            if (obey(a, L, t0))
+                return EV_YIELD;
+            if (L.S.phase == PS_PHASE_DONE)
+                return EV_STOPPED;
+        }
+    }
     prof_mark(a, last, PS_PROF_EVAL);
     reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     grid.sync();
     prof_mark(a, last, PS_PROF_REDUCE);
     eval_scalars(a, gridDim.x, sh);
     prof_mark(a, last, PS_PROF_SUMS);
+    return EV_DONE;
 }
 
 /*
- * Run the phases from the state in L.S until DONE or, with one_iteration,
- * until an iteration has been completed (after its update). t0: the solve's
- * start (global ns, for the history and *a.elapsed); elapsed: seconds at
- * the last update (0 before the first), for the time limit. MODE_EVAL
- * stops after the start evaluation, with f in a.eval_out[0] and the
- * in-kernel time of the evaluation in *a.elapsed.
+ * Run the phases from the state in L.S until DONE, a yield (returns 1) or,
+ * with one_iteration, until an iteration has been completed (after its
+ * update). t0: the solve's start (global ns, for the history and
+ * *a.elapsed; moved by pauses); elapsed: seconds at the last update, for
+ * the time limit. With a.ctl, a control point per evaluation (see
+ * evaluate_and_reduce and obey). MODE_EVAL stops after the start
+ * evaluation, with f in a.eval_out[0] and the in-kernel time of the
+ * evaluation in *a.elapsed.
  */
 template <typename R>
-__device__ void solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
-                             uint64_t t0, uint64_t &last, double elapsed, bool one_iteration)
+__device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
+                            uint64_t &t0, uint64_t &last, double elapsed, bool one_iteration)
 {
     ps_solver &S = L.S;
     double *sh = L.sh, *red = L.red;
 
     if (S.phase == PS_PHASE_START) {
         // ---- evaluate at the start point ----
-        evaluate_and_reduce<R>(a, grid, nullptr, 0.0, a.g, smem, sh, last);
+        const int ev = evaluate_and_reduce<R>(a, grid, L, nullptr, 0.0, a.g, smem, t0, last);
+        if (ev == EV_YIELD)
+            return 1;
+        if (ev == EV_STOPPED)
+            return 0;
         if (a.mode == MODE_EVAL) {
             if (blockIdx.x == 0 && threadIdx.x == 0) {
                 a.eval_out[0] = sh[3];
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             }
-            return;
+            return 0;
         }
         if (threadIdx.x == 0) {
             decide_start(&S, sh[3], sh[1]);
@@ -178,7 +334,11 @@ __device__ void solve_phases(const args &a, cg::grid_group &grid, loop_shared &L
             prof_mark(a, last, PS_PROF_DIRECTION);
         } else if (phase == PS_PHASE_TRIAL) {
             // ---- line search trial ----
-            evaluate_and_reduce<R>(a, grid, a.d, S.ls.alpha, a.gt, smem, sh, last);
+            const int ev = evaluate_and_reduce<R>(a, grid, L, a.d, S.ls.alpha, a.gt, smem, t0, last);
+            if (ev == EV_YIELD)
+                return 1;
+            if (ev == EV_STOPPED)
+                continue; /* DONE */
             if (threadIdx.x == 0) {
                 red[0] = sh[3]; /* f at the trial, kept for the update */
                 decide_trial(&S, sh[3], sh[0]);
@@ -204,9 +364,10 @@ __device__ void solve_phases(const args &a, cg::grid_group &grid, loop_shared &L
             __syncthreads();
             prof_mark(a, last, PS_PROF_DECIDE);
             if (one_iteration)
-                return;
+                return 0;
         }
     }
+    return 0;
 }
 
 } // namespace ps_gpu

@@ -1,8 +1,10 @@
 /* GPU backend entries for builds without CUDA: no device, clear status. */
 #include <stdio.h>
+#include <string.h>
 
 #include "gpu.h"
 #include "gpu_launch.h"
+#include "gpu_run.h"
 #include "log.h"
 
 int ps_gpu_device_count(void)
@@ -48,4 +50,70 @@ int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
                        double *kernel_seconds, double *launch_seconds)
 {
     return ps_gpu_usable(o);
+}
+
+/* GPU runs (gpu_run.h): never created without CUDA. */
+int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
+                      const ps_gpu_config *cfg, const double *z,
+                      ps_gpu_run **out)
+{
+    *out = NULL;
+    return ps_gpu_usable(o);
+}
+
+void ps_gpu_run_free(ps_gpu_run *g)
+{
+}
+
+void ps_gpu_run_set_control(ps_gpu_run *g, int on)
+{
+}
+
+int ps_gpu_run_launch(ps_gpu_run *g)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_run_sync(ps_gpu_run *g)
+{
+    return PS_ERR_NO_GPU;
+}
+
+void ps_gpu_run_command(ps_gpu_run *g, int cmd)
+{
+}
+
+void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
+{
+    memset(out, 0, sizeof *out);
+}
+
+double ps_gpu_run_kernel_seconds(const ps_gpu_run *g)
+{
+    return 0.0;
+}
+
+void ps_gpu_run_config(const ps_gpu_run *g, ps_gpu_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+}
+
+void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len)
+{
+    if (buf && len)
+        buf[0] = '\0';
+}
+
+void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft)
+{
+}
+
+int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
+{
+    return PS_ERR_NO_GPU;
 }

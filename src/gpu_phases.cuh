@@ -32,6 +32,7 @@
 
 extern "C" {
 #include "bloch_math.h"
+#include "gpu_control.h"
 #include "lbfgs_math.h"
 }
 
@@ -116,9 +117,16 @@ struct args {
     ps_progress *hist;      /* [hist_cap] */
     int hist_cap;
     int mode;               /* MODE_SOLVE | MODE_EVAL */
-    double *eval_out;       /* MODE_EVAL: [0] = f */
-    double *elapsed;        /* [1] seconds since the launch, written by block 0 */
+    double *eval_out;       /* [2] MODE_EVAL: [0] = f; MODE_SOLVE, at the kernel's end:
+                               [0] solve seconds, [1] f at the accepted trial */
+    double *elapsed;        /* [1] solve seconds at the last update, written by block 0 */
     unsigned long long *prof; /* [PS_GPU_PROF] ns per phase (block 0), or NULL */
+    /* control of a running kernel (gpu_control.h) */
+    ps_gpu_ctl *ctl;        /* mapped control block, or NULL: no control points */
+    unsigned long long *cw; /* [PS_GPU_CW_LEN] device words of the control path */
+    int controller;         /* the block that reads commands and publishes progress */
+    double t_base;          /* solve seconds before this launch (a resumed run) */
+    double ft_in;           /* f at the accepted trial, for a launch in the UPDATE phase */
 };
 
 enum { MODE_SOLVE = 0, MODE_EVAL = 1 };

@@ -39,19 +39,30 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) char smem[];
     __shared__ loop_shared L;
-    const uint64_t t0 = global_ns();
+    /* the solve's clock, continued from t_base seconds for a resumed run */
+    uint64_t t0 = global_ns() - (uint64_t)(a.t_base * 1e9);
     uint64_t last = t0;
     state_copy(&L.S, a.state);
+    if (threadIdx.x == 0) {
+        L.red[0] = a.ft_in; /* a launch in the UPDATE phase: f at the accepted trial */
+        L.cmd = PS_GPU_CMD_NONE;
+        L.gen = a.cw ? *(volatile unsigned long long *)&a.cw[PS_GPU_CW_RELEASE] >> 3 : 0;
+    }
     __syncthreads();
 
-    // ---- the phases, START to DONE (gpu_loop.cuh) ----
-    solve_phases<R>(a, grid, L, smem, t0, last, 0.0, false);
+    // ---- the phases, from the stored state to DONE or a yield (gpu_loop.cuh) ----
+    solve_phases<R>(a, grid, L, smem, t0, last, a.t_base, false);
     if (a.mode == MODE_EVAL)
         return;
 
-    // ---- the final state for the host ----
-    if (blockIdx.x == 0)
+    // ---- the state for the host: final, or where a yield stopped ----
+    if (blockIdx.x == 0) {
         state_copy(a.state, &L.S);
+        if (threadIdx.x == 0) {
+            a.eval_out[0] = (double)(global_ns() - t0) * 1e-9; /* solve seconds at the end */
+            a.eval_out[1] = L.red[0]; /* f at the accepted trial (a limit may stop before UPDATE) */
+        }
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -61,6 +72,11 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
 template <typename R> static void *kernel_ptr(int regcap)
 {
     return regcap ? (void *)persistent_solve_kernel<R, 2> : (void *)persistent_solve_kernel<R, 1>;
+}
+
+extern "C" void *ps_gpu_kernel_ptr(int precision, int regcap)
+{
+    return precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(regcap) : kernel_ptr<float>(regcap);
 }
 
 extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info)
@@ -338,8 +354,8 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     CUDA_TRY(o, cudaMalloc(&d_m0, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
     /* x, g, gt, d, S[m], Y[m] */
     CUDA_TRY(o, cudaMalloc(&d_vec, (4 + 2 * (size_t)m) * n * sizeof(double)), PS_ERR_GPU_MEMORY);
-    /* gpart[G][n], lpart[G], rpart[G][RP], elapsed, eval_out, m_out[ns][3] */
-    CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + 2 + 3 * ns) * sizeof(double)),
+    /* gpart[G][n], lpart[G], rpart[G][RP], elapsed, eval_out[2], m_out[ns][3] */
+    CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + 3 + 3 * ns) * sizeof(double)),
              PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_state, sizeof(ps_solver)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_hist, (size_t)hist_cap * sizeof(ps_progress)), PS_ERR_GPU_MEMORY);
@@ -385,7 +401,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.rpart = a.lpart + G;
     a.elapsed = a.rpart + (size_t)G * PS_GPU_RP;
     a.eval_out = a.elapsed + 1;
-    a.m_out = want_m ? a.eval_out + 1 : NULL;
+    a.m_out = want_m ? a.eval_out + 2 : NULL;
     a.state = d_state;
     a.hist = d_hist;
     a.hist_cap = hist_cap;

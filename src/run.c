@@ -1,7 +1,13 @@
 /*
- * Asynchronous runs on the CPU backend: a worker thread drives the solver
+ * Asynchronous runs. On the CPU backend a worker thread drives the solver
  * state machine (minimize.h) one phase at a time and stops at the control
- * point between two phases to publish progress and obey requests.
+ * point between two phases to publish progress and obey requests. On the
+ * GPU backend the persistent kernel has the control points (gpu_run.h):
+ * requests become the command in its control block, progress comes from
+ * the snapshot the kernel publishes, and a worker thread waits for each
+ * launch to end (yield or done) and copies the device state into the
+ * handle's driver, which then serves results and checkpoints exactly as on
+ * the CPU (so a checkpoint moves between the backends).
  *
  * Locking: the mutex guards the requests, the state, the driver while no
  * worker runs, and the writer side of the snapshot. The snapshot is a
@@ -19,6 +25,8 @@
 #include <time.h>
 
 #include "checkpoint.h"
+#include "gpu.h"
+#include "gpu_run.h"
 #include "log.h"
 #include "minimize.h"
 #include "objective.h"
@@ -34,6 +42,7 @@ typedef struct snap_store {
     _Atomic int64_t iteration, evaluations;
     _Atomic uint64_t f, gnorm, step, seconds, heartbeat;
     _Atomic int state, phase, status;
+    _Atomic uint64_t devseq; /* GPU runs: the kernel's sequence when the host published */
 } snap_store;
 
 /* The Bloch objective as the driver's callback. */
@@ -58,6 +67,7 @@ struct ps_run {
     int status;            /* final status once FINISHED */
     uint64_t heartbeat;
     snap_store snap;
+    ps_gpu_run *gpu;       /* GPU runs: the device side, else NULL */
 };
 
 static int bloch_eval(void *ctx, const double *x, double *f, double *g)
@@ -102,6 +112,13 @@ static void publish(ps_run *r)
     atomic_store_explicit(&s->status,
                           r->state == PS_RUN_FINISHED ? r->status : PS_RUNNING,
                           memory_order_relaxed);
+    uint64_t devseq = 0;
+    if (r->gpu) {
+        ps_gpu_progress d;
+        ps_gpu_run_progress(r->gpu, &d);
+        devseq = d.sequence;
+    }
+    atomic_store_explicit(&s->devseq, devseq, memory_order_relaxed);
     atomic_store_explicit(&s->seq, q + 2, memory_order_release);
 }
 
@@ -112,6 +129,7 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
     /* the fields are atomics: reading them through a const handle is fine */
     snap_store *s = (snap_store *)&r->snap;
     ps_snapshot v;
+    uint64_t devseq = 0;
     memset(&v, 0, sizeof v);
     for (;;) {
         uint64_t q0 = atomic_load_explicit(&s->seq, memory_order_acquire);
@@ -127,12 +145,33 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
         v.state = atomic_load_explicit(&s->state, memory_order_relaxed);
         v.phase = atomic_load_explicit(&s->phase, memory_order_relaxed);
         v.status = atomic_load_explicit(&s->status, memory_order_relaxed);
+        devseq = atomic_load_explicit(&s->devseq, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
         uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_relaxed);
         if (q0 == q1) {
             v.sequence = q0;
             break;
         }
+    }
+    if (r->gpu) {
+        /* while the kernel runs, its own snapshot once it is newer than
+         * the host's (a relaunched kernel has not published yet); the
+         * sequence and the heartbeat combine the host's and the device's
+         * counters, which both only grow */
+        ps_gpu_progress d;
+        ps_gpu_run_progress(r->gpu, &d);
+        if (v.state == PS_RUN_RUNNING && d.sequence > devseq) {
+            v.iteration = d.iteration;
+            v.evaluations = d.evaluations;
+            v.f = d.f;
+            v.gnorm = d.gnorm;
+            v.step = d.step;
+            v.seconds = d.seconds;
+            v.phase = d.phase;
+            v.state = d.state;
+        }
+        v.sequence = (v.sequence << 32) + d.sequence;
+        v.heartbeat += d.heartbeat;
     }
     *out = v;
     return PS_CONVERGED;
@@ -200,12 +239,62 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* The command for the kernel from the pending requests (mutex held). */
+static void gpu_command(ps_run *r)
+{
+    int cmd = PS_GPU_CMD_NONE;
+    if (r->requests & REQ_CANCEL)
+        cmd = PS_GPU_CMD_CANCEL;
+    else if (r->requests & REQ_YIELD)
+        cmd = PS_GPU_CMD_YIELD;
+    else if (r->requests & REQ_PAUSE)
+        cmd = PS_GPU_CMD_PAUSE;
+    ps_gpu_run_command(r->gpu, cmd);
+}
+
+/*
+ * The worker of a GPU run: one launch from the state on the device, then
+ * (the kernel ended: done, or yielded at a control point) the state into
+ * the driver.
+ */
+static void *gpu_worker(void *arg)
+{
+    ps_run *r = arg;
+    int st = ps_gpu_run_launch(r->gpu);
+    if (!st)
+        st = ps_gpu_run_sync(r->gpu);
+    pthread_mutex_lock(&r->mu);
+    if (!st)
+        st = ps_gpu_run_download(r->gpu, &r->drv);
+    if (st) {
+        r->drv.error = st;
+        if (!ps_driver_done(&r->drv))
+            ps_solver_finish(&r->drv.s, st);
+    }
+    if (ps_driver_done(&r->drv)) {
+        finish(r);
+    } else {
+        r->requests = 0;
+        gpu_command(r);
+        r->state = PS_RUN_YIELDED;
+        r->heartbeat++;
+        publish(r);
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
 /* Start a worker (mutex held, no worker alive). */
 static int spawn(ps_run *r)
 {
     r->state = PS_RUN_RUNNING;
+    if (r->gpu) {
+        gpu_command(r);
+        ps_gpu_run_set_resume(r->gpu, r->drv.elapsed, r->drv.ft);
+    }
     publish(r);
-    if (pthread_create(&r->thread, NULL, worker, r) != 0) {
+    if (pthread_create(&r->thread, NULL, r->gpu ? gpu_worker : worker, r) != 0) {
         r->state = PS_RUN_YIELDED;
         publish(r);
         return PS_ERR_NO_MEMORY;
@@ -265,6 +354,7 @@ static int run_create(const ps_problem *p, const ps_options *o,
 
 static void run_destroy(ps_run *r)
 {
+    ps_gpu_run_free(r->gpu);
     ps_driver_free(&r->drv);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
@@ -301,17 +391,65 @@ int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
     return run_launch(r, out);
 }
 
-/* Start a validated run: the backend choice (CPU only for now). */
-static int start_checked(const ps_problem *p, const ps_options *opt,
-                         int *fell_back)
+/* The device side of a new GPU handle, from the driver's state. */
+static int gpu_attach(ps_run *r)
 {
-    ps_backend use;
-    int st = ps_pick_backend(opt, &use, fell_back);
+    int st = ps_gpu_run_create(r->p, &r->o, NULL, r->drv.x, &r->gpu);
+    if (!st && r->drv.s.phase != PS_PHASE_START)
+        st = ps_gpu_run_upload(r->gpu, &r->drv); /* a resumed checkpoint */
+    return st;
+}
+
+int ps_run_start_gpu(const ps_problem *p, const ps_options *o,
+                     const double *x0, ps_run **out)
+{
+    ps_run *r;
+    *out = NULL;
+    int st = run_create(p, o, x0, 0, &r);
     if (st)
         return st;
-    PS_RETURN_ERROR_IF(opt, use == PS_BACKEND_GPU, PS_ERR_NOT_IMPLEMENTED,
-                       "asynchronous runs are not available on the GPU backend yet");
-    return PS_CONVERGED;
+    st = gpu_attach(r);
+    if (st) {
+        run_destroy(r);
+        return st;
+    }
+    return run_launch(r, out);
+}
+
+/*
+ * A handle for p and validated options on the backend they pick (auto:
+ * the GPU, else the CPU, said in the log and the results), from x0 or,
+ * with a checkpoint blob, from the state it holds.
+ */
+static int start_on_backend(const ps_problem *p, const ps_options *opt,
+                            const double *x0, const void *buf, size_t len,
+                            ps_run **out)
+{
+    ps_backend use;
+    int fell_back = 0;
+    int st = ps_pick_backend(opt, &use, &fell_back);
+    if (st)
+        return st;
+    ps_run *r;
+    if ((st = run_create(p, opt, x0, fell_back, &r)))
+        return st;
+    if (buf && (st = ps_checkpoint_load(p, &r->o, buf, len, &r->drv))) {
+        run_destroy(r);
+        return st;
+    }
+    if (use == PS_BACKEND_GPU && (st = gpu_attach(r))) {
+        ps_gpu_run_free(r->gpu);
+        r->gpu = NULL;
+        if (!(opt->backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st))) {
+            run_destroy(r);
+            return st;
+        }
+        ps_log(opt, PS_LOG_WARNING, __FILE__, __LINE__,
+               "backend auto: GPU run unavailable (%s), running on the CPU",
+               ps_strerror(st));
+        r->fell_back = 1;
+    }
+    return run_launch(r, out);
 }
 
 int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
@@ -325,12 +463,9 @@ int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
     int st = ps_take_options(o, &opt);
     if (!st)
         st = ps_check_x(&opt, x0, 2 * p->nt);
-    int fell_back = 0;
-    if (!st)
-        st = start_checked(p, &opt, &fell_back);
     if (st)
         return st;
-    return ps_run_start_cpu(p, &opt, x0, fell_back, out);
+    return start_on_backend(p, &opt, x0, NULL, 0, out);
 }
 
 int ps_solve_resume(const ps_problem *p, const ps_options *o, const void *buf,
@@ -342,26 +477,15 @@ int ps_solve_resume(const ps_problem *p, const ps_options *o, const void *buf,
         return PS_ERR_NULL;
     ps_options opt;
     int st = ps_take_options(o, &opt);
-    int fell_back = 0;
-    if (!st)
-        st = start_checked(p, &opt, &fell_back);
     if (st)
         return st;
     double *x0 = calloc(2 * p->nt, sizeof(double));
     if (!x0)
         return PS_ERR_NO_MEMORY;
     ps_problem_x0(p, x0);
-    ps_run *r;
-    st = run_create(p, &opt, x0, fell_back, &r);
+    st = start_on_backend(p, &opt, x0, buf, len, out);
     free(x0);
-    if (st)
-        return st;
-    st = ps_checkpoint_load(p, &r->o, buf, len, &r->drv);
-    if (st) {
-        run_destroy(r);
-        return st;
-    }
-    return run_launch(r, out);
+    return st;
 }
 
 int ps_run_pause(ps_run *r)
@@ -374,6 +498,8 @@ int ps_run_pause(ps_run *r)
         st = PS_ERR_STATE;
     else if (r->state == PS_RUN_RUNNING)
         r->requests |= REQ_PAUSE;
+    if (r->gpu && r->state == PS_RUN_RUNNING)
+        gpu_command(r);
     pthread_mutex_unlock(&r->mu);
     return st;
 }
@@ -389,6 +515,8 @@ int ps_run_yield(ps_run *r)
     } else if (r->state != PS_RUN_YIELDED) {
         r->requests |= REQ_YIELD;
         pthread_cond_broadcast(&r->cv); /* a paused worker yields */
+        if (r->gpu)
+            gpu_command(r);
     }
     pthread_mutex_unlock(&r->mu);
     return st;
@@ -411,10 +539,13 @@ int ps_run_resume(ps_run *r)
         st = spawn(r);
         break;
     case PS_RUN_RUNNING:
+        /* a GPU run stays RUNNING on the host while its kernel is paused */
         if (r->requests & (REQ_PAUSE | REQ_YIELD))
             r->requests &= ~(REQ_PAUSE | REQ_YIELD);
         else
             st = PS_ERR_STATE;
+        if (r->gpu)
+            gpu_command(r);
         break;
     default:
         st = PS_ERR_STATE;
@@ -437,6 +568,8 @@ int ps_run_cancel(ps_run *r)
     } else if (r->state != PS_RUN_FINISHED) {
         r->requests |= REQ_CANCEL;
         pthread_cond_broadcast(&r->cv);
+        if (r->gpu)
+            gpu_command(r);
     }
     pthread_mutex_unlock(&r->mu);
     return PS_CONVERGED;
@@ -449,9 +582,15 @@ static int copy_result(ps_run *r, ps_result *res, double *x)
     if (res) {
         memset(res, 0, sizeof *res);
         ps_driver_outcome(c, res, NULL);
-        res->backend = PS_BACKEND_CPU;
         res->fell_back = r->fell_back;
-        ps_cpu_device(&r->o, res->device, sizeof res->device);
+        if (r->gpu) {
+            res->backend = PS_BACKEND_GPU;
+            res->kernel_seconds = ps_gpu_run_kernel_seconds(r->gpu);
+            ps_gpu_run_describe(r->gpu, res->device, sizeof res->device);
+        } else {
+            res->backend = PS_BACKEND_CPU;
+            ps_cpu_device(&r->o, res->device, sizeof res->device);
+        }
         if (c->history_len) {
             res->history = malloc(c->history_len * sizeof *res->history);
             if (!res->history) {
@@ -512,13 +651,23 @@ int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
         return PS_ERR_NULL;
     ps_run *r = (ps_run *)cr; /* the lock is not part of the value */
     pthread_mutex_lock(&r->mu);
-    int st;
-    if (r->state == PS_RUN_RUNNING) {
+    int st = PS_CONVERGED;
+    int paused_kernel = 0;
+    if (r->gpu && r->state == PS_RUN_RUNNING) {
+        ps_gpu_progress d;
+        ps_gpu_run_progress(r->gpu, &d);
+        paused_kernel = d.state == PS_RUN_PAUSED;
+    }
+    if (r->state == PS_RUN_RUNNING && !paused_kernel) {
         ps_log(&r->o, PS_LOG_ERROR, __FILE__, __LINE__,
                "checkpoint of a running run: pause or yield it first");
         st = PS_ERR_STATE;
     } else {
-        st = ps_checkpoint_save(r->p, &r->o, &r->drv, buf, len);
+        /* a paused kernel stored its state before it said PAUSED */
+        if (paused_kernel)
+            st = ps_gpu_run_download(r->gpu, &r->drv);
+        if (!st)
+            st = ps_checkpoint_save(r->p, &r->o, &r->drv, buf, len);
     }
     pthread_mutex_unlock(&r->mu);
     return st;
@@ -532,6 +681,8 @@ void ps_run_free(ps_run *r)
     if (r->state != PS_RUN_FINISHED && r->state != PS_RUN_YIELDED) {
         r->requests |= REQ_CANCEL;
         pthread_cond_broadcast(&r->cv);
+        if (r->gpu)
+            gpu_command(r);
         while (r->state != PS_RUN_FINISHED && r->state != PS_RUN_YIELDED)
             pthread_cond_wait(&r->cv, &r->mu);
     }

@@ -29,4 +29,14 @@ void ps_cpu_device(const ps_options *o, char *buf, size_t len);
 int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
                      const double *x0, int fell_back, ps_run **out);
 
+/*
+ * Start a GPU run (persistent kernel with control points) of p from the
+ * pulse x0[2*nt] with validated options o. *out is NULL on error.
+ */
+int ps_run_start_gpu(const ps_problem *p, const ps_options *o,
+                     const double *x0, ps_run **out);
+
+/* solver.c: GPU statuses after which backend auto may run on the CPU. */
+int ps_gpu_can_fall_back(int st);
+
 #endif /* PS_SRC_RUN_H */

@@ -57,8 +57,7 @@ int ps_pick_backend(const ps_options *o, ps_backend *use, int *fell_back)
     return PS_CONVERGED;
 }
 
-/* GPU statuses after which auto may still run on the CPU. */
-static int gpu_can_fall_back(int st)
+int ps_gpu_can_fall_back(int st)
 {
     return st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ||
            st == PS_ERR_GPU_MEMORY || st == PS_ERR_NOT_IMPLEMENTED;
@@ -80,7 +79,7 @@ static int evaluate_once(const ps_problem *p, const ps_options *o,
         return st;
     if (use == PS_BACKEND_GPU) {
         st = ps_gpu_eval(p, &opt, x, f, grad, m);
-        if (!(opt.backend == PS_BACKEND_AUTO && gpu_can_fall_back(st)))
+        if (!(opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st)))
             return st;
     }
     return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad, m);
@@ -115,12 +114,13 @@ void ps_cpu_device(const ps_options *o, char *buf, size_t len)
                                                  : "float64 spins");
 }
 
-/* The CPU solve: an asynchronous run, waited for. */
-static int solve_cpu(const ps_problem *p, const ps_options *o, double *x,
-                     int fell_back, ps_result *r)
+/* A solve: an asynchronous run on the chosen backend, waited for. */
+static int solve_wait(const ps_problem *p, const ps_options *o, double *x,
+                      ps_backend use, int fell_back, ps_result *r)
 {
     ps_run *run;
-    int st = ps_run_start_cpu(p, o, x, fell_back, &run);
+    int st = use == PS_BACKEND_GPU ? ps_run_start_gpu(p, o, x, &run)
+                                   : ps_run_start_cpu(p, o, x, fell_back, &run);
     if (st) {
         r->status = st;
         return st;
@@ -152,8 +152,8 @@ int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
     }
     r->backend = use;
     if (use == PS_BACKEND_GPU) {
-        st = ps_gpu_solve(p, &opt, x, r);
-        if (!(opt.backend == PS_BACKEND_AUTO && gpu_can_fall_back(st)))
+        st = solve_wait(p, &opt, x, PS_BACKEND_GPU, 0, r);
+        if (!(opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st)))
             return st;
         ps_log(&opt, PS_LOG_WARNING, __FILE__, __LINE__,
                "backend auto: GPU solve unavailable (%s), running on the CPU",
@@ -163,5 +163,5 @@ int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
         r->fell_back = 1;
     }
     r->backend = PS_BACKEND_CPU;
-    return solve_cpu(p, &opt, x, r->fell_back, r);
+    return solve_wait(p, &opt, x, PS_BACKEND_CPU, r->fell_back, r);
 }

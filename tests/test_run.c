@@ -1,10 +1,14 @@
 /*
- * Asynchronous runs on the CPU backend: pause, resume, yield and cancel at
- * random moments against an uninterrupted reference (bit-identical ends,
- * no lost or repeated iteration), a reader thread hammering the snapshot,
- * checkpoints (round trips, and corrupted, truncated, foreign and
- * wrong-version blobs refused), and every call in a wrong state or with
- * NULL. Every wait is bounded: a hang fails the test instead.
+ * Asynchronous runs: pause, resume, yield and cancel at random moments
+ * against an uninterrupted reference (bit-identical ends, no lost or
+ * repeated iteration), a reader thread hammering the snapshot, checkpoints
+ * (round trips, and corrupted, truncated, foreign and wrong-version blobs
+ * refused), and every call in a wrong state or with NULL. Every wait is
+ * bounded: a hang fails the test instead.
+ * Built twice: for the CPU backend (suite unit) and, with PS_TEST_GPU, for
+ * the GPU backend (suite gpu: the persistent kernel's control points, a
+ * yielded run giving the GPU to other work, checkpoints moving between the
+ * backends).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -19,6 +23,13 @@
 
 #include "persolve.h"
 #include "test_util.h"
+
+#ifdef PS_TEST_GPU
+#include "gpu.h"
+#define TEST_BACKEND PS_BACKEND_GPU
+#else
+#define TEST_BACKEND PS_BACKEND_CPU
+#endif
 
 #define SPEC "slice1d:nz=60,nt=80"
 #define SPEC_B1MAX "slice1d:nz=60,nt=80,b1_max=0.4"
@@ -59,7 +70,7 @@ static ps_options run_opts(void)
 {
     ps_options o;
     ps_options_default(&o);
-    o.backend = PS_BACKEND_CPU;
+    o.backend = TEST_BACKEND;
     o.max_iterations = ITERS;
     o.log = log_sink;
     return o;
@@ -846,11 +857,16 @@ static void bad_input(void **state)
     assert_int_equal(ps_solve_start(p, &o, x, &run), PS_ERR_NONFINITE);
     ps_problem_x0(p, x);
     bad = o;
-    bad.backend = PS_BACKEND_GPU; /* no asynchronous GPU runs (yet) */
+    bad.backend = PS_BACKEND_GPU; /* refused without a usable GPU */
     int st = ps_solve_start(p, &bad, x, &run);
-    assert_true(st == PS_ERR_NOT_IMPLEMENTED || st == PS_ERR_NO_GPU ||
-                st == PS_ERR_GPU_UNSUPPORTED);
-    assert_null(run);
+    if (st == 0) {
+        assert_non_null(run);
+        ps_run_free(run);
+        run = NULL;
+    } else {
+        assert_true(st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED);
+        assert_null(run);
+    }
 
     /* wrong states */
     assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
@@ -919,8 +935,10 @@ static void bad_input(void **state)
     ps_problem_free(p);
 }
 
+#ifndef PS_TEST_GPU
 /* solve_persistent keeps calling the progress callback (from the worker),
- * and its return value still cancels. */
+ * and its return value still cancels (CPU backend: the GPU kernel runs
+ * alone, its progress is the snapshot). */
 static int stop_at_5(void *user, const ps_progress *pr)
 {
     int64_t *calls = user;
@@ -950,7 +968,211 @@ static void progress_cancel(void **state)
     free(x);
     ps_problem_free(p);
 }
+#endif
 
+#ifdef PS_TEST_GPU
+/* ---- GPU only ---- */
+
+typedef struct eval_job {
+    const ps_problem *p;
+    ps_options o;
+    const double *x;
+    double f;
+    int st;
+    atomic_int done;
+} eval_job;
+
+static void *eval_main(void *arg)
+{
+    eval_job *j = arg;
+    j->st = ps_eval(j->p, &j->o, j->x, &j->f, NULL);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+/*
+ * While a run is yielded its kernel has exited: another cooperative kernel
+ * that needs every SM (a GPU evaluation of another problem, on another
+ * stream) runs to completion. The run then resumes and ends as the
+ * reference.
+ */
+static void yield_frees_gpu(void **state)
+{
+    reference ref;
+    reference_make(&ref, "spiral2d:n=32,nt=1000");
+    ps_problem *q = make_problem("inversion");
+    size_t nq = 2 * ps_problem_nt(q), n = 2 * ps_problem_nt(ref.p);
+    double *xq = malloc(nq * sizeof *xq), *x = malloc(n * sizeof *x);
+    ps_problem_x0(q, xq);
+    ps_problem_x0(ref.p, x);
+    ps_run *run;
+    int yields = 0;
+    assert_int_equal(ps_solve_start(ref.p, &ref.o, x, &run), 0);
+    for (int i = 0; i < 5; i++) {
+        sleep_us(1000);
+        if (ps_run_yield(run) != 0 || wait_state(run, PS_RUN_YIELDED) != PS_RUN_YIELDED)
+            break;
+        eval_job j = {q, ref.o, xq, 0.0, -1, 0};
+        pthread_t th;
+        double t0 = now_s();
+        assert_int_equal(pthread_create(&th, NULL, eval_main, &j), 0);
+        while (!atomic_load(&j.done)) {
+            if (now_s() - t0 > WAIT_S)
+                fail_msg("an evaluation did not run while the solve was yielded");
+            sleep_us(100);
+        }
+        pthread_join(th, NULL);
+        assert_int_equal(j.st, 0);
+        assert_true(isfinite(j.f));
+        printf("yield %d: another kernel ran in %.3f ms while yielded\n", i,
+               1e3 * (now_s() - t0));
+        yields++;
+        assert_int_equal(ps_run_resume(run), 0);
+    }
+    ps_result r;
+    finish(run, &r, x);
+    assert_same_end(&ref, &r, x);
+    assert_int_equal(r.backend, PS_BACKEND_GPU);
+    assert_true(yields >= 3);
+    ps_result_free(&r);
+    ps_run_free(run);
+    free(x);
+    free(xq);
+    ps_problem_free(q);
+    reference_free(&ref);
+}
+
+/*
+ * A checkpoint taken on one backend resumes on the other: the history up
+ * to the checkpoint is kept bit for bit and the solve goes on from there
+ * (rounding differs between the backends, so the end is checked for
+ * progress, not bits).
+ */
+static void checkpoint_across_backends(void **state)
+{
+    for (int dir = 0; dir < 2; dir++) {
+        reference ref;
+        reference_make(&ref, SPEC);
+        if (dir == 1) { /* taken on the CPU, resumed on the GPU */
+            ref.o.backend = PS_BACKEND_CPU;
+            ps_result_free(&ref.r);
+            ps_problem_x0(ref.p, ref.x);
+            assert_true(solve_persistent(ref.p, &ref.o, ref.x, &ref.r) >= 0);
+        }
+        void *buf;
+        size_t len;
+        int64_t at = blob_mid_run(&ref, &buf, &len);
+        ps_run *run;
+        ps_options o = ref.o;
+        o.backend = dir == 0 ? PS_BACKEND_CPU : PS_BACKEND_GPU;
+        assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
+        ps_result r;
+        size_t n = 2 * ps_problem_nt(ref.p);
+        double *x = malloc(n * sizeof *x);
+        tu_poison(x, n);
+        int st = finish(run, &r, x);
+        printf("%s checkpoint at iteration %lld resumed on the %s: status %d, %lld "
+               "iterations, f %.10g (uninterrupted %s run: %.10g)\n",
+               dir == 0 ? "GPU" : "CPU", (long long)at, dir == 0 ? "CPU" : "GPU", st,
+               (long long)r.iterations, r.f, dir == 0 ? "GPU" : "CPU", ref.r.f);
+        assert_true(st >= 0);
+        assert_int_equal(r.backend, o.backend);
+        assert_true(r.iterations > at);
+        assert_int_equal(r.history_len, (size_t)r.iterations + 1);
+        /* the rows before the checkpoint are the original run's */
+        assert_true(history_prefix_equal(&r, &ref.r, (size_t)at + 1));
+        for (size_t i = 0; i < n; i++)
+            assert_true(isfinite(x[i]));
+        assert_true(r.f <= r.history[at].f);
+        assert_true(fabs(r.f - ref.r.f) <= 0.05 * fabs(ref.r.f));
+        ps_result_free(&r);
+        ps_run_free(run);
+        free(x);
+        free(buf);
+        reference_free(&ref);
+    }
+}
+
+/*
+ * One short run through every control path (the subset run under
+ * compute-sanitizer, where a kernel is thousands of times slower): pause,
+ * checkpoint while paused, resume, yield, resume, the end; then a cancel
+ * while paused.
+ */
+static void control_paths(void **state)
+{
+    ps_problem *p = make_problem("slice1d:nz=20,nt=40");
+    size_t n = 2 * ps_problem_nt(p);
+    double *x = malloc(n * sizeof *x), *xr = malloc(n * sizeof *xr);
+    ps_options o = run_opts();
+    o.max_iterations = 4;
+    ps_result ref, r;
+    ps_problem_x0(p, xr);
+    assert_int_equal(solve_persistent(p, &o, xr, &ref), PS_MAX_ITERATIONS);
+    ps_run *run;
+    ps_problem_x0(p, x);
+    assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
+    assert_int_equal(ps_run_pause(run), 0);
+    if (wait_state(run, PS_RUN_PAUSED) == PS_RUN_PAUSED) {
+        void *buf;
+        size_t len;
+        assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+        free(buf);
+        assert_int_equal(ps_run_resume(run), 0);
+    }
+    if (ps_run_yield(run) == 0 && wait_state(run, PS_RUN_YIELDED) == PS_RUN_YIELDED)
+        assert_int_equal(ps_run_resume(run), 0);
+    tu_poison(x, n);
+    assert_int_equal(finish(run, &r, x), PS_MAX_ITERATIONS);
+    assert_memory_equal(x, xr, n * sizeof *x);
+    assert_memory_equal(&r.f, &ref.f, sizeof r.f);
+    ps_result_free(&r);
+    ps_run_free(run);
+
+    ps_problem_x0(p, x);
+    assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
+    ps_run_pause(run);
+    wait_state(run, PS_RUN_PAUSED);
+    assert_int_equal(ps_run_cancel(run), 0);
+    int st = finish(run, &r, x);
+    assert_true(st == PS_CANCELLED || st == PS_MAX_ITERATIONS);
+    ps_result_free(&r);
+    ps_run_free(run);
+    ps_result_free(&ref);
+    free(x);
+    free(xr);
+    ps_problem_free(p);
+}
+
+int main(void)
+{
+    if (ps_gpu_usable(NULL) != 0) {
+        printf("no usable GPU: skipping\n");
+        return 77;
+    }
+    const struct CMUnitTest quick[] = {
+        cmocka_unit_test(control_paths),
+    };
+    /* PS_GPU_TEST_QUICK: the subset run under compute-sanitizer */
+    if (getenv("PS_GPU_TEST_QUICK"))
+        return cmocka_run_group_tests(quick, NULL, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(control_paths),
+        cmocka_unit_test(bad_input),
+        cmocka_unit_test(control_storm),
+        cmocka_unit_test(control_storm_b1max),
+        cmocka_unit_test(cancel_random),
+        cmocka_unit_test(snapshot_hammer),
+        cmocka_unit_test(checkpoint_round_trip),
+        cmocka_unit_test(limits_lifted),
+        cmocka_unit_test(checkpoint_options),
+        cmocka_unit_test(checkpoint_refused),
+        cmocka_unit_test(yield_frees_gpu),
+        cmocka_unit_test(checkpoint_across_backends),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#else
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -967,3 +1189,4 @@ int main(void)
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
+#endif

@@ -27,10 +27,21 @@
 #include "gpu.h"
 #include "gpu_launch.h"
 
-#define N_GPU_VARIANTS 3
+#define N_GPU_VARIANTS 4 /* the three of gpu_launch.h, then the persistent kernel with control points */
+#define CTL_VARIANT 3
+#define CTL_PAUSES 200   /* pause/resume cycles timed */
+#define CTL_YIELDS 30    /* yield/resume cycles timed */
 #define CPU_RUN_BUDGET 2.0 /* s: the CPU row's runs are cut to about this long */
 
-static const char *const variant_names[N_GPU_VARIANTS] = {"persistent", "host loop", "graph"};
+static const char *const variant_names[N_GPU_VARIANTS] = {"persistent", "host loop", "graph",
+                                                          "with control"};
+
+/* Latencies of steering a running kernel (medians and 99th percentiles, s). */
+typedef struct control_stats {
+    int ran, pauses, yields;
+    double pause_med, pause_p99, resume_med, resume_p99;
+    double yield_med, yield_p99, relaunch_med, relaunch_p99;
+} control_stats;
 
 typedef struct bench_row {
     const char *name;     /* "persistent", "host loop", "graph", "cpu" */
@@ -91,11 +102,13 @@ static int run_once(const ps_problem *p, const ps_options *o, int variant, doubl
     ps_problem_x0(p, x);
     memset(r, 0, sizeof *r);
     int st;
-    if (variant < 0) {
+    if (variant < 0 || variant == CTL_VARIANT) {
+        /* the CPU backend, or the GPU solve as solve_persistent runs it:
+         * the persistent kernel with its control points, steerable */
         ps_options oc = *o;
-        oc.backend = PS_BACKEND_CPU;
+        oc.backend = variant < 0 ? PS_BACKEND_CPU : PS_BACKEND_GPU;
         st = solve_persistent(p, &oc, x, r);
-        *secs = r->seconds;
+        *secs = variant < 0 ? r->seconds : r->kernel_seconds;
     } else {
         st = ps_gpu_solve_variant(p, o, NULL, variant, x, r);
         *secs = r->kernel_seconds;
@@ -374,8 +387,137 @@ static void free_size(bench_size *b)
     }
 }
 
+/* p-quantile of v[n] (sorted in place), nearest rank. */
+static double quantile(double *v, int n, double q)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int k = (int)ceil(q * n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* Poll the snapshot until pred holds; returns the seconds waited, or -1
+ * after 5 s or if the run finished. */
+static double await(const ps_run *run, int want_state, uint64_t beat_above)
+{
+    double t0 = now_seconds();
+    ps_snapshot s;
+    do {
+        ps_run_snapshot(run, &s);
+        if (s.state == PS_RUN_FINISHED)
+            return -1.0;
+        if (s.state == want_state && s.heartbeat > beat_above)
+            return now_seconds() - t0;
+    } while (now_seconds() - t0 < 5.0);
+    return -1.0;
+}
+
+/* Sleep 0 to 2 ms, uniformly (a linear congruential step of *seed). */
+static void random_gap(uint64_t *seed)
+{
+    *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+    struct timespec gap = {0, (long)((*seed >> 33) % 2000000u)};
+    nanosleep(&gap, NULL);
+}
+
+/*
+ * Steering a running solve of p (gtol = ftol = 0, no iteration limit, so
+ * that it runs until cancelled): CTL_PAUSES times pause (request to the
+ * kernel's published PAUSED) and resume (request to RUNNING published
+ * again), then CTL_YIELDS times yield (request to YIELDED: the kernel has
+ * exited and its state is copied) and relaunch (resume to the next control
+ * point passed, a new heartbeat). Random gaps of up to 2 ms between them.
+ */
+static void bench_control(const ps_problem *p, const ps_options *o0, control_stats *cs)
+{
+    ps_options o = *o0;
+    o.backend = PS_BACKEND_GPU;
+    o.max_iterations = 0;
+    size_t n = 2 * ps_problem_nt(p);
+    double *x = malloc(n * sizeof *x);
+    double *a = malloc(CTL_PAUSES * sizeof *a), *b = malloc(CTL_PAUSES * sizeof *b);
+    double *c = malloc(CTL_YIELDS * sizeof *c), *d = malloc(CTL_YIELDS * sizeof *d);
+    ps_run *run = NULL;
+    uint64_t seed = 12345;
+    memset(cs, 0, sizeof *cs);
+    if (!x || !a || !b || !c || !d)
+        goto out;
+    ps_problem_x0(p, x);
+    if (ps_solve_start(p, &o, x, &run) != 0)
+        goto out;
+    if (await(run, PS_RUN_RUNNING, 1) < 0.0) /* a control point passed: warm */
+        goto out;
+    for (int i = 0; i < CTL_PAUSES; i++) {
+        random_gap(&seed);
+        double t0 = now_seconds();
+        ps_run_pause(run);
+        double w = await(run, PS_RUN_PAUSED, 0);
+        if (w < 0.0)
+            goto out;
+        a[cs->pauses] = now_seconds() - t0;
+        t0 = now_seconds();
+        ps_run_resume(run);
+        if (await(run, PS_RUN_RUNNING, 0) < 0.0)
+            goto out;
+        b[cs->pauses++] = now_seconds() - t0;
+    }
+    for (int i = 0; i < CTL_YIELDS; i++) {
+        random_gap(&seed);
+        double t0 = now_seconds();
+        ps_run_yield(run);
+        if (await(run, PS_RUN_YIELDED, 0) < 0.0)
+            goto out;
+        c[cs->yields] = now_seconds() - t0;
+        ps_snapshot s;
+        ps_run_snapshot(run, &s);
+        t0 = now_seconds();
+        ps_run_resume(run);
+        if (await(run, PS_RUN_RUNNING, s.heartbeat) < 0.0)
+            goto out;
+        d[cs->yields++] = now_seconds() - t0;
+    }
+    cs->ran = 1;
+    cs->pause_med = quantile(a, cs->pauses, 0.5);
+    cs->pause_p99 = quantile(a, cs->pauses, 0.99);
+    cs->resume_med = quantile(b, cs->pauses, 0.5);
+    cs->resume_p99 = quantile(b, cs->pauses, 0.99);
+    cs->yield_med = quantile(c, cs->yields, 0.5);
+    cs->yield_p99 = quantile(c, cs->yields, 0.99);
+    cs->relaunch_med = quantile(d, cs->yields, 0.5);
+    cs->relaunch_p99 = quantile(d, cs->yields, 0.99);
+out:
+    if (run) {
+        ps_run_cancel(run);
+        ps_run_wait(run, 10.0, NULL, NULL);
+        ps_run_free(run);
+    }
+    free(x);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+}
+
+static void print_control(FILE *f, const char *label, const control_stats *cs)
+{
+    if (!cs->ran) {
+        fprintf(f, "\ncontrol (%s): not measured (the run ended or a wait timed out)\n", label);
+        return;
+    }
+    fprintf(f, "\ncontrol (%s, a running solve; host-side times, median / 99th percentile):\n", label);
+    fprintf(f, "  pause    request -> kernel published PAUSED   %9.1f / %9.1f us  (%d)\n",
+            1e6 * cs->pause_med, 1e6 * cs->pause_p99, cs->pauses);
+    fprintf(f, "  resume   request -> kernel published RUNNING  %9.1f / %9.1f us\n",
+            1e6 * cs->resume_med, 1e6 * cs->resume_p99);
+    fprintf(f, "  yield    request -> kernel exited, state read %9.1f / %9.1f us  (%d)\n",
+            1e6 * cs->yield_med, 1e6 * cs->yield_p99, cs->yields);
+    fprintf(f, "  relaunch resume  -> next control point passed %9.1f / %9.1f us\n",
+            1e6 * cs->relaunch_med, 1e6 * cs->relaunch_p99);
+}
+
 int ps_cmd_bench(const ps_cli *cli)
 {
+    control_stats ctl;
+    int ctl_size = -1;
     ps_options o = cli->opts;
     ps_cli_log log;
     ps_bench_size list[PS_BENCH_MAX_SIZES];
@@ -467,6 +609,10 @@ int ps_cmd_bench(const ps_cli *cli)
                              log.msg[0] ? ": " : "", log.msg);
                 b->eval_s = b->eval_launch_s = 0.0;
             }
+            if (ctl_size < 0) { /* steering latencies, on the first size */
+                bench_control(p, &o, &ctl);
+                ctl_size = s;
+            }
             if (b->rows[0].ran) {
                 snprintf(b->device, sizeof b->device, "%s", b->rows[0].last.device);
                 for (int v = 1; v < N_GPU_VARIANTS; v++) {
@@ -512,6 +658,8 @@ int ps_cmd_bench(const ps_cli *cli)
         }
         ps_problem_free(p);
         print_size(stdout, b, cli->iters);
+        if (ctl_size == s)
+            print_control(stdout, b->sz.label, &ctl);
     }
     if (code == PS_EXIT_OK || code == PS_EXIT_SOLVER || code == PS_EXIT_NOT_CONVERGED) {
         int done = 0;

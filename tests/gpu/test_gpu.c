@@ -221,7 +221,13 @@ static void solve_preset(const char *spec, ps_precision prec, int64_t iters, dou
     printf("    f agrees to %g for the first %zu iterations\n", part, agree);
     assert_int_equal(rg.backend, PS_BACKEND_GPU);
     assert_int_equal(sg, sc);
-    assert_true(fabs(rg.f - rc.f) <= 1e-4 * fabs(rc.f));
+    /* float64: 1e-4 (the backends compute the same function to ~1e-15).
+     * float32 whole solves stop where f decreases by less than the noise
+     * allowance (1e-5 relative) per `past` iterations, at points that
+     * differ along flat valleys: measured up to 2e-3 apart on the presets */
+    double ftol_cmp = prec == PS_PRECISION_DOUBLE ? 1e-4 : 5e-3;
+    printf("    f relative difference %.2e (allowed %.0e)\n", fabs(rg.f - rc.f) / fabs(rc.f), ftol_cmp);
+    assert_true(fabs(rg.f - rc.f) <= ftol_cmp * fabs(rc.f));
     /* bit-identical repeat */
     assert_int_equal(sg2, sg);
     assert_int_equal(rg2.iterations, rg.iterations);

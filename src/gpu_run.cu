@@ -1,0 +1,289 @@
+/*
+ * A GPU run that the host can steer while its persistent kernel runs
+ * (gpu_run.h): the device data of gpu_context.cuh, a control block in
+ * mapped pinned host memory (gpu_control.h) and the device words of the
+ * control path. The kernel is launched on the run's own non-blocking
+ * stream, so the host may read the control block, copy a paused kernel's
+ * state for a checkpoint and run other work meanwhile.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_context.cuh"
+#include "gpu_launch.h"
+
+extern "C" {
+#include "gpu.h"
+#include "gpu_run.h"
+#include "log.h"
+}
+
+using namespace ps_gpu;
+
+struct ps_gpu_run {
+    context c;
+    ps_options o;            /* copied: the log sink for CUDA errors */
+    ps_gpu_ctl *ctl;         /* mapped pinned control block (host address) */
+    unsigned long long *cw;  /* [PS_GPU_CW_LEN] device words */
+    cudaStream_t stream;     /* the kernel's */
+    cudaStream_t copies;     /* transfers while a kernel is paused on `stream` */
+    cudaEvent_t ev0, ev1;
+    int launched;            /* a launch not yet synchronized */
+    double kernel_seconds;   /* CUDA-event time of all launches */
+};
+
+extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
+                                 const double *z, ps_gpu_run **out)
+{
+    int st = PS_CONVERGED;
+    ps_gpu_ctl *dctl = NULL;
+    *out = NULL;
+    ps_gpu_run *g = (ps_gpu_run *)calloc(1, sizeof *g);
+    if (!g)
+        return PS_ERR_NO_MEMORY;
+    g->o = *o;
+    st = context_create(p, o, cfg, MODE_SOLVE, z, 0, &g->c);
+    if (st) {
+        free(g);
+        return st;
+    }
+    CUDA_TRY(o, cudaHostAlloc((void **)&g->ctl, sizeof(ps_gpu_ctl), cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
+    memset(g->ctl, 0, sizeof(ps_gpu_ctl));
+    CUDA_TRY(o, cudaHostGetDevicePointer((void **)&dctl, g->ctl, 0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMalloc(&g->cw, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
+    CUDA_TRY(o, cudaMemset(g->cw, 0, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamCreateWithFlags(&g->copies, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&g->ev0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&g->ev1), PS_ERR_GPU_LAUNCH);
+    g->c.a.ctl = dctl;
+    g->c.a.cw = g->cw;
+    g->c.a.controller = g->c.cfg.grid - 1; /* idle in the vector phases when the grid is larger than gv */
+    *out = g;
+    return PS_CONVERGED;
+out:
+    ps_gpu_run_free(g);
+    return st;
+}
+
+extern "C" void ps_gpu_run_free(ps_gpu_run *g)
+{
+    if (!g)
+        return;
+    if (g->launched)
+        cudaStreamSynchronize(g->stream);
+    if (g->ev0)
+        cudaEventDestroy(g->ev0);
+    if (g->ev1)
+        cudaEventDestroy(g->ev1);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    if (g->copies)
+        cudaStreamDestroy(g->copies);
+    cudaFree(g->cw);
+    if (g->ctl)
+        cudaFreeHost(g->ctl);
+    context_destroy(&g->c);
+    cudaGetLastError();
+    free(g);
+}
+
+extern "C" void ps_gpu_run_set_control(ps_gpu_run *g, int on)
+{
+    if (on) {
+        cudaHostGetDevicePointer((void **)&g->c.a.ctl, g->ctl, 0);
+        g->c.a.cw = g->cw;
+    } else {
+        g->c.a.ctl = NULL;
+        g->c.a.cw = NULL;
+    }
+}
+
+extern "C" void ps_gpu_run_command(ps_gpu_run *g, int cmd)
+{
+    __atomic_store_n(&g->ctl->command, cmd, __ATOMIC_RELEASE);
+}
+
+extern "C" void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
+{
+    const ps_gpu_ctl *c = g->ctl;
+    ps_gpu_progress v;
+    for (;;) {
+        uint64_t q0 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+        if (q0 & 1u)
+            continue;
+        v.iteration = __atomic_load_n(&c->iteration, __ATOMIC_RELAXED);
+        v.evaluations = __atomic_load_n(&c->evaluations, __ATOMIC_RELAXED);
+        __atomic_load(&c->f, &v.f, __ATOMIC_RELAXED);
+        __atomic_load(&c->gnorm, &v.gnorm, __ATOMIC_RELAXED);
+        __atomic_load(&c->step, &v.step, __ATOMIC_RELAXED);
+        __atomic_load(&c->seconds, &v.seconds, __ATOMIC_RELAXED);
+        v.phase = __atomic_load_n(&c->phase, __ATOMIC_RELAXED);
+        v.state = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) == q0) {
+            v.sequence = q0;
+            break;
+        }
+    }
+    v.heartbeat = __atomic_load_n(&c->heartbeat, __ATOMIC_RELAXED);
+    *out = v;
+}
+
+extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &g->o;
+    context *c = &g->c;
+    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap);
+    void *params[] = {&c->a};
+    CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(g->ev0, g->stream), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(c->cfg.grid), dim3(c->cfg.block), params, c->smem, g->stream),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(g->ev1, g->stream), PS_ERR_GPU_LAUNCH);
+    g->launched = 1;
+out:
+    return st;
+}
+
+extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &g->o;
+    float ms = 0.0f;
+    if (!g->launched)
+        return PS_CONVERGED;
+    g->launched = 0;
+    CUDA_TRY(o, cudaEventSynchronize(g->ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventElapsedTime(&ms, g->ev0, g->ev1), PS_ERR_GPU_LAUNCH);
+    g->kernel_seconds += 1e-3 * ms;
+out:
+    return st;
+}
+
+extern "C" double ps_gpu_run_kernel_seconds(const ps_gpu_run *g)
+{
+    return g->kernel_seconds;
+}
+
+extern "C" void ps_gpu_run_config(const ps_gpu_run *g, ps_gpu_config *cfg)
+{
+    *cfg = g->c.cfg;
+}
+
+/* Grow d's history to hold `rows` rows. */
+static int history_reserve(ps_driver *d, size_t rows)
+{
+    if (rows <= d->hist_cap)
+        return PS_CONVERGED;
+    ps_progress *h = (ps_progress *)realloc(d->history, rows * sizeof *h);
+    if (!h)
+        return PS_ERR_NO_MEMORY;
+    d->history = h;
+    d->hist_cap = rows;
+    return PS_CONVERGED;
+}
+
+extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &g->o;
+    const args &a = g->c.a;
+    const size_t n = (size_t)a.n, m = (size_t)a.memory;
+    size_t rows;
+    double secs[2] = {0.0, 0.0};
+    PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
+                       "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
+    CUDA_TRY(o, cudaMemcpyAsync(&d->s, a.state, sizeof(ps_solver), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(d->x, a.x, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(d->g, a.g, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(d->gt, a.gt, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(d->d, a.d, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(d->S, a.S, m * n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(d->Y, a.Y, m * n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(secs, a.eval_out, 2 * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(g->copies), PS_ERR_GPU_LAUNCH);
+    rows = (size_t)d->s.iteration + 1;
+    if (rows > (size_t)a.hist_cap)
+        rows = (size_t)a.hist_cap;
+    if (d->s.phase == PS_PHASE_START)
+        rows = 0; /* nothing evaluated yet */
+    st = history_reserve(d, rows);
+    if (st)
+        return st;
+    if (rows)
+        CUDA_TRY(o, cudaMemcpyAsync(d->history, a.hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost,
+                                    g->copies),
+                 PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(g->copies), PS_ERR_GPU_LAUNCH);
+    d->history_len = rows;
+    /* the trial point of the current step (the CPU driver keeps it) */
+    for (size_t i = 0; i < n; i++)
+        d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
+    /* solve seconds: the kernel's clock at its end, or, while a kernel is
+     * paused, at the pause */
+    if (g->launched)
+        __atomic_load(&g->ctl->seconds, &secs[0], __ATOMIC_ACQUIRE);
+    d->elapsed = secs[0];
+    d->ft = secs[1]; /* written at the kernel's end and by a pause */
+    d->error = 0; /* an objective error is the solver's status */
+out:
+    return st;
+}
+
+extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &g->o;
+    args &a = g->c.a;
+    const size_t n = (size_t)a.n, m = (size_t)a.memory;
+    size_t rows = d->history_len < (size_t)a.hist_cap ? d->history_len : (size_t)a.hist_cap;
+    PS_RETURN_ERROR_IF(o, g->launched, PS_ERR_STATE, "upload into a GPU run whose kernel is running");
+    PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
+                       "driver of %zu variables, memory %d; the GPU run has %zu, %zu", d->n, d->m, n, m);
+    CUDA_TRY(o, cudaMemcpy(a.state, &d->s, sizeof(ps_solver), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(a.x, d->x, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(a.g, d->g, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(a.gt, d->gt, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(a.d, d->d, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(a.S, d->S, m * n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(a.Y, d->Y, m * n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    if (rows)
+        CUDA_TRY(o, cudaMemcpy(a.hist, d->history, rows * sizeof(ps_progress), cudaMemcpyHostToDevice),
+                 PS_ERR_GPU_LAUNCH);
+    a.ft_in = d->ft;
+    a.t_base = d->elapsed;
+out:
+    return st;
+}
+
+extern "C" void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft)
+{
+    g->c.a.t_base = seconds;
+    g->c.a.ft_in = ft;
+}
+
+extern "C" void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len)
+{
+    char name[128];
+    ps_gpu_device_describe(0, name, sizeof name);
+    char *comma = strchr(name, ',');
+    if (comma)
+        *comma = '\0';
+    const ps_gpu_config &c = g->c.cfg;
+    snprintf(buf, len, "%.48s (grid %d x %d%s, %d spins x %d segments, %s)", name, c.grid, c.block,
+             c.regcap ? " regcap" : "", c.sb, c.segs,
+             g->c.precision == PS_PRECISION_DOUBLE ? "float64" : "float32");
+}
