@@ -322,7 +322,8 @@ static void json_row(FILE *f, const bench_size *b, const bench_row *r, int repea
 }
 
 static int write_json(const char *path, const ps_cli *cli, const ps_options *o, const char *gpu,
-                      const char *date, const bench_size *sizes, int nsizes)
+                      const char *date, const bench_size *sizes, int nsizes,
+                      const control_stats *ctl, const char *ctl_label)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -370,7 +371,23 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
             json_row(f, b, &b->rows[i], cli->repeats, i == b->nrows - 1);
         fprintf(f, "      ]}%s\n", s == nsizes - 1 ? "" : ",");
     }
-    fputs("  ]\n}\n", f);
+    fputs("  ]", f);
+    if (ctl && ctl->ran) {
+        /* steering a running solve: host-side seconds, median and 99th percentile */
+        fputs(",\n  \"control\": {\"size\": ", f);
+        ps_json_string(f, ctl_label);
+        fprintf(f, ", \"pauses\": %d, \"yields\": %d", ctl->pauses, ctl->yields);
+        const char *names[8] = {"pause_median", "pause_p99", "resume_median", "resume_p99",
+                                "yield_median", "yield_p99", "relaunch_median", "relaunch_p99"};
+        const double vals[8] = {ctl->pause_med, ctl->pause_p99, ctl->resume_med, ctl->resume_p99,
+                                ctl->yield_med, ctl->yield_p99, ctl->relaunch_med, ctl->relaunch_p99};
+        for (int i = 0; i < 8; i++) {
+            fprintf(f, ", \"%s_seconds\": ", names[i]);
+            ps_json_number(f, vals[i]);
+        }
+        fputc('}', f);
+    }
+    fputs("\n}\n", f);
     if (fclose(f) != 0) {
         ps_cli_error("%s: write failed", path);
         return PS_EXIT_INPUT;
@@ -666,7 +683,8 @@ int ps_cmd_bench(const ps_cli *cli)
         while (done < nsizes && sizes[done].nrows > 0)
             done++;
         if (cli->json_file) {
-            int jc = write_json(json_path, cli, &o, run_gpu ? gpu_name : NULL, date, sizes, done);
+            int jc = write_json(json_path, cli, &o, run_gpu ? gpu_name : NULL, date, sizes, done,
+                                ctl_size >= 0 ? &ctl : NULL, ctl_size >= 0 ? sizes[ctl_size].sz.label : "");
             if (jc != PS_EXIT_OK && code == PS_EXIT_OK)
                 code = jc;
             else if (jc == PS_EXIT_OK)
