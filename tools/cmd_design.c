@@ -16,12 +16,9 @@
  *                    continued (SIGCONT, fg), ps_run_resume().
  * --checkpoint FILE --every S pauses the run every S seconds, writes
  * ps_run_checkpoint()'s blob to FILE with an atomic replace and resumes it;
- * one more is written at the end.
- *
- * Where the GPU would run the solve, the asynchronous API is not there yet
- * (PS_ERR_NOT_IMPLEMENTED): the synchronous solve_persistent() runs it with
- * the progress callback drawing the line and turning a signal into a
- * cancel, and checkpoints are refused.
+ * one more is written at the end. The same holds on both backends (on the
+ * GPU the persistent kernel obeys at its control points, and a yield gives
+ * the GPU back).
  */
 #include "cmd.h"
 
@@ -127,14 +124,6 @@ static void draw_progress(progress_ctx *c, int64_t iteration, double f,
     fflush(stderr);
     c->drawn = 1;
     c->last_draw = t;
-}
-
-/* Synchronous solve (GPU): the progress callback draws and cancels. */
-static int on_progress(void *user, const ps_progress *p)
-{
-    draw_progress(user, p->iteration, p->f, p->gnorm, p->evaluations,
-                  p->seconds);
-    return ps_design_signal != 0;
 }
 
 static void clear_progress(progress_ctx *c)
@@ -536,17 +525,6 @@ int ps_cmd_design(const ps_cli *cli)
                      log.msg[0] ? log.msg : ps_strerror(st));
         code = PS_EXIT_INPUT;
         goto done;
-    } else if (st == PS_ERR_NOT_IMPLEMENTED && (cli->resume || cli->checkpoint)) {
-        backend_error(&o, st, &log, "; checkpoints need the CPU backend for now");
-        code = PS_EXIT_BACKEND;
-        goto done;
-    } else if (st == PS_ERR_NOT_IMPLEMENTED) {
-        /* the GPU runs it: the synchronous solve */
-        o.progress = on_progress;
-        o.progress_user = &pc;
-        log.msg[0] = '\0';
-        st = solve_persistent(p, &o, x, &r);
-        clear_progress(&pc);
     } else {
         r.status = st;
     }
@@ -556,8 +534,7 @@ int ps_cmd_design(const ps_cli *cli)
 
     /* Errors that leave no usable point: report and stop. */
     if (st < 0 && st != PS_ERR_LINE_SEARCH) {
-        if (st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ||
-            st == PS_ERR_NOT_IMPLEMENTED)
+        if (st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED)
             backend_error(&o, st, &log, "");
         else
             ps_cli_error("solve failed: %s%s%s", ps_strerror(st),

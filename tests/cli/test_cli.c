@@ -29,6 +29,15 @@
 
 extern char **environ;
 
+/* Built twice: the cli suite on the backend auto picks here or the CPU,
+ * and with PS_TEST_GPU the checkpoint and signal tests on the GPU (suite
+ * gpu, exit 77 without one). */
+#ifdef PS_TEST_GPU
+#define BACKEND "gpu"
+#else
+#define BACKEND "cpu"
+#endif
+
 static const char *persolve_exe;
 
 #define OUT_FILE "cli_stdout.txt"
@@ -684,10 +693,10 @@ static void test_design_checkpoint_resume(void **state)
     unlink("cli_ck_ref.h5");
     unlink("cli_ck_1.h5");
     unlink("cli_ck_2.h5");
-    run_result *r = run("design", CK_PROBLEM, "--backend", "cpu", "--max-iters", "30",
+    run_result *r = run("design", CK_PROBLEM, "--backend", BACKEND, "--max-iters", "30",
                         "-o", "cli_ck_ref.h5", "--quiet", NULL);
     assert_code(r, 1);
-    r = run("design", CK_PROBLEM, "--backend", "cpu", "--max-iters", "8",
+    r = run("design", CK_PROBLEM, "--backend", BACKEND, "--max-iters", "8",
             "--checkpoint", "cli_ck.bin", "-o", "cli_ck_1.h5", NULL);
     assert_code(r, 1);
     assert_contains(r->out, "checkpoint   cli_ck.bin");
@@ -696,7 +705,7 @@ static void test_design_checkpoint_resume(void **state)
     assert_true(h5_attr("cli_ck_1.h5", "/result", "iterations") == 8);
 
     /* a new process continues it to 30 iterations: the same run */
-    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", "cli_ck.bin",
+    r = run("design", CK_PROBLEM, "--backend", BACKEND, "--resume", "cli_ck.bin",
             "--max-iters", "30", "-o", "cli_ck_2.h5", "--json", NULL);
     assert_code(r, 1);
     assert_contains(r->out, "\"resumed_from\": \"cli_ck.bin\"");
@@ -704,21 +713,21 @@ static void test_design_checkpoint_resume(void **state)
     assert_same_result("cli_ck_ref.h5", "cli_ck_2.h5", 80);
 
     /* resuming with the same limit ends where the first run ended */
-    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", "cli_ck.bin",
+    r = run("design", CK_PROBLEM, "--backend", BACKEND, "--resume", "cli_ck.bin",
             "--max-iters", "8", "-o", "cli_ck_3.h5", "--quiet", NULL);
     assert_code(r, 1);
     assert_same_result("cli_ck_1.h5", "cli_ck_3.h5", 80);
 
     /* another problem, another algorithmic setting: refused */
-    r = run("design", "slice1d:nz=61,nt=80", "--backend", "cpu", "--resume",
+    r = run("design", "slice1d:nz=61,nt=80", "--backend", BACKEND, "--resume",
             "cli_ck.bin", "-o", "cli_ck_x.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "cli_ck.bin: checkpoint refused");
-    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", "cli_ck.bin",
+    r = run("design", CK_PROBLEM, "--backend", BACKEND, "--resume", "cli_ck.bin",
             "--gtol", "1e-3", "-o", "cli_ck_x.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "gtol");
-    r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume",
+    r = run("design", CK_PROBLEM, "--backend", BACKEND, "--resume",
             "cli_ck_missing.bin", "-o", "cli_ck_x.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "cli_ck_missing.bin");
@@ -729,7 +738,7 @@ static void test_design_checkpoint_corrupt(void **state)
 {
     (void)state;
     unlink("cli_ckc.bin");
-    run_result *r = run("design", CK_PROBLEM, "--backend", "cpu", "--max-iters", "4",
+    run_result *r = run("design", CK_PROBLEM, "--backend", BACKEND, "--max-iters", "4",
                         "--checkpoint", "cli_ckc.bin", "-o", "cli_ckc.h5", "--quiet",
                         NULL);
     assert_code(r, 1);
@@ -751,7 +760,7 @@ static void test_design_checkpoint_corrupt(void **state)
         long flip = bad[i].flip == -3 ? n / 2 : bad[i].flip;
         copy_file("cli_ckc.bin", bad[i].file, len, flip);
         unlink("cli_ckc_out.h5");
-        r = run("design", CK_PROBLEM, "--backend", "cpu", "--resume", bad[i].file,
+        r = run("design", CK_PROBLEM, "--backend", BACKEND, "--resume", bad[i].file,
                 "-o", "cli_ckc_out.h5", NULL);
         assert_code(r, 3);
         char want[128];
@@ -763,14 +772,26 @@ static void test_design_checkpoint_corrupt(void **state)
 }
 
 #define SIG_PROBLEM "spiral2d:n=32,nt=1000"
+/* Runs long enough (0.5 s and more) for a signal to find them running:
+ * on the GPU an iteration of SIG_PROBLEM takes about 55 us, so those run
+ * without stopping tests. */
+#ifdef PS_TEST_GPU
+#define LONG_ITERS "100000"
+#define STOP_ITERS "30000"
+#define NO_TOL "--gtol", "0", "--ftol", "0",
+#else
+#define LONG_ITERS "400"
+#define STOP_ITERS "40"
+#define NO_TOL
+#endif
 
 static void test_design_sigint(void **state)
 {
     (void)state;
     unlink("cli_int.h5");
     unlink("cli_int.bin");
-    const char *args[] = {"design", SIG_PROBLEM, "--backend", "cpu", "--max-iters",
-                          "400", "--checkpoint", "cli_int.bin", "-o", "cli_int.h5",
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+                          LONG_ITERS, "--checkpoint", "cli_int.bin", "-o", "cli_int.h5",
                           "--json", NULL};
     pid_t pid = spawn_cli(args);
     sleep_s(0.5);
@@ -781,7 +802,7 @@ static void test_design_sigint(void **state)
     assert_code(r, 130);
     assert_true(json_number(r->out, "status") == PS_CANCELLED);
     double iters = json_number(r->out, "iterations");
-    assert_true(iters >= 0 && iters < 400);
+    assert_true(iters >= 0 && iters < atof(LONG_ITERS));
     assert_true(h5_attr("cli_int.h5", "/result", "status") == PS_CANCELLED);
     free(h5_read("cli_int.h5", "/result/m", 32 * 32, 3));
     assert_true(file_size("cli_int.bin") > 0);
@@ -790,7 +811,7 @@ static void test_design_sigint(void **state)
     /* the checkpoint was taken before the cancel: it continues the run */
     char lim[32];
     snprintf(lim, sizeof lim, "%d", (int)iters + 2);
-    r = run("design", SIG_PROBLEM, "--backend", "cpu", "--resume", "cli_int.bin",
+    r = run("design", SIG_PROBLEM, "--backend", BACKEND, "--resume", "cli_int.bin",
             "--max-iters", lim, "-o", "cli_int_2.h5", "--json", NULL);
     assert_true(r->code == 0 || r->code == 1);
     if (r->code == 1)
@@ -802,12 +823,12 @@ static void test_design_stop_continue(void **state)
     (void)state;
     unlink("cli_tstp.h5");
     unlink("cli_tstp_ref.h5");
-    run_result *r = run("design", SIG_PROBLEM, "--backend", "cpu", "--max-iters", "40",
-                        "-o", "cli_tstp_ref.h5", "--quiet", NULL);
+    run_result *r = run("design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+                        STOP_ITERS, "-o", "cli_tstp_ref.h5", "--quiet", NULL);
     assert_code(r, 1);
 
-    const char *args[] = {"design", SIG_PROBLEM, "--backend", "cpu", "--max-iters",
-                          "40", "-o", "cli_tstp.h5", "--json", NULL};
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+                          STOP_ITERS, "-o", "cli_tstp.h5", "--json", NULL};
     pid_t pid = spawn_cli(args);
     sleep_s(0.4);
     kill(pid, SIGTSTP);
@@ -838,7 +859,7 @@ static void test_design_stop_continue(void **state)
     r = malloc(sizeof *r);
     collect(r, code, args);
     assert_code(r, 1);
-    assert_true(json_number(r->out, "iterations") == 40);
+    assert_true(json_number(r->out, "iterations") == atof(STOP_ITERS));
     assert_same_result("cli_tstp_ref.h5", "cli_tstp.h5", 1000);
     free(r);
 }
@@ -847,8 +868,8 @@ static void test_design_checkpoint_every(void **state)
 {
     (void)state;
     unlink("cli_ev.bin");
-    const char *args[] = {"design", SIG_PROBLEM, "--backend", "cpu", "--max-iters",
-                          "400", "--checkpoint", "cli_ev.bin", "--every", "0.2",
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+                          LONG_ITERS, "--checkpoint", "cli_ev.bin", "--every", "0.2",
                           "-o", "cli_ev.h5", "--quiet", NULL};
     pid_t pid = spawn_cli(args);
     /* a periodic checkpoint appears while the run goes on */
@@ -866,7 +887,7 @@ static void test_design_checkpoint_every(void **state)
     assert_contains(r->out, "--checkpoint FILE");
     assert_contains(r->out, "--every S");
     assert_contains(r->out, "--resume FILE");
-    assert_contains(r->out, "CPU backend");
+    assert_contains(r->out, "resumes on the CPU backend and back");
     r = run("design", CK_PROBLEM, "--every", "1", NULL);
     assert_code(r, 2);
     assert_contains(r->err, "--every: requires --checkpoint");
@@ -1012,6 +1033,20 @@ int main(int argc, char **argv)
     }
     persolve_exe = argv[1];
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+#ifdef PS_TEST_GPU
+    if (!strstr(run("info", NULL)->out, "GPU 0 ")) {
+        printf("no usable GPU: skipping\n");
+        return 77;
+    }
+    const struct CMUnitTest gpu_tests[] = {
+        cmocka_unit_test(test_design_checkpoint_resume),
+        cmocka_unit_test(test_design_checkpoint_corrupt),
+        cmocka_unit_test(test_design_sigint),
+        cmocka_unit_test(test_design_stop_continue),
+        cmocka_unit_test(test_design_checkpoint_every),
+    };
+    return cmocka_run_group_tests(gpu_tests, NULL, NULL);
+#endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_bad_arguments),
