@@ -4,6 +4,7 @@
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gpu_launch.h"
 
@@ -38,6 +39,24 @@ extern "C" int ps_gpu_device_describe(int index, char *buf, size_t len)
              prop.name, prop.major, prop.minor, prop.multiProcessorCount,
              (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
              coop ? "yes" : "no");
+    return PS_CONVERGED;
+}
+
+extern "C" int ps_gpu_device_identity(int index, ps_gpu_identity *id)
+{
+    cudaDeviceProp prop;
+    memset(id, 0, sizeof *id);
+    if (index < 0 || index >= ps_gpu_device_count())
+        return PS_ERR_NO_GPU;
+    if (cudaGetDeviceProperties(&prop, index) != cudaSuccess ||
+        cudaDriverGetVersion(&id->driver) != cudaSuccess) {
+        cudaGetLastError();
+        return PS_ERR_NO_GPU;
+    }
+    snprintf(id->name, sizeof id->name, "%.*s", (int)sizeof id->name - 1, prop.name);
+    id->cc_major = prop.major;
+    id->cc_minor = prop.minor;
+    id->sms = prop.multiProcessorCount;
     return PS_CONVERGED;
 }
 

@@ -117,3 +117,9 @@ int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
 {
     return PS_ERR_NO_GPU;
 }
+
+int ps_gpu_device_identity(int index, ps_gpu_identity *id)
+{
+    memset(id, 0, sizeof *id);
+    return PS_ERR_NO_GPU;
+}
