@@ -220,7 +220,24 @@ typedef struct ps_options {
     void *log_user;          ///< passed to log
     ps_progress_fn progress; ///< progress callback (default NULL)
     void *progress_user;     ///< passed to progress
-    int64_t reserved[16];    ///< must be zero
+    /* GPU launch shape (README "Tuning"). Each gpu_* field set forces that part
+     * of the shape, the heuristic chooses the rest; with none set, the shape
+     * comes from the tune cache when tune_cache is 1 and the cache holds a
+     * valid entry for this GPU, build and problem-size class, else from the
+     * heuristic. */
+    int tune_cache;          ///< 1: read the tune cache written by `persolve tune` /
+                             ///< ps_gpu_tune; 0: never (default 1)
+    int gpu_block;           ///< threads per block: 0 = automatic, else a multiple of 32
+                             ///< in 32..512 (default 0)
+    int gpu_spins_per_tile;  ///< spins per evaluation tile SB; the block's threads split
+                             ///< time into block / SB segments: 0 = automatic, else 1, 2,
+                             ///< 4, 8, 16 or 32, at most the block size (default 0)
+    int gpu_max_registers;   ///< register cap per thread of the kernel build: 0 =
+                             ///< automatic (128), 128 or 64 (default 0)
+    int gpu_blocks_per_sm;   ///< blocks per SM in the cooperative grid: 0 = automatic,
+                             ///< else 1..32; more than fit is PS_ERR_GPU_LAUNCH (default 0)
+    int reserved_int;        ///< must be zero
+    int64_t reserved[13];    ///< must be zero
 } ps_options;
 
 /** Fill *o with the documented defaults. */

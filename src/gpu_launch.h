@@ -33,14 +33,31 @@ extern "C" {
 #endif
 
 /*
- * Complete a configuration: zero fields of `in` (or all, if in is NULL)
- * are chosen by the heuristic: block 512; spins per tile SB from the cost
- * model of ps_gpu_default_config; grid = min(occupancy, 2) blocks per SM
- * times the SMs. Returns PS_ERR_GPU_LAUNCH if the shape cannot be
- * co-resident (logged).
+ * Complete a configuration: the fields `in` sets are kept; else the shape
+ * the options force or the tune cache holds (ps_gpu_preferred_config);
+ * the zero fields left are chosen by the heuristic: block 512; spins per
+ * tile SB from the cost model of ps_gpu_default_config; grid =
+ * min(occupancy, 2) blocks per SM times the SMs; no register cap. Returns
+ * PS_ERR_GPU_LAUNCH if the shape cannot be co-resident (logged).
  */
 int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
                           const ps_gpu_config *in, ps_gpu_config *out);
+
+/* Where ps_gpu_preferred_config found the launch shape. */
+enum { PS_SHAPE_HEURISTIC = 0, PS_SHAPE_GIVEN = 1, PS_SHAPE_FORCED = 2, PS_SHAPE_CACHE = 3 };
+
+/*
+ * The first step of ps_gpu_resolve_config (tune.c): a shape `c` with
+ * fields set (the caller's) is kept; else the fields the options force
+ * (ps_options.gpu_*) are filled in; with nothing given or forced and
+ * o->tune_cache set, the tune cache's entry for this GPU, build and size
+ * class fills all of c, provided it fits this problem (else a warning is
+ * logged and c stays empty). sms: the GPU's SM count. Returns a PS_SHAPE_*
+ * source, or PS_ERR_OPTION for a forced tile that breaks the relaxation
+ * bound (logged).
+ */
+int ps_gpu_preferred_config(const ps_problem *p, const ps_options *o, int sms,
+                            ps_gpu_config *c);
 
 void ps_gpu_default_config(size_t ns, size_t nt, int grid_blocks, int tb,
                            int min_segs, int *sb, int *segs);

@@ -123,3 +123,20 @@ int ps_gpu_device_identity(int index, ps_gpu_identity *id)
     memset(id, 0, sizeof *id);
     return PS_ERR_NO_GPU;
 }
+
+/* The launch-shape queries of tune.c; without CUDA never reached (the
+ * GPU is not usable). */
+int ps_gpu_min_segments(const ps_problem *p)
+{
+    return 1;
+}
+
+size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt)
+{
+    return 0;
+}
+
+int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem)
+{
+    return 0; /* nothing fits */
+}

@@ -168,6 +168,10 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
         cudaGetLastError();
         return PS_ERR_NO_GPU;
     }
+    /* the caller's shape, else the options' forced fields, else the tune cache (tune.c) */
+    int src = ps_gpu_preferred_config(p, o, sms, &c);
+    if (src < 0)
+        return src;
     int tb = c.block ? c.block : PS_GPU_DEFAULT_THREADS;
     PS_RETURN_ERROR_IF(o, tb < 32 || tb > PS_GPU_MAX_THREADS || tb % 32, PS_ERR_OPTION,
                        "GPU block size %d is not a multiple of 32 in 32..%d", tb, PS_GPU_MAX_THREADS);

@@ -421,6 +421,11 @@ static void test_options(void **state)
     assert_int_equal(def.memory, 8);
     assert_true(def.c1 == 1e-4 && def.c2 == 0.9);
     assert_int_equal(def.max_linesearch, 20);
+    assert_int_equal(def.tune_cache, 1);
+    assert_int_equal(def.gpu_block, 0);
+    assert_int_equal(def.gpu_spins_per_tile, 0);
+    assert_int_equal(def.gpu_max_registers, 0);
+    assert_int_equal(def.gpu_blocks_per_sm, 0);
 
 #define BAD(stmt, field)                                                       \
     do {                                                                       \
@@ -452,8 +457,22 @@ static void test_options(void **state)
     BAD(o.backend = (ps_backend)3, "backend");
     BAD(o.backend = (ps_backend)-1, "backend");
     BAD(o.precision = (ps_precision)2, "precision");
+    BAD(o.tune_cache = 2, "tune_cache");
+    BAD(o.tune_cache = -1, "tune_cache");
+    BAD(o.gpu_block = 100, "gpu_block");
+    BAD(o.gpu_block = 16, "gpu_block");
+    BAD(o.gpu_block = 1024, "gpu_block");
+    BAD(o.gpu_block = -32, "gpu_block");
+    BAD(o.gpu_spins_per_tile = 3, "gpu_spins_per_tile");
+    BAD(o.gpu_spins_per_tile = 64, "gpu_spins_per_tile");
+    BAD(o.gpu_spins_per_tile = -1, "gpu_spins_per_tile");
+    BAD(o.gpu_max_registers = 96, "gpu_max_registers");
+    BAD(o.gpu_max_registers = -64, "gpu_max_registers");
+    BAD(o.gpu_blocks_per_sm = 33, "gpu_blocks_per_sm");
+    BAD(o.gpu_blocks_per_sm = -1, "gpu_blocks_per_sm");
+    BAD(o.reserved_int = 1, "reserved_int");
     BAD(o.reserved[0] = 1, "reserved");
-    BAD(o.reserved[15] = -7, "reserved");
+    BAD(o.reserved[sizeof o.reserved / sizeof o.reserved[0] - 1] = -7, "reserved");
 #undef BAD
 
     /* the edges of the ranges are valid */
@@ -466,6 +485,18 @@ static void test_options(void **state)
     o.max_iterations = 0;
     o.past = PS_MAX_PAST;
     o.max_linesearch = 100;
+    assert_int_equal(ps_options_validate(&o), PS_CONVERGED);
+    o = def;
+    o.tune_cache = 0;
+    o.gpu_block = 32;
+    o.gpu_spins_per_tile = 32;
+    o.gpu_max_registers = 64;
+    o.gpu_blocks_per_sm = 32;
+    assert_int_equal(ps_options_validate(&o), PS_CONVERGED);
+    o.gpu_block = 512;
+    o.gpu_spins_per_tile = 1;
+    o.gpu_max_registers = 128;
+    o.gpu_blocks_per_sm = 1;
     assert_int_equal(ps_options_validate(&o), PS_CONVERGED);
     assert_int_equal(ps_options_validate(NULL), PS_ERR_NULL);
     ps_options_default(NULL); /* must not crash */
