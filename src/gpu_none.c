@@ -124,8 +124,14 @@ int ps_gpu_device_identity(int index, ps_gpu_identity *id)
     return PS_ERR_NO_GPU;
 }
 
-/* The launch-shape queries of tune.c; without CUDA never reached (the
- * GPU is not usable). */
+/* The launch-shape queries the tuning module links against; without CUDA
+ * they are never reached past ps_gpu_usable(). */
+int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
+                          const ps_gpu_config *in, ps_gpu_config *out)
+{
+    return ps_gpu_usable(o);
+}
+
 int ps_gpu_min_segments(const ps_problem *p)
 {
     return 1;
@@ -136,7 +142,19 @@ size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt)
     return 0;
 }
 
+int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info)
+{
+    memset(info, 0, sizeof *info);
+    return PS_ERR_NO_GPU;
+}
+
 int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem)
 {
     return 0; /* nothing fits */
+}
+
+int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
+                        const ps_gpu_config *cfg, double *x, ps_result *r)
+{
+    return ps_gpu_usable(o);
 }

@@ -3,7 +3,7 @@
  * file names, a write/read round trip, and every way a file is refused:
  * another GPU, driver, build or size class (stale), truncation at every
  * length, a flipped byte, a foreign or future file (corrupt or stale),
- * each with the reason in the log.
+ * each with the reason in the log. Also the tuning entry without a GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -406,6 +406,51 @@ static void test_write_errors(void **state)
     assert_log(PS_LOG_ERROR, "space");
 }
 
+/* ---- the public entry without a GPU --------------------------------------- */
+
+static void test_tune_api(void **state)
+{
+    (void)state;
+    ps_tune_settings s;
+    ps_tune_settings_default(&s);
+    assert_int_equal(s.iterations, 20);
+    assert_int_equal(s.repeats, 5);
+    assert_int_equal(s.write_cache, 1);
+    assert_null(s.measured);
+    ps_tune_settings_default(NULL);
+    ps_tune_report_free(NULL);
+
+    ps_problem *p = NULL;
+    char err[256];
+    assert_int_equal(ps_preset_create("spiral2d:n=8,nt=40", &p, err, sizeof err), 0);
+    ps_tune_report r;
+    memset(&r, 0x5a, sizeof r);
+    assert_int_equal(ps_gpu_tune(NULL, NULL, NULL, &r), PS_ERR_NULL);
+    assert_null(r.shapes);
+    assert_int_equal(r.count, 0);
+    assert_int_equal(ps_gpu_tune(p, NULL, NULL, NULL), PS_ERR_NULL);
+    ps_options o = logging_options();
+    s.repeats = 0;
+    assert_int_equal(ps_gpu_tune(p, &o, &s, &r), PS_ERR_OPTION);
+    assert_log(PS_LOG_ERROR, "repeats");
+    ps_tune_settings_default(&s);
+    s.reserved[3] = 1;
+    assert_int_equal(ps_gpu_tune(p, &o, &s, &r), PS_ERR_OPTION);
+    assert_log(PS_LOG_ERROR, "reserved[3]");
+    o.gpu_block = 100;
+    assert_int_equal(ps_gpu_tune(p, &o, NULL, &r), PS_ERR_OPTION);
+    assert_log(PS_LOG_ERROR, "gpu_block");
+    if (ps_gpu_count() == 0) {
+        ps_options_default(&o);
+        int st = ps_gpu_tune(p, &o, NULL, &r);
+        assert_true(st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED);
+        assert_int_equal(r.count, 0);
+        assert_int_equal(r.best, -1);
+    }
+    ps_tune_report_free(&r);
+    ps_problem_free(p);
+}
+
 int main(void)
 {
     mkdir(DIR, 0755);
@@ -417,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_bad_shape),
         cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_tune_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
