@@ -32,11 +32,18 @@ enum {
     OPT_CHECKPOINT,
     OPT_EVERY,
     OPT_RESUME,
+    OPT_NO_TUNE_CACHE,
+    OPT_GPU_CONFIG,
+    OPT_NO_CACHE,
+    OPT_NO_WRITE,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
 #define OPT_VERSION {"version", no_argument, NULL, 'V'}
 #define OPT_END {NULL, 0, NULL, 0}
+#define OPT_LAUNCH_SHAPE                                                       \
+    {"no-tune-cache", no_argument, NULL, OPT_NO_TUNE_CACHE},                   \
+        {"gpu-config", required_argument, NULL, OPT_GPU_CONFIG}
 
 static const struct option top_options[] = {OPT_HELP, OPT_VERSION, OPT_END};
 
@@ -58,6 +65,7 @@ static const struct option design_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
     {"every", required_argument, NULL, OPT_EVERY},
     {"resume", required_argument, NULL, OPT_RESUME},
+    OPT_LAUNCH_SHAPE,
     OPT_END,
 };
 
@@ -70,6 +78,7 @@ static const struct option eval_options[] = {
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"json", no_argument, NULL, OPT_JSON},
+    OPT_LAUNCH_SHAPE,
     OPT_END,
 };
 
@@ -99,6 +108,20 @@ static const struct option bench_options[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"cpu-iters", required_argument, NULL, OPT_CPU_ITERS},
+    OPT_LAUNCH_SHAPE,
+    OPT_END,
+};
+
+static const struct option tune_options[] = {
+    OPT_HELP,
+    OPT_VERSION,
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"repeats", required_argument, NULL, OPT_REPEATS},
+    {"json", required_argument, NULL, OPT_JSON_FILE},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"no-cache", no_argument, NULL, OPT_NO_CACHE},
+    {"no-write", no_argument, NULL, OPT_NO_WRITE},
     OPT_END,
 };
 
@@ -112,14 +135,16 @@ static const struct {
     const struct option *options;
     const char *shortopts;
     int positional; /* number of positional arguments */
+    int required;   /* how many of them must be given */
     const char *positional_name;
 } commands[] = {
-    {PS_CMD_NONE, NULL, top_options, "-:hV", 0, NULL},
-    {PS_CMD_DESIGN, "design", design_options, "-:hVo:q", 1, "PRESET|FILE"},
-    {PS_CMD_EVAL, "eval", eval_options, "-:hVo:", 1, "PROBLEM"},
-    {PS_CMD_PRESET, "preset", preset_options, "-:hVo:", 1, "NAME"},
-    {PS_CMD_INFO, "info", info_options, "-:hV", 0, NULL},
-    {PS_CMD_BENCH, "bench", bench_options, "-:hV", 0, NULL},
+    {PS_CMD_NONE, NULL, top_options, "-:hV", 0, 0, NULL},
+    {PS_CMD_DESIGN, "design", design_options, "-:hVo:q", 1, 1, "PRESET|FILE"},
+    {PS_CMD_EVAL, "eval", eval_options, "-:hVo:", 1, 1, "PROBLEM"},
+    {PS_CMD_PRESET, "preset", preset_options, "-:hVo:", 1, 1, "NAME"},
+    {PS_CMD_INFO, "info", info_options, "-:hV", 0, 0, NULL},
+    {PS_CMD_BENCH, "bench", bench_options, "-:hV", 0, 0, NULL},
+    {PS_CMD_TUNE, "tune", tune_options, "-:hV", 1, 0, "PRESET|FILE"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -210,6 +235,56 @@ static int parse_nonneg(const char *s, double *out)
         return 0;
     *out = v;
     return 1;
+}
+
+/*
+ * --gpu-config BLOCK,SB,REGS[,BPS]: the launch shape forced into the
+ * options, 0 in a field leaving it automatic. Each field is checked for
+ * the range ps_options_validate() accepts, and named in the message.
+ */
+static int parse_gpu_config(ps_options *o, const char *arg, char *err, size_t errlen)
+{
+    static const char *const what[4] = {"block", "spins per tile", "registers", "blocks per SM"};
+    int64_t v[4] = {0, 0, 0, 0};
+    char field[32];
+    int n = 0;
+    const char *p = arg;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == 4 || len >= sizeof field)
+            return usage_error(err, errlen, "--gpu-config: '%s' is not BLOCK,SB,REGS[,BPS]", arg);
+        memcpy(field, p, len);
+        field[len] = '\0';
+        int ok = parse_int(field, 0, 512, &v[n]);
+        switch (n) {
+        case 0: ok = ok && (v[0] == 0 || (v[0] >= 32 && v[0] % 32 == 0)); break;
+        case 1: ok = ok && v[1] <= 32 && (v[1] & (v[1] - 1)) == 0; break;
+        case 2: ok = ok && (v[2] == 0 || v[2] == 64 || v[2] == 128); break;
+        default: ok = ok && v[3] <= 32; break;
+        }
+        if (!ok) {
+            static const char *const range[4] = {"0 or a multiple of 32 in 32..512",
+                                                 "0, 1, 2, 4, 8, 16 or 32", "0, 64 or 128",
+                                                 "an integer in 0..32"};
+            return usage_error(err, errlen, "--gpu-config: %s '%s' is not %s", what[n], field,
+                               range[n]);
+        }
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    if (n < 3)
+        return usage_error(err, errlen, "--gpu-config: '%s' is not BLOCK,SB,REGS[,BPS]", arg);
+    if (v[0] && v[1] > v[0])
+        return usage_error(err, errlen, "--gpu-config: %lld spins per tile exceed the block of %lld threads",
+                           (long long)v[1], (long long)v[0]);
+    o->gpu_block = (int)v[0];
+    o->gpu_spins_per_tile = (int)v[1];
+    o->gpu_max_registers = (int)v[2];
+    o->gpu_blocks_per_sm = (int)v[3];
+    return PS_CLI_OK;
 }
 
 /* The name of the option getopt just returned, for messages. */
@@ -334,6 +409,18 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         else
             cli->resume = arg;
         return PS_CLI_OK;
+    case OPT_NO_TUNE_CACHE:
+        o->tune_cache = 0;
+        return PS_CLI_OK;
+    case OPT_NO_CACHE: /* tune: neither read nor write the cache */
+        o->tune_cache = 0;
+        cli->no_write = 1;
+        return PS_CLI_OK;
+    case OPT_NO_WRITE:
+        cli->no_write = 1;
+        return PS_CLI_OK;
+    case OPT_GPU_CONFIG:
+        return parse_gpu_config(o, arg, err, errlen);
     case OPT_EVERY:
         if (!parse_nonneg(arg, &dv) || !(dv > 0.0))
             return usage_error(err, errlen,
@@ -418,9 +505,11 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
     }
     if (cli->help || cli->version)
         return PS_CLI_OK;
-    if (npos < commands[ci].positional)
+    if (npos < commands[ci].required)
         return usage_error(err, errlen, "%s: missing %s argument", cmdname,
                            commands[ci].positional_name);
+    if (cli->command == PS_CMD_TUNE && !cli->input)
+        cli->input = PS_TUNE_DEFAULT_INPUT;
     if (cli->every > 0.0 && !cli->checkpoint)
         return usage_error(err, errlen, "--every: requires --checkpoint FILE");
     return PS_CLI_OK;
@@ -450,6 +539,10 @@ int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
     for (size_t i = 1; i < N_COMMANDS; i++) {
         if (!strcmp(first, commands[i].name)) {
             cli->command = commands[i].cmd;
+            if (cli->command == PS_CMD_TUNE) {
+                cli->iters = PS_TUNE_ITERS;
+                cli->repeats = PS_TUNE_REPEATS;
+            }
             return parse_command(cli, i, argc - 1, argv + 1, err, errlen);
         }
     }
@@ -532,7 +625,7 @@ static void usage_exit_codes(FILE *f)
 {
     fputs("exit codes:\n"
           "  0    converged (gtol or ftol test), or success of eval, preset, info,\n"
-          "       bench\n"
+          "       bench, tune\n"
           "  1    solve ended without convergence (max iterations, max\n"
           "       evaluations or time limit)\n"
           "  2    usage error (bad command, option or value)\n"
@@ -541,7 +634,20 @@ static void usage_exit_codes(FILE *f)
           "  4    solver error (line-search failure, non-finite objective)\n"
           "  5    backend unavailable (--backend gpu and no usable GPU; bench\n"
           "       without a GPU unless --backend cpu)\n"
+          "  6    tune without a usable GPU (nothing to measure on)\n"
           "  130  cancelled by SIGINT or SIGTERM (the best point is still written)\n",
+          f);
+}
+
+static void usage_launch_shape(FILE *f)
+{
+    fputs("      --no-tune-cache do not take the GPU launch shape from the tune cache\n"
+          "                      (persolve tune); the heuristic chooses it\n"
+          "      --gpu-config BLOCK,SB,REGS[,BPS]\n"
+          "                      force the GPU launch shape: threads per block (a\n"
+          "                      multiple of 32 up to 512), spins per tile (1, 2,\n"
+          "                      4, ..., 32), register cap (64 or 128) and blocks\n"
+          "                      per SM (1..32); 0 leaves a field automatic\n",
           f);
 }
 
@@ -573,6 +679,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "  preset NAME          write a preset problem to an HDF5 file\n"
               "  info                 version, build features and GPUs\n"
               "  bench                the GPU solve variants side by side\n"
+              "  tune [PRESET|FILE]   measure the GPU launch shapes, cache the fastest\n"
               "\n"
               "  persolve COMMAND --help   options of COMMAND\n"
               "  persolve --version        print the version\n"
@@ -635,11 +742,11 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "                      --gtol and --ftol must be the same); a\n"
                 "                      corrupted, truncated or foreign FILE is\n"
                 "                      refused (exit 3). The result equals that of\n"
-                "                      a run never interrupted\n"
-                "  -h, --help          this help\n"
-                "\n",
+                "                      a run never interrupted\n",
                 (long long)d.max_iterations, (long long)d.max_evaluations,
                 d.time_limit, d.memory, d.gtol, d.past, d.ftol, d.threads);
+        usage_launch_shape(f);
+        fputs("  -h, --help          this help\n\n", f);
         usage_presets(f);
         fputc('\n', f);
         usage_exit_codes(f);
@@ -660,10 +767,10 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "      --backend B     auto | cpu | gpu (default auto)\n"
               "      --precision P   single | double spin loop (default single)\n"
               "      --threads N     CPU threads, 0 = OpenMP default (default 0)\n"
-              "      --json          JSON on stdout instead of the text lines\n"
-              "  -h, --help          this help\n"
-              "\n",
+              "      --json          JSON on stdout instead of the text lines\n",
               f);
+        usage_launch_shape(f);
+        fputs("  -h, --help          this help\n\n", f);
         usage_exit_codes(f);
         break;
     case PS_CMD_PRESET:
@@ -738,10 +845,49 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "                      of N as fit in about 2 s a run; the table says\n"
                 "                      when it ran fewer than N)\n"
                 "      --memory M      L-BFGS memory, 1..32 (default %d)\n"
-                "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n"
+                "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n",
+                PS_BENCH_ITERS, PS_BENCH_REPEATS, d.memory, d.threads);
+        usage_launch_shape(f);
+        fputs("  -h, --help          this help\n\n", f);
+        usage_exit_codes(f);
+        break;
+    case PS_CMD_TUNE:
+        fprintf(f,
+                "usage: persolve tune [PRESET|FILE] [OPTIONS]\n"
+                "\n"
+                "Measure every candidate launch shape of the persistent GPU kernel on\n"
+                "one problem (default %s; S, M, L and T name the benchmark sizes of\n"
+                "persolve bench) and write the fastest to the tune cache, which every\n"
+                "later GPU solve of the same GPU, driver, build and problem-size class\n"
+                "reads. Candidates: blocks of 128, 256 and 512 threads; the kernel built\n"
+                "for up to 128 and for up to 64 registers a thread; 1, 2, ..., 32 spins\n"
+                "per tile (the block's threads split time into block / SB segments);\n"
+                "2 blocks per SM and, where more fit, all resident blocks. Each shape\n"
+                "runs one warm-up solve and R timed solves of N iterations (gtol = ftol\n"
+                "= 0) from the problem's start pulse; the table shows per shape the\n"
+                "registers per thread, spilled bytes, static and dynamic shared memory,\n"
+                "the blocks that fit on an SM, the blocks per SM and grid used, and the\n"
+                "median time per iteration of the solve kernel; '*' marks the fastest,\n"
+                "'h' the heuristic's shape, 'c' the shape cached before this run.\n"
+                "Without a usable GPU it says so and exits 6.\n"
+                "\n"
+                "The cache is $PERSOLVE_CACHE_DIR, else $XDG_CACHE_HOME/persolve, else\n"
+                "~/.cache/persolve; the size class is the precision, round(log2 Ns),\n"
+                "round(log2 Nt) and whether the problem relaxes.\n"
+                "\n"
+                "options:\n"
+                "      --precision P   single | double spin loop (default single)\n"
+                "      --iters N       iterations of every timed solve (default %d)\n"
+                "      --repeats R     timed solves per shape (default %d)\n"
+                "      --memory M      L-BFGS memory, 1..32 (default %d)\n"
+                "      --json FILE     also write the table, the GPU, the key and the\n"
+                "                      command line as JSON to FILE\n"
+                "      --no-write      measure and report, do not write the cache\n"
+                "      --no-cache      ignore the cache: compare with the heuristic\n"
+                "                      only, and do not write it\n"
                 "  -h, --help          this help\n"
                 "\n",
-                PS_BENCH_ITERS, PS_BENCH_REPEATS, d.memory, d.threads);
+                PS_TUNE_DEFAULT_INPUT, PS_TUNE_ITERS, PS_TUNE_REPEATS, d.memory);
         usage_exit_codes(f);
         break;
     }

@@ -20,6 +20,7 @@ enum ps_exit {
                                 refused checkpoint */
     PS_EXIT_SOLVER = 4,      /* line-search failure, non-finite objective, ... */
     PS_EXIT_BACKEND = 5,     /* requested backend unavailable (no GPU) */
+    PS_EXIT_NO_GPU = 6,      /* tune: no usable GPU to measure on */
     PS_EXIT_CANCELLED = 130, /* cancelled by SIGINT or SIGTERM */
 };
 
@@ -30,18 +31,23 @@ typedef enum ps_cli_command {
     PS_CMD_PRESET,
     PS_CMD_INFO,
     PS_CMD_BENCH,
+    PS_CMD_TUNE,
 } ps_cli_command;
 
 /* bench: defaults of --iters and --repeats, the most --sizes items. */
 #define PS_BENCH_ITERS 50
 #define PS_BENCH_REPEATS 5
 #define PS_BENCH_MAX_SIZES 16
+/* tune: defaults of --iters and --repeats, and of its PRESET|FILE. */
+#define PS_TUNE_ITERS 20
+#define PS_TUNE_REPEATS 5
+#define PS_TUNE_DEFAULT_INPUT "M"
 
 typedef struct ps_cli {
     ps_cli_command command;
     int help;            /* --help given: print usage of `command`, exit 0 */
     int version;         /* --version given */
-    const char *input;   /* design: PRESET|FILE; eval: PROBLEM; preset: NAME */
+    const char *input;   /* design, tune: PRESET|FILE; eval: PROBLEM; preset: NAME */
     const char *output;  /* -o FILE (NULL: the command's default name) */
     const char *x_file;  /* eval --x FILE (NULL: the problem's start pulse) */
     int json;            /* --json: machine-readable summary on stdout */
@@ -50,13 +56,17 @@ typedef struct ps_cli {
     const char *checkpoint; /* --checkpoint FILE: write the run's state there */
     double every;           /* --every S: also every S seconds (> 0; 0: only at the end) */
     const char *resume;     /* --resume FILE: continue the run saved in FILE */
-    ps_options opts;     /* backend, precision, limits, tolerances, threads */
+    ps_options opts;     /* backend, precision, limits, tolerances, threads; the
+                            tune cache (--no-tune-cache) and a forced launch
+                            shape (--gpu-config) */
     /* bench */
     const char *sizes;     /* --sizes LIST (NULL: S,M,L,T) */
     int64_t iters;         /* --iters N: iterations of every run (default 50) */
     int repeats;           /* --repeats R: timed runs per variant (default 5) */
     int64_t cpu_iters;     /* --cpu-iters N: CPU row's iterations (0: automatic) */
-    const char *json_file; /* --json FILE: the tables as JSON */
+    const char *json_file; /* --json FILE: the tables as JSON (bench, tune) */
+    /* tune */
+    int no_write;          /* --no-write (also --no-cache): do not write the cache */
     /* the command line as given (argv[0..argc-1]) */
     int argc;
     char **argv;

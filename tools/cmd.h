@@ -18,6 +18,7 @@ int ps_cmd_eval(const ps_cli *cli);
 int ps_cmd_preset(const ps_cli *cli);
 int ps_cmd_info(const ps_cli *cli);
 int ps_cmd_bench(const ps_cli *cli);
+int ps_cmd_tune(const ps_cli *cli);
 
 /* "persolve: <message>" on stderr. */
 #if defined(__GNUC__)
@@ -61,6 +62,12 @@ int ps_cli_output_path(const char *given, const char *base, const char *suffix,
 /* JSON: a quoted, escaped string; a number (non-finite as null). */
 void ps_json_string(FILE *f, const char *s);
 void ps_json_number(FILE *f, double v);
+
+/* The command line as given, words joined by spaces (cut at len). */
+void ps_cli_command_line(const ps_cli *cli, char *buf, size_t len);
+
+/* The current UTC time as "YYYY-MM-DDTHH:MM:SSZ". */
+void ps_cli_utc_now(char *buf, size_t len);
 
 const char *ps_cli_backend_name(ps_backend b);
 const char *ps_cli_precision_name(ps_precision p);

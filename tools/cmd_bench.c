@@ -340,10 +340,7 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
     fputs(",\n  \"date\": ", f);
     ps_json_string(f, date);
     char cmd[4096];
-    size_t len = 0;
-    cmd[0] = '\0';
-    for (int i = 0; i < cli->argc && len < sizeof cmd; i++)
-        len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", i ? " " : "", cli->argv[i]);
+    ps_cli_command_line(cli, cmd, sizeof cmd);
     fputs(",\n  \"command\": ", f);
     ps_json_string(f, cmd);
     fputs(",\n  \"precision\": ", f);
@@ -580,10 +577,7 @@ int ps_cmd_bench(const ps_cli *cli)
         ps_cli_error("out of memory");
         return PS_EXIT_SOLVER;
     }
-    time_t now = time(NULL);
-    struct tm tm_utc;
-    gmtime_r(&now, &tm_utc);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
+    ps_cli_utc_now(date, sizeof date);
 
     printf("persolve bench  %s\n", date);
     printf("gpu:        %s\n", run_gpu ? gpu_name : "none (GPU variants skipped)");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "h5io.h"
@@ -177,4 +178,20 @@ const char *ps_cli_backend_name(ps_backend b)
 const char *ps_cli_precision_name(ps_precision p)
 {
     return p == PS_PRECISION_DOUBLE ? "double" : "single";
+}
+
+void ps_cli_command_line(const ps_cli *cli, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < cli->argc && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "", cli->argv[i]);
+}
+
+void ps_cli_utc_now(char *buf, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm_utc;
+    gmtime_r(&now, &tm_utc);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
 }

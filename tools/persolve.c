@@ -13,11 +13,15 @@
  *   persolve bench [--sizes S,M,L,T] [--iters N] [--repeats R] [--json FILE]
  *                  [--precision P] [--backend auto|gpu|cpu] [--cpu-iters N]
  *                  [--memory M] [--threads N]
+ *   persolve tune [PRESET|FILE] [--precision P] [--iters N] [--repeats R]
+ *                 [--memory M] [--json FILE] [--no-write] [--no-cache]
+ *   (design, eval and bench also take --no-tune-cache and
+ *   --gpu-config BLOCK,SB,REGS[,BPS])
  *   persolve --help | --version, persolve COMMAND --help
  *
  * Exit codes:
  *   0    converged (PS_CONVERGED or PS_CONVERGED_FTOL), or success of a
- *        command that does not solve (eval, preset, info, bench, --help)
+ *        command that does not solve (eval, preset, info, bench, tune, --help)
  *   1    the solve ended without convergence (max iterations, max
  *        evaluations, time limit)
  *   2    usage error (bad command, option or option value)
@@ -26,6 +30,7 @@
  *   4    solver error (line-search failure, non-finite objective)
  *   5    backend unavailable (--backend gpu and no usable GPU; bench without
  *        a GPU unless --backend cpu)
+ *   6    tune without a usable GPU (nothing to measure the launch shapes on)
  *   130  cancelled by SIGINT or SIGTERM (the best point is still written)
  */
 #include <stdio.h>
@@ -62,6 +67,7 @@ int main(int argc, char **argv)
     case PS_CMD_PRESET: return ps_cmd_preset(&cli);
     case PS_CMD_INFO:   return ps_cmd_info(&cli);
     case PS_CMD_BENCH:  return ps_cmd_bench(&cli);
+    case PS_CMD_TUNE:   return ps_cmd_tune(&cli);
     case PS_CMD_NONE:   break;
     }
     ps_cli_usage(stderr, PS_CMD_NONE);

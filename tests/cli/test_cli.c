@@ -1025,6 +1025,81 @@ static void test_bench(void **state)
     assert_false(strstr(json, "\"same_iterates\": false") != NULL);
 }
 
+/* ---- tune ------------------------------------------------------------ */
+
+static void test_tune(void **state)
+{
+    (void)state;
+    run_result *r = run("tune", "--help", NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "usage: persolve tune");
+    assert_contains(r->out, "--no-write");
+    assert_contains(r->out, "--no-cache");
+    assert_contains(r->out, "XDG_CACHE_HOME");
+    assert_contains(r->out, "exits 6");
+    r = run("--help", NULL);
+    assert_contains(r->out, "tune [PRESET|FILE]");
+    assert_contains(r->out, "  6 ");
+    r = run("design", "--help", NULL);
+    assert_contains(r->out, "--gpu-config BLOCK,SB,REGS[,BPS]");
+    assert_contains(r->out, "--no-tune-cache");
+
+    r = run("tune", "--iters", "0", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--iters: '0'");
+    r = run("design", "slice1d", "--gpu-config", "100,8,64", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--gpu-config: block '100'");
+
+    /* the launch-shape options change nothing on the CPU */
+    r = run("design", "slice1d:nz=20,nt=20", "--backend", "cpu", "--max-iters", "3", "--json",
+            "--no-tune-cache", "--gpu-config", "256,8,64,2", "-o", "cli_tune_design.h5", NULL);
+    assert_code(r, 1);
+    assert_true(json_number(r->out, "iterations") == 3);
+
+    r = run("info", NULL);
+    int gpu = strstr(r->out, "GPU 0 ") != NULL;
+    unlink("cli_tune.json");
+    r = run("tune", "spiral2d:n=8,nt=40", "--iters", "2", "--repeats", "1", "--json", "cli_tune.json",
+            NULL);
+    if (!gpu) {
+        /* no GPU: a message of its own and exit 6, nothing written */
+        assert_code(r, 6);
+        assert_contains(r->err, "tune: no usable GPU");
+        assert_string_equal(r->out, "");
+        assert_false(file_exists("cli_tune.json"));
+        r = run("tune", NULL);
+        assert_code(r, 6);
+        assert_contains(r->err, "no usable GPU");
+        return;
+    }
+    /* with a GPU: the table, the best marked, the cache written (under
+     * PERSOLVE_CACHE_DIR, see main) and read back by the next run */
+    assert_code(r, 0);
+    assert_contains(r->out, "ms/iter");
+    assert_contains(r->out, "fit/SM");
+    assert_contains(r->out, "best:");
+    assert_contains(r->out, "cache:      written to cli_tune_cache/tune-");
+    assert_true(file_exists("cli_tune.json"));
+    char json[CAP];
+    slurp("cli_tune.json", json, sizeof json);
+    assert_contains(json, "\"cache_written\": true");
+    assert_contains(json, "\"shapes\": [");
+    assert_true(json_number(json, "best") >= 0);
+    r = run("tune", "spiral2d:n=8,nt=40", "--iters", "2", "--repeats", "1", "--no-write", "--json",
+            "cli_tune.json", NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "not written (--no-write)");
+    slurp("cli_tune.json", json, sizeof json);
+    assert_contains(json, "\"cache_written\": false");
+    assert_true(json_number(json, "cached") >= 0); /* the first run's entry was read */
+    r = run("design", "spiral2d:n=8,nt=40", "--backend", "gpu", "--max-iters", "2", "--json",
+            "--gpu-config", "256,4,0,1", "-o", "cli_tune_design.h5", NULL);
+    assert_code(r, 1);
+    assert_contains(r->out, "x 256");
+    assert_contains(r->out, "4 spins x 64 segments");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1032,6 +1107,8 @@ int main(int argc, char **argv)
         return 2;
     }
     persolve_exe = argv[1];
+    /* the tune cache of these runs: its own, never the user's */
+    setenv("PERSOLVE_CACHE_DIR", "cli_tune_cache", 1);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 #ifdef PS_TEST_GPU
     if (!strstr(run("info", NULL)->out, "GPU 0 ")) {
@@ -1064,6 +1141,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_malformed_file),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_tune),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -285,6 +285,102 @@ static void test_checkpoint_options(void **state)
     expect_usage("--resume", NULL, parse(&c, "bench", "--resume", "c.bin", NULL));
 }
 
+static void test_tune_options(void **state)
+{
+    (void)state;
+    ps_cli c;
+    ps_options d;
+    ps_options_default(&d);
+    assert_int_equal(parse(&c, "tune", NULL), PS_CLI_OK);
+    assert_int_equal(c.command, PS_CMD_TUNE);
+    assert_string_equal(c.input, PS_TUNE_DEFAULT_INPUT);
+    assert_int_equal(c.iters, PS_TUNE_ITERS);
+    assert_int_equal(c.repeats, PS_TUNE_REPEATS);
+    assert_int_equal(c.no_write, 0);
+    assert_int_equal(c.opts.tune_cache, 1);
+    assert_null(c.json_file);
+
+    assert_int_equal(parse(&c, "tune", "S", "--precision", "double", "--iters", "7", "--repeats",
+                           "3", "--memory", "4", "--json", "t.json", "--no-write", NULL),
+                     PS_CLI_OK);
+    assert_string_equal(c.input, "S");
+    assert_int_equal(c.opts.precision, PS_PRECISION_DOUBLE);
+    assert_int_equal(c.iters, 7);
+    assert_int_equal(c.repeats, 3);
+    assert_int_equal(c.opts.memory, 4);
+    assert_string_equal(c.json_file, "t.json");
+    assert_int_equal(c.no_write, 1);
+    assert_int_equal(c.opts.tune_cache, 1); /* --no-write still reads the cache */
+    assert_int_equal(parse(&c, "tune", "--no-cache", "spiral2d:n=64,nt=500", NULL), PS_CLI_OK);
+    assert_string_equal(c.input, "spiral2d:n=64,nt=500");
+    assert_int_equal(c.no_write, 1);
+    assert_int_equal(c.opts.tune_cache, 0);
+    /* the bench defaults stay the bench's */
+    assert_int_equal(parse(&c, "bench", NULL), PS_CLI_OK);
+    assert_int_equal(c.iters, PS_BENCH_ITERS);
+
+    expect_usage("--iters", "'0'", parse(&c, "tune", "--iters", "0", NULL));
+    expect_usage("--repeats", "'1001'", parse(&c, "tune", "--repeats", "1001", NULL));
+    expect_usage("--json", "missing value", parse(&c, "tune", "--json", NULL));
+    expect_usage("tune", "'b'", parse(&c, "tune", "a", "b", NULL));
+    expect_usage("--backend", NULL, parse(&c, "tune", "--backend", "cpu", NULL));
+    expect_usage("--no-write", NULL, parse(&c, "design", "x", "--no-write", NULL));
+    expect_usage("--gpu-config", NULL, parse(&c, "tune", "--gpu-config", "256,8,64", NULL));
+}
+
+static void test_launch_shape_options(void **state)
+{
+    (void)state;
+    ps_cli c;
+    assert_int_equal(parse(&c, "design", "x", "--gpu-config", "256,8,64,4", "--no-tune-cache", NULL),
+                     PS_CLI_OK);
+    assert_int_equal(c.opts.gpu_block, 256);
+    assert_int_equal(c.opts.gpu_spins_per_tile, 8);
+    assert_int_equal(c.opts.gpu_max_registers, 64);
+    assert_int_equal(c.opts.gpu_blocks_per_sm, 4);
+    assert_int_equal(c.opts.tune_cache, 0);
+    assert_int_equal(ps_options_validate(&c.opts), 0);
+    assert_int_equal(parse(&c, "design", "x", "--gpu-config=512,0,128", NULL), PS_CLI_OK);
+    assert_int_equal(c.opts.gpu_block, 512);
+    assert_int_equal(c.opts.gpu_spins_per_tile, 0);
+    assert_int_equal(c.opts.gpu_max_registers, 128);
+    assert_int_equal(c.opts.gpu_blocks_per_sm, 0);
+    assert_int_equal(c.opts.tune_cache, 1);
+    assert_int_equal(parse(&c, "eval", "x", "--gpu-config", "0,32,0", NULL), PS_CLI_OK);
+    assert_int_equal(c.opts.gpu_spins_per_tile, 32);
+    assert_int_equal(parse(&c, "bench", "--gpu-config", "128,1,0,8", "--no-tune-cache", NULL),
+                     PS_CLI_OK);
+    assert_int_equal(c.opts.gpu_block, 128);
+    assert_int_equal(c.opts.gpu_blocks_per_sm, 8);
+    assert_int_equal(c.opts.tune_cache, 0);
+    assert_int_equal(ps_options_validate(&c.opts), 0);
+
+    expect_usage("--gpu-config: block '100'", "multiple of 32",
+                 parse(&c, "design", "x", "--gpu-config", "100,8,64", NULL));
+    expect_usage("--gpu-config: block '1024'", NULL,
+                 parse(&c, "design", "x", "--gpu-config", "1024,8,64", NULL));
+    expect_usage("--gpu-config: spins per tile '3'", "1, 2, 4",
+                 parse(&c, "design", "x", "--gpu-config", "256,3,64", NULL));
+    expect_usage("--gpu-config: spins per tile '64'", NULL,
+                 parse(&c, "design", "x", "--gpu-config", "256,64,64", NULL));
+    expect_usage("--gpu-config: registers '96'", "64 or 128",
+                 parse(&c, "design", "x", "--gpu-config", "256,8,96", NULL));
+    expect_usage("--gpu-config: blocks per SM '33'", "0..32",
+                 parse(&c, "design", "x", "--gpu-config", "256,8,64,33", NULL));
+    expect_usage("--gpu-config: block 'x'", NULL,
+                 parse(&c, "design", "x", "--gpu-config", "x,8,64", NULL));
+    expect_usage("--gpu-config: '256,8'", "BLOCK,SB,REGS[,BPS]",
+                 parse(&c, "design", "x", "--gpu-config", "256,8", NULL));
+    expect_usage("--gpu-config: '256,8,64,2,5'", NULL,
+                 parse(&c, "design", "x", "--gpu-config", "256,8,64,2,5", NULL));
+    expect_usage("--gpu-config: spins per tile ''", NULL,
+                 parse(&c, "design", "x", "--gpu-config", "256,,64", NULL));
+    expect_usage("--gpu-config", "missing value", parse(&c, "design", "x", "--gpu-config", NULL));
+    expect_usage("--no-tune-cache=1", "does not take a value",
+                 parse(&c, "design", "x", "--no-tune-cache=1", NULL));
+    expect_usage("--gpu-config", NULL, parse(&c, "preset", "x", "--gpu-config", "256,8,64", NULL));
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -321,6 +417,8 @@ int main(void)
         cmocka_unit_test(test_bad_command_lines),
         cmocka_unit_test(test_bench_options),
         cmocka_unit_test(test_checkpoint_options),
+        cmocka_unit_test(test_tune_options),
+        cmocka_unit_test(test_launch_shape_options),
         cmocka_unit_test(test_exit_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
