@@ -326,7 +326,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             if (threadIdx.x == 0)
                 decide_direction(&S, elapsed);
             __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE);
+            prof_mark(a, last, PS_PROF_DECIDE_DIRECTION);
             if (S.phase != PS_PHASE_TRIAL)
                 break;
             form_direction(a, &S.lb);
@@ -344,7 +344,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 decide_trial(&S, sh[3], sh[0]);
             }
             __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE);
+            prof_mark(a, last, PS_PROF_DECIDE_TRIAL);
         } else {
             // ---- update: accept the step, new pair, batched dots ----
             update(a, S.ls.alpha, ps_lbfgs_next_slot(&S.lb), (double *)smem,
@@ -362,7 +362,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 record(a, S, elapsed);
             }
             __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE);
+            prof_mark(a, last, PS_PROF_DECIDE_UPDATE);
             if (one_iteration)
                 return 0;
         }

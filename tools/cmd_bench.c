@@ -65,6 +65,8 @@ typedef struct bench_size {
     double cpu_eval_s;    /* CPU: median time of one ps_eval (0: none) */
     int64_t cpu_iters;    /* iterations of the CPU row */
     char device[128];     /* launch shape of the GPU runs */
+    int prof_ok;          /* the phase profile below was measured */
+    double prof_us[PS_GPU_PROF]; /* persistent kernel: us per iteration in each phase (block 0's clock) */
     bench_row rows[N_GPU_VARIANTS + 1];
     int nrows;
 } bench_size;
@@ -238,6 +240,39 @@ static const bench_row *persistent_row(const bench_size *b)
                                                                                       : NULL;
 }
 
+static const char *const prof_names[PS_GPU_PROF] = {
+    "evaluate", "reduce gradient", "sums of partials", "decide trial",
+    "update + dots", "decide update", "decide direction", "form direction"};
+
+/*
+ * Where the persistent kernel's time goes: one more run with the phase
+ * profile on (block 0 adds the time between its marks, gpu_launch.h),
+ * per iteration. The marks add a little time of their own.
+ */
+static void profile_phases(const ps_problem *p, const ps_options *o, bench_size *b)
+{
+    unsigned long long ns[PS_GPU_PROF];
+    size_t n = 2 * ps_problem_nt(p);
+    double *x = malloc(n * sizeof *x);
+    ps_result r;
+    memset(&r, 0, sizeof r);
+    if (!x || ps_gpu_profile_enable(1) != 0) {
+        free(x);
+        return;
+    }
+    ps_gpu_profile_read(ns); /* zeroes the counters */
+    ps_problem_x0(p, x);
+    int st = ps_gpu_solve_variant(p, o, NULL, PS_GPU_PERSISTENT, x, &r);
+    if (has_iterates(st, &r) && r.iterations > 0 && ps_gpu_profile_read(ns) == 0) {
+        for (int i = 0; i < PS_GPU_PROF; i++)
+            b->prof_us[i] = 1e-3 * (double)ns[i] / (double)r.iterations;
+        b->prof_ok = 1;
+    }
+    ps_gpu_profile_enable(0);
+    ps_result_free(&r);
+    free(x);
+}
+
 static void print_size(FILE *f, const bench_size *b, int64_t iters)
 {
     const bench_row *pr = persistent_row(b);
@@ -280,6 +315,17 @@ static void print_size(FILE *f, const bench_size *b, int64_t iters)
                 (long long)r->evaluations, r->f, spin_steps(b, r), ratio,
                 r->same < 0 ? "-" : r->same ? "yes" : "NO", r->repeatable ? "" : "  (runs differ)",
                 r->status == PS_MAX_ITERATIONS ? "" : "  (stopped early)");
+    }
+    if (b->prof_ok) {
+        double total = 0.0;
+        fprintf(f, "  persistent kernel, us per iteration by phase (block 0's clock, a run of its own):\n   ");
+        for (int i = 0; i < PS_GPU_PROF; i++) {
+            fprintf(f, " %s %.1f%s", prof_names[i], b->prof_us[i], i + 1 < PS_GPU_PROF ? "," : "");
+            total += b->prof_us[i];
+            if (i == 3)
+                fputs("\n   ", f);
+        }
+        fprintf(f, "; total %.1f\n", total);
     }
     fflush(f);
 }
@@ -363,6 +409,16 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
         ps_json_number(f, b->eval_launch_s > 0.0 ? b->eval_launch_s : NAN);
         fputs(", \"cpu_eval_seconds\": ", f);
         ps_json_number(f, b->cpu_eval_s > 0.0 ? b->cpu_eval_s : NAN);
+        if (b->prof_ok) {
+            fputs(", \"phase_us_per_iteration\": {", f);
+            for (int i = 0; i < PS_GPU_PROF; i++) {
+                fprintf(f, "%s", i ? ", " : "");
+                ps_json_string(f, prof_names[i]);
+                fputs(": ", f);
+                ps_json_number(f, b->prof_us[i]);
+            }
+            fputc('}', f);
+        }
         fputs(",\n      \"rows\": [\n", f);
         for (int i = 0; i < b->nrows; i++)
             json_row(f, b, &b->rows[i], cli->repeats, i == b->nrows - 1);
@@ -620,6 +676,7 @@ int ps_cmd_bench(const ps_cli *cli)
                              log.msg[0] ? ": " : "", log.msg);
                 b->eval_s = b->eval_launch_s = 0.0;
             }
+            profile_phases(p, &o, b);
             if (ctl_size < 0) { /* steering latencies, on the first size */
                 bench_control(p, &o, &ctl);
                 ctl_size = s;

@@ -811,7 +811,7 @@ static void test_design_sigint(void **state)
     /* the checkpoint was taken before the cancel: it continues the run */
     char lim[32];
     snprintf(lim, sizeof lim, "%d", (int)iters + 2);
-    r = run("design", SIG_PROBLEM, "--backend", BACKEND, "--resume", "cli_int.bin",
+    r = run("design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--resume", "cli_int.bin",
             "--max-iters", lim, "-o", "cli_int_2.h5", "--json", NULL);
     assert_true(r->code == 0 || r->code == 1);
     if (r->code == 1)
