@@ -481,7 +481,7 @@ typedef struct ps_tune_shape {
     int blocks_per_sm;    ///< blocks per SM in the cooperative grid
     int grid;             ///< blocks in the cooperative grid (blocks_per_sm x SMs)
     int registers;        ///< registers per thread of that kernel build
-    int local_bytes;      ///< local memory per thread (register spills), bytes
+    int local_bytes;      ///< local memory per thread, bytes (the stack of the one-thread decisions and any register spills)
     int static_smem;      ///< static shared memory per block, bytes
     int dynamic_smem;     ///< dynamic shared memory per block, bytes
     int resident_blocks;  ///< blocks of this shape that fit on one SM at once

@@ -69,7 +69,7 @@ static void print_table(FILE *f, const ps_tune_report *r)
 {
     const ps_tune_shape *best = r->best >= 0 ? &r->shapes[r->best] : NULL;
     fprintf(f, "\n  %-4s %5s %3s %4s %6s %5s %6s %8s %8s %7s %7s %5s %10s %7s %6s\n", "", "block", "SB", "P",
-            "maxreg", "regs", "spill", "smem st", "smem dyn", "fit/SM", "used/SM", "grid", "ms/iter",
+            "maxreg", "regs", "local", "smem st", "smem dyn", "fit/SM", "used/SM", "grid", "ms/iter",
             "x best", "evals");
     for (size_t i = 0; i < r->count; i++) {
         const ps_tune_shape *s = &r->shapes[i];
@@ -194,7 +194,7 @@ int ps_cmd_tune(const ps_cli *cli)
            "            (gtol = ftol = 0); time = the solve kernel's (CUDA events) / iterations\n",
            cli->repeats, (long long)cli->iters);
     printf("columns:    SB spins per tile, P time segments (block / SB), maxreg the kernel build's\n"
-           "            register cap, regs registers per thread, spill local memory bytes per\n"
+           "            register cap, regs registers per thread, local the local memory bytes per\n"
            "            thread, smem static and dynamic shared memory bytes per block, fit/SM the\n"
            "            blocks that fit on an SM (occupancy API), used/SM and grid the cooperative\n"
            "            grid; '*' fastest, 'h' the heuristic's shape, 'c' the cached one\n");
