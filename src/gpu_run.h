@@ -27,7 +27,9 @@ typedef struct ps_gpu_progress {
 } ps_gpu_progress;
 
 /* Device data for p from the optimizer variables z[2 nt], solver in START,
- * control on; cfg NULL: the heuristic launch shape. Nothing is launched. */
+ * control on; cfg NULL: the launch shape ps_gpu_resolve_config picks (the
+ * options' forced fields, else the tune cache, else the heuristic).
+ * Nothing is launched. */
 int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
                       const ps_gpu_config *cfg, const double *z,
                       ps_gpu_run **out);
