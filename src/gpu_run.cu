@@ -110,7 +110,14 @@ extern "C" void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
 {
     const ps_gpu_ctl *c = g->ctl;
     ps_gpu_progress v;
-    for (;;) {
+    memset(&v, 0, sizeof v);
+    /* a kernel that died while it wrote leaves the sequence odd: give up
+     * after about a second of retries and report nothing published */
+    for (long tries = 0;; tries++) {
+        if (tries > (1L << 26)) {
+            memset(&v, 0, sizeof v);
+            break;
+        }
         uint64_t q0 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
         if (q0 & 1u)
             continue;
