@@ -225,8 +225,12 @@ extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
     rows = (size_t)d->s.iteration + 1;
     if (rows > (size_t)a.hist_cap)
         rows = (size_t)a.hist_cap;
-    if (d->s.phase == PS_PHASE_START)
-        rows = 0; /* nothing evaluated yet */
+    /* nothing evaluated yet: still in START, or cancelled at the control
+     * point of the start evaluation (before its decision recorded row 0) */
+    if (d->s.phase == PS_PHASE_START ||
+        (d->s.phase == PS_PHASE_DONE && d->s.resume_phase == PS_PHASE_START &&
+         d->s.status == PS_ST_CANCELLED))
+        rows = 0;
     st = history_reserve(d, rows);
     if (st)
         return st;
