@@ -158,3 +158,13 @@ int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
 {
     return ps_gpu_usable(o);
 }
+
+int ps_gpu_profile_enable(int on)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF])
+{
+    return PS_ERR_NO_GPU;
+}
