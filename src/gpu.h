@@ -35,8 +35,5 @@ int ps_gpu_usable(const ps_options *o);
 int ps_gpu_eval(const ps_problem *p, const ps_options *o, const double *x,
                 double *f, double *grad, double *m);
 
-/* The whole solve in one persistent cooperative kernel, as solve_persistent. */
-int ps_gpu_solve(const ps_problem *p, const ps_options *o, double *x,
-                 ps_result *r);
 
 #endif /* PS_SRC_GPU_H */

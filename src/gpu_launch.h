@@ -89,7 +89,12 @@ int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info);
 void *ps_gpu_kernel_ptr(int precision, int regcap);
 int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem);
 
-/* ps_gpu_solve with an explicit configuration (NULL: heuristic). */
+/* "NAME (grid G x B[ regcap], SB spins x P segments, float32|float64)":
+ * ps_result.device of a GPU solve with shape c. */
+void ps_gpu_describe_shape(const ps_gpu_config *c, int precision, char *buf, size_t len);
+
+/* The persistent kernel's solve (without control points) with an explicit
+ * configuration (NULL: as ps_gpu_resolve_config picks). */
 int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
                         const ps_gpu_config *cfg, double *x, ps_result *r);
 

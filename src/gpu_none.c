@@ -32,12 +32,6 @@ int ps_gpu_eval(const ps_problem *p, const ps_options *o, const double *x,
     return ps_gpu_usable(o);
 }
 
-int ps_gpu_solve(const ps_problem *p, const ps_options *o, double *x,
-                 ps_result *r)
-{
-    return ps_gpu_usable(o);
-}
-
 int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
                          const ps_gpu_config *cfg, int variant, double *x,
                          ps_result *r)
@@ -65,10 +59,6 @@ void ps_gpu_run_free(ps_gpu_run *g)
 {
 }
 
-void ps_gpu_run_set_control(ps_gpu_run *g, int on)
-{
-}
-
 int ps_gpu_run_launch(ps_gpu_run *g)
 {
     return PS_ERR_NO_GPU;
@@ -91,11 +81,6 @@ void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
 double ps_gpu_run_kernel_seconds(const ps_gpu_run *g)
 {
     return 0.0;
-}
-
-void ps_gpu_run_config(const ps_gpu_run *g, ps_gpu_config *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
 }
 
 void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len)

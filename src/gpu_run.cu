@@ -7,7 +7,6 @@
  * state for a checkpoint and run other work meanwhile.
  */
 #include <cuda_runtime.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,17 +89,6 @@ extern "C" void ps_gpu_run_free(ps_gpu_run *g)
     free(g);
 }
 
-extern "C" void ps_gpu_run_set_control(ps_gpu_run *g, int on)
-{
-    if (on) {
-        cudaHostGetDevicePointer((void **)&g->c.a.ctl, g->ctl, 0);
-        g->c.a.cw = g->cw;
-    } else {
-        g->c.a.ctl = NULL;
-        g->c.a.cw = NULL;
-    }
-}
-
 extern "C" void ps_gpu_run_command(ps_gpu_run *g, int cmd)
 {
     __atomic_store_n(&g->ctl->command, cmd, __ATOMIC_RELEASE);
@@ -177,24 +165,6 @@ extern "C" double ps_gpu_run_kernel_seconds(const ps_gpu_run *g)
     return g->kernel_seconds;
 }
 
-extern "C" void ps_gpu_run_config(const ps_gpu_run *g, ps_gpu_config *cfg)
-{
-    *cfg = g->c.cfg;
-}
-
-/* Grow d's history to hold `rows` rows. */
-static int history_reserve(ps_driver *d, size_t rows)
-{
-    if (rows <= d->hist_cap)
-        return PS_CONVERGED;
-    ps_progress *h = (ps_progress *)realloc(d->history, rows * sizeof *h);
-    if (!h)
-        return PS_ERR_NO_MEMORY;
-    d->history = h;
-    d->hist_cap = rows;
-    return PS_CONVERGED;
-}
-
 extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
 {
     int st = PS_CONVERGED;
@@ -231,7 +201,7 @@ extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
         (d->s.phase == PS_PHASE_DONE && d->s.resume_phase == PS_PHASE_START &&
          d->s.status == PS_ST_CANCELLED))
         rows = 0;
-    st = history_reserve(d, rows);
+    st = ps_driver_history_reserve(d, rows);
     if (st)
         return st;
     if (rows)
@@ -288,13 +258,5 @@ extern "C" void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft)
 
 extern "C" void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len)
 {
-    char name[128];
-    ps_gpu_device_describe(0, name, sizeof name);
-    char *comma = strchr(name, ',');
-    if (comma)
-        *comma = '\0';
-    const ps_gpu_config &c = g->c.cfg;
-    snprintf(buf, len, "%.48s (grid %d x %d%s, %d spins x %d segments, %s)", name, c.grid, c.block,
-             c.regcap ? " regcap" : "", c.sb, c.segs,
-             g->c.precision == PS_PRECISION_DOUBLE ? "float64" : "float32");
+    ps_gpu_describe_shape(&g->c.cfg, g->c.precision, buf, len);
 }

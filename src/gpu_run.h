@@ -36,8 +36,6 @@ int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
 /* Waits for a launched kernel, then releases everything. */
 void ps_gpu_run_free(ps_gpu_run *g);
 
-/* Control points on (default) or off (the kernel never reads commands). */
-void ps_gpu_run_set_control(ps_gpu_run *g, int on);
 /* One cooperative launch on the run's stream, from the stored state. */
 int ps_gpu_run_launch(ps_gpu_run *g);
 /* Wait for the launched kernel (no-op if none). */
@@ -47,7 +45,6 @@ void ps_gpu_run_command(ps_gpu_run *g, int cmd);
 void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out);
 /* Sum of the CUDA-event times of the launches so far. */
 double ps_gpu_run_kernel_seconds(const ps_gpu_run *g);
-void ps_gpu_run_config(const ps_gpu_run *g, ps_gpu_config *cfg);
 /* "NAME (grid G x B, SB spins x P segments, float32)" */
 void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len);
 /* Before a relaunch (after a yield): solve seconds so far, and f at the

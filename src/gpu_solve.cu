@@ -577,19 +577,25 @@ out:
 }
 
 /* "NAME (grid G x B, SB spins x P segments, float32)" of a solve. */
-static void describe_run(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
-                         ps_result *r)
+extern "C" void ps_gpu_describe_shape(const ps_gpu_config *c, int precision, char *buf, size_t len)
 {
-    ps_gpu_config used;
-    ps_gpu_resolve_config(p, o, cfg, &used);
     char name[128];
     ps_gpu_device_describe(0, name, sizeof name);
     char *comma = strchr(name, ',');
     if (comma)
         *comma = '\0';
-    snprintf(r->device, sizeof r->device, "%.48s (grid %d x %d%s, %d spins x %d segments, %s)",
-             name, used.grid, used.block, used.regcap ? " regcap" : "", used.sb, used.segs,
-             o->precision == PS_PRECISION_DOUBLE ? "float64" : "float32");
+    snprintf(buf, len, "%.48s (grid %d x %d%s, %d spins x %d segments, %s)", name, c->grid, c->block,
+             c->regcap ? " regcap" : "", c->sb, c->segs,
+             precision == PS_PRECISION_DOUBLE ? "float64" : "float32");
+}
+
+/* ps_gpu_describe_shape of the shape a solve of p with o and cfg runs. */
+static void describe_run(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
+                         ps_result *r)
+{
+    ps_gpu_config used;
+    ps_gpu_resolve_config(p, o, cfg, &used);
+    ps_gpu_describe_shape(&used, o->precision, r->device, sizeof r->device);
 }
 
 /* A comparison variant: set up, solve, results, release. */
@@ -699,11 +705,6 @@ done:
     free(tk);
     free(tl);
     return st;
-}
-
-extern "C" int ps_gpu_solve(const ps_problem *p, const ps_options *o, double *x, ps_result *r)
-{
-    return ps_gpu_solve_config(p, o, NULL, x, r);
 }
 
 extern "C" int ps_gpu_eval(const ps_problem *p, const ps_options *o, const double *x, double *f,

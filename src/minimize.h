@@ -58,6 +58,10 @@ typedef struct ps_driver {
 int ps_driver_init(ps_driver *c, const ps_minimizer *mz, const ps_options *o,
                    const double *x0);
 
+/* Room for `rows` history rows (the length is the caller's); 0 or
+ * PS_ERR_NO_MEMORY. */
+int ps_driver_history_reserve(ps_driver *c, size_t rows);
+
 /* Release the vectors and the history; c may be partly initialized. */
 void ps_driver_free(ps_driver *c);
 

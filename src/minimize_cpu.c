@@ -96,19 +96,28 @@ void ps_driver_cancel(ps_driver *c)
         ps_solver_finish(&c->s, PS_ST_CANCELLED);
 }
 
+int ps_driver_history_reserve(ps_driver *c, size_t rows)
+{
+    if (rows <= c->hist_cap)
+        return PS_CONVERGED;
+    size_t cap = c->hist_cap ? 2 * c->hist_cap : 64;
+    if (cap < rows)
+        cap = rows;
+    ps_progress *h = realloc(c->history, cap * sizeof *h);
+    if (!h)
+        return PS_ERR_NO_MEMORY;
+    c->history = h;
+    c->hist_cap = cap;
+    return PS_CONVERGED;
+}
+
 /* Record a history row and report progress; returns 1 to cancel (the
  * progress callback asked for it), -1 when the history cannot grow. */
 static int record(ps_driver *c)
 {
     const ps_solver *s = &c->s;
-    if (c->history_len == c->hist_cap) {
-        size_t cap = c->hist_cap ? 2 * c->hist_cap : 64;
-        ps_progress *h = realloc(c->history, cap * sizeof *h);
-        if (!h)
-            return -1;
-        c->history = h;
-        c->hist_cap = cap;
-    }
+    if (ps_driver_history_reserve(c, c->history_len + 1))
+        return -1;
     ps_progress *row = &c->history[c->history_len++];
     row->iteration = s->iteration;
     row->f = s->f;

@@ -191,6 +191,32 @@ static void finish(ps_run *r)
     pthread_cond_broadcast(&r->cv);
 }
 
+/* The command for the kernel from the pending requests (mutex held). */
+static void gpu_command(ps_run *r)
+{
+    int cmd = PS_GPU_CMD_NONE;
+    if (r->requests & REQ_CANCEL)
+        cmd = PS_GPU_CMD_CANCEL;
+    else if (r->requests & REQ_YIELD)
+        cmd = PS_GPU_CMD_YIELD;
+    else if (r->requests & REQ_PAUSE)
+        cmd = PS_GPU_CMD_PAUSE;
+    ps_gpu_run_command(r->gpu, cmd);
+}
+
+/* A yield obeyed, by either backend's worker (mutex held): the state is in
+ * the driver (and on the device), the requests are cleared. */
+static void yielded(ps_run *r)
+{
+    ps_driver_clock_stop(&r->drv);
+    r->requests = 0;
+    if (r->gpu)
+        gpu_command(r);
+    r->state = PS_RUN_YIELDED;
+    publish(r);
+    pthread_cond_broadcast(&r->cv);
+}
+
 /*
  * The worker: a control point before every phase. Pause waits on the
  * condition variable; yield and cancel end the thread (the driver stays in
@@ -220,11 +246,7 @@ static void *worker(void *arg)
             continue; /* a new control point: cancel or yield may be pending */
         }
         if (r->requests & REQ_YIELD) {
-            ps_driver_clock_stop(&r->drv);
-            r->requests = 0;
-            r->state = PS_RUN_YIELDED;
-            publish(r);
-            pthread_cond_broadcast(&r->cv);
+            yielded(r);
             pthread_mutex_unlock(&r->mu);
             return NULL;
         }
@@ -237,19 +259,6 @@ static void *worker(void *arg)
     finish(r);
     pthread_mutex_unlock(&r->mu);
     return NULL;
-}
-
-/* The command for the kernel from the pending requests (mutex held). */
-static void gpu_command(ps_run *r)
-{
-    int cmd = PS_GPU_CMD_NONE;
-    if (r->requests & REQ_CANCEL)
-        cmd = PS_GPU_CMD_CANCEL;
-    else if (r->requests & REQ_YIELD)
-        cmd = PS_GPU_CMD_YIELD;
-    else if (r->requests & REQ_PAUSE)
-        cmd = PS_GPU_CMD_PAUSE;
-    ps_gpu_run_command(r->gpu, cmd);
 }
 
 /*
@@ -274,12 +283,8 @@ static void *gpu_worker(void *arg)
     if (ps_driver_done(&r->drv)) {
         finish(r);
     } else {
-        r->requests = 0;
-        gpu_command(r);
-        r->state = PS_RUN_YIELDED;
         r->heartbeat++;
-        publish(r);
-        pthread_cond_broadcast(&r->cv);
+        yielded(r);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
