@@ -324,9 +324,13 @@ int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
  * ps_run_free must not race with other calls on the same run.
  *
  * Backends: the CPU backend runs the solve on a POSIX thread. The GPU
- * backend is not available through this interface yet: ps_solve_start
- * returns PS_ERR_NOT_IMPLEMENTED when the GPU would run the solve (backend
- * gpu, or auto with a usable GPU); solve_persistent still runs it.
+ * backend runs it in the persistent kernel, whose control points lie
+ * after the reduction of every evaluation and after the direction of
+ * every iteration; the kernel reads requests from mapped host memory and
+ * publishes its progress there, so steering it needs no launch and no
+ * copy (a yield ends the kernel with its state on the device; resume
+ * launches it again). solve_persistent() is the synchronous form of the
+ * same path on both backends.
  */
 
 typedef struct ps_run ps_run; ///< opaque handle of one solve

@@ -4,11 +4,17 @@
  * (asynchronous runs, run.c and gpu_run.cu).
  *
  *   host -> device  command: what the kernel does at its next control
- *                   point (one per iteration, after the direction is
- *                   decided). One device thread reads it with a
- *                   system-scope acquire load and publishes it through
- *                   device memory before the barrier that ends the
- *                   direction phase, so every block obeys the same value.
+ *                   point. There are two kinds, each at a barrier the
+ *                   solve already has and where the state is whole: after
+ *                   the reduction of every evaluation (the state is still
+ *                   before that evaluation's decision) and after the
+ *                   direction of every iteration is formed (the state is
+ *                   about to evaluate the first trial). One device thread
+ *                   (the control thread) reads the command with a
+ *                   system-scope load in the phase before the barrier and
+ *                   stores it in a device word of that kind, which every
+ *                   block reads after the barrier, so that all obey the
+ *                   same value.
  *   device -> host  a progress snapshot under a sequence counter (odd while
  *                   the device writes it; fenced with __threadfence_system),
  *                   and a heartbeat outside it that grows at every control
@@ -37,8 +43,19 @@ typedef struct ps_gpu_ctl {
 } ps_gpu_ctl;
 
 /* Device words of the control path (device memory, unsigned long long):
- * the command read at the last control point, the pause release
- * (generation << 3 | command), the snapshot sequence and the heartbeat. */
-enum { PS_GPU_CW_COMMAND = 0, PS_GPU_CW_RELEASE = 1, PS_GPU_CW_SEQ = 2, PS_GPU_CW_BEAT = 3, PS_GPU_CW_LEN = 4 };
+ * the command read for the last control point after an evaluation and
+ * after a direction (one word each: a block may still read one while the
+ * control thread writes the next control point's word, never the same
+ * word, because a grid barrier lies between two writes of one word), the
+ * pause release (generation << 3 | command), the snapshot sequence and the
+ * heartbeat. */
+enum {
+    PS_GPU_CW_CMD_EVAL = 0,
+    PS_GPU_CW_RELEASE = 1,
+    PS_GPU_CW_SEQ = 2,
+    PS_GPU_CW_BEAT = 3,
+    PS_GPU_CW_CMD_DIRECTION = 4,
+    PS_GPU_CW_LEN = 5
+};
 
 #endif /* PS_SRC_GPU_CONTROL_H */

@@ -11,10 +11,13 @@
  * phases need no host and no atomics, only grid.sync().
  *
  * Per iteration with one line-search trial, four grid barriers:
- *   direction      d = -H g from the stored dots           | sync
+ *   direction      d = -H g from the stored dots           | sync  (control point)
  *   trial          evaluate at x + alpha d (partials)      | sync
- *                  reduce gradient, g_t.d partials         | sync  -> accept?
+ *                  reduce gradient, g_t.d partials         | sync  (control point) -> accept?
  *   update         s, y, x, g, batched dots (partials)     | sync  -> stop?
+ * A control point (with a.ctl, asynchronous runs: gpu_control.h) costs no
+ * barrier of its own: the control thread reads the host's command in the
+ * phase before the barrier, every block takes it after the barrier.
  */
 #ifndef PS_SRC_GPU_LOOP_CUH
 #define PS_SRC_GPU_LOOP_CUH
@@ -107,18 +110,49 @@ __device__ __forceinline__ int host_command(const ps_gpu_ctl *c)
 }
 
 /*
+ * The same word with a relaxed system-scope load, issued early: the value
+ * is waited for only where it is used, so the round trip to host memory
+ * overlaps the phase's work. No data rides on a command (the host changes
+ * nothing else while a kernel runs), so nothing needs acquire ordering.
+ */
+__device__ __forceinline__ int host_command_issue(const ps_gpu_ctl *c)
+{
+    int v;
+    asm volatile("ld.relaxed.sys.b32 %0, [%1];" : "=r"(v) : "l"(&c->command) : "memory");
+    return v;
+}
+
+/*
+ * The control thread: lane 0 of the last warp of the controller block
+ * (the last block: its share of every grid-stride is never larger than
+ * another's, and its last warp's share never larger than another warp's;
+ * warp 0 takes the block's decisions).
+ */
+__device__ __forceinline__ bool control_thread(const args &a)
+{
+    return a.ctl && (int)blockIdx.x == a.controller && threadIdx.x == ((blockDim.x - 1) & ~31u);
+}
+
+/*
  * Publish the progress snapshot (one thread): sequence odd, the fields,
  * sequence even, each step fenced at system scope so that the host never
  * takes a torn copy for a consistent one. The sequence's value lives in
  * device memory (the device is its only writer while a kernel runs).
+ * publish_begin makes the sequence odd and returns its even value.
  */
-__device__ inline void publish(const args &a, const ps_solver &S, int state, double seconds)
+__device__ inline unsigned long long publish_begin(const args &a)
+{
+    const unsigned long long q = *(volatile unsigned long long *)&a.cw[PS_GPU_CW_SEQ];
+    ((volatile ps_gpu_ctl *)a.ctl)->seq = q + 1;
+    return q;
+}
+
+/* The fields and the even sequence, after a __threadfence_system() that
+ * followed publish_begin(). */
+__device__ inline void publish_end(const args &a, unsigned long long q, const ps_solver &S, int state,
+                                   double seconds)
 {
     volatile ps_gpu_ctl *c = a.ctl;
-    volatile unsigned long long *cw = a.cw;
-    const unsigned long long q = cw[PS_GPU_CW_SEQ];
-    c->seq = q + 1;
-    __threadfence_system();
     c->iteration = S.iteration;
     c->evaluations = S.evaluations;
     c->f = S.f;
@@ -130,22 +164,24 @@ __device__ inline void publish(const args &a, const ps_solver &S, int state, dou
     c->state = state;
     __threadfence_system();
     c->seq = q + 2;
-    cw[PS_GPU_CW_SEQ] = q + 2;
+    *(volatile unsigned long long *)&a.cw[PS_GPU_CW_SEQ] = q + 2;
+}
+
+__device__ inline void publish(const args &a, const ps_solver &S, int state, double seconds)
+{
+    const unsigned long long q = publish_begin(a);
+    __threadfence_system();
+    publish_end(a, q, S, state, seconds);
 }
 
 /*
- * The control point's read (the controller block's thread 0, once per
- * evaluation, when its share of the evaluation is done: the controller is
- * the last block, whose share of a grid-stride over tiles is never larger
- * than another's, so this usually costs the solve nothing): the heartbeat,
- * the progress, and the host's command into device memory, where every
- * block reads it after the evaluation's barrier.
+ * The progress of the evaluation now running (the control thread, once
+ * per evaluation, when its share is done): the heartbeat, then the
+ * snapshot.
  */
-__device__ inline void control_read(const args &a, const ps_solver &S, double seconds)
+__device__ inline void control_progress(const args &a, const ps_solver &S, double seconds)
 {
-    const int cmd = host_command(a.ctl);
     volatile unsigned long long *cw = a.cw;
-    cw[PS_GPU_CW_COMMAND] = (unsigned long long)cmd;
     const unsigned long long beat = cw[PS_GPU_CW_BEAT] + 1;
     cw[PS_GPU_CW_BEAT] = beat;
     ((volatile ps_gpu_ctl *)a.ctl)->heartbeat = beat;
@@ -161,9 +197,9 @@ __device__ __forceinline__ void backoff(unsigned &ns)
 }
 
 /*
- * Obey the command of the control point (every block, after the barrier
- * that ends an evaluation, before its decision: L.S, L.red[0] and the
- * device vectors are a whole solve state there). PAUSE: the controller stores the state (a checkpoint may
+ * Obey the command of a control point (every block, after the barrier,
+ * where L.S, L.red[0] and the device vectors are a whole solve state).
+ * PAUSE: the controller stores the state (a checkpoint may
  * be taken while paused), publishes PAUSED and sleeps until the host
  * changes the command; the other blocks sleep on the release word in
  * device memory. Then the new command is obeyed the same way. CANCEL ends
@@ -179,10 +215,15 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
     while (cmd == PS_GPU_CMD_PAUSE) {
         const uint64_t p0 = global_ns();
         const bool ctrl = (int)blockIdx.x == a.controller;
+        unsigned long long q = 0;
         if (ctrl) {
-            state_copy(a.state, &S);
-            if (threadIdx.x == 0)
+            /* the snapshot made odd first, so that one fence serves both
+             * it and the stored state */
+            if (threadIdx.x == 0) {
+                q = publish_begin(a);
                 a.eval_out[1] = L.red[0]; /* f at an accepted trial (UPDATE) */
+            }
+            state_copy(a.state, &S);
         }
         __threadfence_system(); /* the state and the history, for a copy while paused */
         __syncthreads();
@@ -192,7 +233,7 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
             unsigned ns = 1000u;
             if (ctrl) {
                 const double sec = (double)(p0 - t0) * 1e-9;
-                publish(a, S, 1 /* PS_RUN_PAUSED */, sec);
+                publish_end(a, q, S, 1 /* PS_RUN_PAUSED */, sec);
                 int c;
                 while ((c = host_command(a.ctl)) == PS_GPU_CMD_PAUSE)
                     backoff(ns);
@@ -221,6 +262,26 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
 }
 
 /*
+ * A control point, after the barrier that follows the control thread's
+ * store of the command into cw[slot]: every block takes the command and
+ * obeys it. Returns EV_DONE (go on), EV_YIELD (store the state and exit)
+ * or EV_STOPPED (cancelled: the state is DONE).
+ */
+enum { EV_DONE = 0, EV_YIELD = 1, EV_STOPPED = 2 };
+
+__device__ inline int control_point(const args &a, loop_shared &L, int slot, uint64_t &t0)
+{
+    if (threadIdx.x == 0)
+        L.cmd = (int)*(volatile unsigned long long *)&a.cw[slot];
+    __syncthreads();
+    if (L.cmd == PS_GPU_CMD_NONE)
+        return EV_DONE;
+    if (obey(a, L, t0))
+        return EV_YIELD;
+    return L.S.phase == PS_PHASE_DONE ? EV_STOPPED : EV_DONE;
+}
+
+/*
  * The scalars of an evaluation from the per-block partials of G blocks,
  * the same fixed order in every block (and in the host-driven variant's
  * one-block kernel): sh[0] = g.d, sh[1] = g.g, sh[2] = b.b (RF power),
@@ -234,16 +295,15 @@ __device__ inline void eval_scalars(const args &a, int G, double *sh)
     __syncthreads();
 }
 
-enum { EV_DONE = 0, EV_YIELD = 1, EV_STOPPED = 2 };
-
 /*
  * Evaluate at x + alpha d into gout; leaves the scalars of eval_scalars()
- * in every block's sh[]. Two barriers. With a.ctl, the control point:
- * the controller reads the host's command when its share of the
- * evaluation is done, every block takes it after the evaluation's barrier
- * and obeys it there (the solver state is still before this evaluation's
- * decision, so a yield or a checkpoint taken while paused resumes by
- * evaluating the same point again, bit for bit). Returns EV_DONE,
+ * in every block's sh[]. Two barriers. With a.ctl, the control thread
+ * publishes the progress when its share of the evaluation is done, reads
+ * the host's command during the reduction, and every block obeys it after
+ * the reduction's barrier: the solver state is still before this
+ * evaluation's decision there, so a yield or a checkpoint taken while
+ * paused resumes by evaluating the same point again, bit for bit (the
+ * evaluation changes only gout and the partials). Returns EV_DONE,
  * EV_YIELD, or EV_STOPPED (cancelled: the state is DONE).
  */
 template <typename R>
@@ -253,24 +313,23 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
 {
     double *sh = L.sh;
     evaluate<R>(a, a.x, d, alpha, true, smem);
-    if (a.ctl && (int)blockIdx.x == a.controller && threadIdx.x == 0)
-        control_read(a, L.S, (double)(global_ns() - t0) * 1e-9);
+    if (control_thread(a))
+        control_progress(a, L.S, (double)(global_ns() - t0) * 1e-9);
+    grid.sync();
+    prof_mark(a, last, PS_PROF_EVAL);
+    int cmd = 0;
+    if (control_thread(a))
+        cmd = host_command_issue(a.ctl);
+    reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    if (control_thread(a))
+        *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD_EVAL] = (unsigned long long)cmd;
     grid.sync();
     if (a.ctl) {
-        // ---- control point (taken before the next barrier: the next read comes after it) ----
-        if (threadIdx.x == 0)
-            L.cmd = (int)*(volatile unsigned long long *)&a.cw[PS_GPU_CW_COMMAND];
-        __syncthreads();
-        if (L.cmd != PS_GPU_CMD_NONE) {
-            if (obey(a, L, t0))
-                return EV_YIELD;
-            if (L.S.phase == PS_PHASE_DONE)
-                return EV_STOPPED;
-        }
+        // ---- control point ----
+        const int ev = control_point(a, L, PS_GPU_CW_CMD_EVAL, t0);
+        if (ev != EV_DONE)
+            return ev;
     }
-    prof_mark(a, last, PS_PROF_EVAL);
-    reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
-    grid.sync();
     prof_mark(a, last, PS_PROF_REDUCE);
     eval_scalars(a, gridDim.x, sh);
     prof_mark(a, last, PS_PROF_SUMS);
@@ -282,8 +341,8 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
  * with one_iteration, until an iteration has been completed (after its
  * update). t0: the solve's start (global ns, for the history and
  * *a.elapsed; moved by pauses); elapsed: seconds at the last update, for
- * the time limit. With a.ctl, a control point per evaluation (see
- * evaluate_and_reduce and obey). MODE_EVAL stops after the start
+ * the time limit. With a.ctl, a control point after every evaluation and
+ * after every direction (see control_point and obey). MODE_EVAL stops after the start
  * evaluation, with f in a.eval_out[0] and the in-kernel time of the
  * evaluation in *a.elapsed.
  */
@@ -329,8 +388,21 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             prof_mark(a, last, PS_PROF_DECIDE_DIRECTION);
             if (S.phase != PS_PHASE_TRIAL)
                 break;
+            int cmd = 0;
+            if (control_thread(a))
+                cmd = host_command_issue(a.ctl);
             form_direction(a, &S.lb);
+            if (control_thread(a))
+                *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD_DIRECTION] = (unsigned long long)cmd;
             grid.sync();
+            if (a.ctl) {
+                // ---- control point: the state is about to evaluate the first trial ----
+                const int ev = control_point(a, L, PS_GPU_CW_CMD_DIRECTION, t0);
+                if (ev == EV_YIELD)
+                    return 1;
+                if (ev == EV_STOPPED)
+                    continue; /* DONE */
+            }
             prof_mark(a, last, PS_PROF_DIRECTION);
         } else if (phase == PS_PHASE_TRIAL) {
             // ---- line search trial ----
