@@ -78,7 +78,7 @@ enum {
     PS_PROF_DECIDE_TRIAL,     /* line-search decision (one thread) */
     PS_PROF_UPDATE,           /* s, y, x, g and the batched dots, to the barrier */
     PS_PROF_DECIDE_UPDATE,    /* the solver's update and stopping tests (one thread) */
-    PS_PROF_DECIDE_DIRECTION, /* the direction's coefficients (one thread) */
+    PS_PROF_DECIDE_DIRECTION, /* the direction's coefficients (one warp) */
     PS_PROF_DIRECTION,        /* d formed, to the barrier */
 };
 int ps_gpu_profile_enable(int on);

@@ -54,17 +54,18 @@ __device__ inline void state_copy(ps_solver *dst, const ps_solver *src)
 }
 
 /*
- * The scalar decisions, kept out of line: one thread runs them, and
- * inlined they would share the kernel's register allocation with the
- * evaluation (spilling in its inner loops).
+ * The scalar decisions, kept out of line: one thread runs them (the
+ * direction: one warp), and inlined they would share the kernel's register
+ * allocation with the evaluation (spilling in its inner loops).
  */
 static __device__ __noinline__ void decide_start(ps_solver *S, double f, double gg)
 {
     ps_solver_start(S, f, gg);
 }
+/* All 32 lanes of one warp (lbfgs_math.h: ps_solver_direction_warp). */
 static __device__ __noinline__ void decide_direction(ps_solver *S, double elapsed)
 {
-    ps_solver_direction(S, elapsed);
+    ps_solver_direction_warp(S, elapsed);
 }
 static __device__ __noinline__ void decide_trial(ps_solver *S, double f, double dg)
 {
@@ -381,8 +382,8 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
         if (phase == PS_PHASE_DONE)
             break;
         if (phase == PS_PHASE_DIRECTION) {
-            // ---- direction ----
-            if (threadIdx.x == 0)
+            // ---- direction (warp 0) ----
+            if (threadIdx.x < 32)
                 decide_direction(&S, elapsed);
             __syncthreads();
             prof_mark(a, last, PS_PROF_DECIDE_DIRECTION);

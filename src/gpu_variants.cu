@@ -13,11 +13,12 @@
  *     mapped pinned memory and the host, after a stream synchronization,
  *     launches the next phase. Per iteration with one trial: 6 launches and
  *     2 host round trips.
- *     The ps_solver_* calls run in that kernel's thread 0 rather than on
- *     the host: nvcc contracts a*b + c into fused multiply-adds in device
- *     code (--fmad=true) and the host compiler does not, so the same scalar
- *     code on the host would round differently and the iterates would part
- *     after the first update. The host still waits for every decision.
+ *     The ps_solver_* calls run in that kernel (thread 0; the direction:
+ *     warp 0) rather than on the host: nvcc contracts a*b + c into fused
+ *     multiply-adds in device code (--fmad=true) and the host compiler does
+ *     not, so the same scalar code on the host would round differently and
+ *     the iterates would part after the first update. The host still waits
+ *     for every decision.
  * (b) graph: a CUDA graph whose conditional WHILE node has one cooperative
  *     kernel as its body; each pass loads the solver state from device
  *     memory, runs one iteration of the shared loop (gpu_loop.cuh; the first
@@ -97,12 +98,14 @@ host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report
     ps_solver &S = L.S;
     state_copy(&S, a.state);
     __syncthreads();
-    double elapsed = seconds;
+    /* the persistent kernel's clock before the first update */
+    const double elapsed = what == HL_START ? 0.0 : seconds;
     if (what == HL_UPDATE)
         sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, L.red + 1);
     else
         eval_scalars(a, G, L.sh);
-    /* thread 0 alone reads and writes S until the barrier */
+    /* thread 0 alone, then warp 0 (the direction), reads and writes S
+     * until the barrier */
     if (threadIdx.x == 0) {
         if (what == HL_UPDATE) {
             decide_update(&S, ft, L.red + 1);
@@ -110,10 +113,12 @@ host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report
         } else if (what == HL_START) {
             decide_start(&S, L.sh[3], L.sh[1]);
             record(a, S, seconds);
-            elapsed = 0.0; /* the persistent kernel's clock before the first update */
         } else {
             decide_trial(&S, L.sh[3], L.sh[0]);
         }
+    }
+    if (threadIdx.x < 32) {
+        __syncwarp(); /* thread 0's decision, for the warp */
         if (S.phase == PS_PHASE_DIRECTION)
             decide_direction(&S, elapsed);
     }

@@ -2,7 +2,8 @@
  * The optimizer's scalar logic: L-BFGS direction in compact form, the
  * strong-Wolfe line search and the stopping tests, as one state machine
  * over phases. Written once, run by the CPU backend and (redundantly, by
- * every block) by the GPU megakernel. Everything here is O(m^2) scalar
+ * every block) by the GPU megakernel, the direction's coefficients there
+ * by one warp (ps_solver_direction_warp). Everything here is O(m^2) scalar
  * work; the O(n) vector work (evaluations, the batched dot products, the
  * vector updates) is the caller's, at the points the phases name.
  *
@@ -299,9 +300,113 @@ PS_HD void ps_lbfgs_steepest(ps_lbfgs *lb)
 }
 
 /*
+ * The direction's arithmetic, one element at a time. Two forms run it with
+ * the same operations in the same order, so that they give the same bits:
+ * the sequential one (ps_lbfgs_direction: the CPU backend) and the warp one
+ * (ps_lbfgs_direction_warp: the GPU kernels, lane l owning pair l). Both
+ * builds keep a*b + c as two roundings (nvcc --fmad=false, C without
+ * contraction), so none of these may use fma().
+ *
+ * Pair l (0 = oldest of the k held) lives in slot (first + l) mod m.
+ */
+PS_HD int ps_lbfgs_first(const ps_lbfgs *lb)
+{
+    int first = lb->newest - (lb->k - 1);
+    return first < 0 ? first + lb->m : first;
+}
+
+/* Slot of pair l, 0 <= l < m. */
+PS_HD int ps_lbfgs_slot(int first, int l, int m)
+{
+    int i = first + l;
+    return i >= m ? i - m : i;
+}
+
+/* gamma = s.y / y.y of the newest pair */
+PS_HD double ps_lbfgs_gamma(const ps_lbfgs *lb)
+{
+    int nw = lb->newest;
+    return lb->sy[nw][nw] / lb->yy[nw][nw];
+}
+
+/* 1 / R_ll of the pair in slot s */
+PS_HD double ps_lbfgs_rdiag(const ps_lbfgs *lb, int s)
+{
+    return 1.0 / lb->sy[s][s];
+}
+
+/* An unknown of a substitution, once every other column is eliminated. */
+PS_HD double ps_lbfgs_solve(double acc, double rd)
+{
+    return acc * rd;
+}
+
+/* Elimination of a solved unknown x with matrix entry r. */
+PS_HD double ps_lbfgs_elim(double acc, double r, double x)
+{
+    return acc - r * x;
+}
+
+/* One term of a dot product. */
+PS_HD double ps_lbfgs_madd(double acc, double a, double b)
+{
+    return acc + a * b;
+}
+
+/* w_l = D_l t_l + gamma ((Y^T Y t)_l - b_l), with yyt = (Y^T Y t)_l. */
+PS_HD double ps_lbfgs_w(double dl, double tl, double gamma, double yyt, double ygl)
+{
+    return dl * tl + gamma * (yyt - ygl);
+}
+
+/* g.d: the part of g alone, then the term of pair l. */
+PS_HD double ps_lbfgs_gd0(double gamma, double gg)
+{
+    return -gamma * gg;
+}
+PS_HD double ps_lbfgs_gd_term(double pl, double sgl, double gamma, double tl, double ygl)
+{
+    return -pl * sgl + gamma * tl * ygl;
+}
+
+/* The coefficients of the pair in slot s. */
+PS_HD void ps_lbfgs_store(ps_lbfgs *lb, int s, double gamma, double tl, double pl)
+{
+    lb->cs[s] = -pl;
+    lb->cy[s] = gamma * tl;
+}
+
+/* cg and g.d; steepest descent (the pairs forgotten) if d is not a
+ * descent direction. */
+PS_HD void ps_lbfgs_conclude(ps_lbfgs *lb, double gamma, double gd)
+{
+    lb->cg = -gamma;
+    lb->gd = gd;
+    if (!(gd < 0.0) || !isfinite(gd)) {
+        lb->k = 0;
+        ps_lbfgs_steepest(lb);
+    }
+}
+
+/*
  * Coefficients of d = -H g from the stored dots (formulas above). Falls
  * back to steepest descent (and forgets the pairs) if the result is not a
  * descent direction.
+ *
+ * Order of the arithmetic (the warp form repeats it exactly):
+ *   t = R^-1 a, column-oriented back substitution: acc_i = a_i; for l =
+ *       k-1 down to 0, t_l = acc_l (1/R_ll), then acc_i -= R_il t_l for
+ *       every i < l. Each acc_i thus takes its terms j = k-1 down to i+1.
+ *   w_l = D_l t_l + gamma (sum_j (Y^T Y)_jl t_j - b_l), j ascending
+ *       (ps_lbfgs_push stores y.y symmetric; column l is read, so that
+ *       the warp's lanes read along a row of yy).
+ *   p = R^-T w, column-oriented forward substitution: acc_i = w_i; for
+ *       l = 0 to k-1, p_l = acc_l (1/R_ll), then acc_i -= R_li p_l for
+ *       every i > l (terms j = 0 up to i-1, as a row-oriented form
+ *       takes them; only the back substitution's order differs from it).
+ *   g.d = -gamma g.g + sum_l (-p_l a_l + gamma t_l b_l), l ascending.
+ * The column order lets lane i of a warp update its own acc_i once t_l
+ * (p_l) is broadcast: k dependent steps instead of k^2.
  */
 PS_HD void ps_lbfgs_direction(ps_lbfgs *lb)
 {
@@ -311,58 +416,153 @@ PS_HD void ps_lbfgs_direction(ps_lbfgs *lb)
         return;
     }
     int idx[PS_MAX_MEMORY];
-    double t[PS_MAX_MEMORY], p[PS_MAX_MEMORY], w[PS_MAX_MEMORY], rd[PS_MAX_MEMORY];
-    int first = lb->newest - (k - 1);
-    if (first < 0)
-        first += m;
+    double acc[PS_MAX_MEMORY], t[PS_MAX_MEMORY], p[PS_MAX_MEMORY], rd[PS_MAX_MEMORY];
+    int first = ps_lbfgs_first(lb);
+    double gamma = ps_lbfgs_gamma(lb);
     for (int l = 0; l < k; l++) {
-        int i = first + l;
-        idx[l] = i >= m ? i - m : i;
-        rd[l] = 1.0 / lb->sy[idx[l]][idx[l]]; /* 1 / R_ll */
+        idx[l] = ps_lbfgs_slot(first, l, m);
+        rd[l] = ps_lbfgs_rdiag(lb, idx[l]);
+        acc[l] = lb->sg[idx[l]];
     }
-    int nw = lb->newest;
-    double gamma = lb->sy[nw][nw] / lb->yy[nw][nw];
 
     /* t = R^-1 a (back substitution, R upper triangular) */
     for (int l = k - 1; l >= 0; l--) {
-        const double *row = lb->sy[idx[l]];
-        double acc = lb->sg[idx[l]];
-        for (int j = l + 1; j < k; j++)
-            acc -= row[idx[j]] * t[j];
-        t[l] = acc * rd[l];
+        t[l] = ps_lbfgs_solve(acc[l], rd[l]);
+        for (int i = 0; i < l; i++)
+            acc[i] = ps_lbfgs_elim(acc[i], lb->sy[idx[i]][idx[l]], t[l]);
     }
-    /* w = (D + gamma Y^T Y) t - gamma b */
+    /* w = (D + gamma Y^T Y) t - gamma b, into acc */
     for (int l = 0; l < k; l++) {
-        const double *row = lb->yy[idx[l]];
-        double acc = 0.0;
+        double yyt = 0.0;
         for (int j = 0; j < k; j++)
-            acc += row[idx[j]] * t[j];
-        w[l] = lb->sy[idx[l]][idx[l]] * t[l] + gamma * (acc - lb->yg[idx[l]]);
+            yyt = ps_lbfgs_madd(yyt, lb->yy[idx[j]][idx[l]], t[j]);
+        acc[l] = ps_lbfgs_w(lb->sy[idx[l]][idx[l]], t[l], gamma, yyt, lb->yg[idx[l]]);
     }
     /* p = R^-T w (forward substitution, R^T lower triangular) */
     for (int l = 0; l < k; l++) {
-        double acc = w[l];
-        for (int j = 0; j < l; j++)
-            acc -= lb->sy[idx[j]][idx[l]] * p[j];
-        p[l] = acc * rd[l];
+        p[l] = ps_lbfgs_solve(acc[l], rd[l]);
+        for (int i = l + 1; i < k; i++)
+            acc[i] = ps_lbfgs_elim(acc[i], lb->sy[idx[l]][idx[i]], p[l]);
     }
-    for (int i = 0; i < m; i++) {
-        lb->cs[i] = 0.0;
-        lb->cy[i] = 0.0;
-    }
-    double gd = -gamma * lb->gg;
+    double gd = ps_lbfgs_gd0(gamma, lb->gg);
     for (int l = 0; l < k; l++) {
-        lb->cs[idx[l]] = -p[l];
-        lb->cy[idx[l]] = gamma * t[l];
-        gd += -p[l] * lb->sg[idx[l]] + gamma * t[l] * lb->yg[idx[l]];
+        ps_lbfgs_store(lb, idx[l], gamma, t[l], p[l]);
+        gd += ps_lbfgs_gd_term(p[l], lb->sg[idx[l]], gamma, t[l], lb->yg[idx[l]]);
     }
-    lb->cg = -gamma;
-    lb->gd = gd;
-    if (!(gd < 0.0) || !isfinite(gd)) {
-        lb->k = 0;
-        ps_lbfgs_steepest(lb);
+    for (int l = k; l < m; l++) {
+        int s = ps_lbfgs_slot(first, l, m);
+        lb->cs[s] = 0.0;
+        lb->cy[s] = 0.0;
     }
+    ps_lbfgs_conclude(lb, gamma, gd);
 }
+
+/*
+ * The warp form's primitives: CUDA's; or, with PS_WARP_EMULATION (tests
+ * only: tests/warp_emu.c), the includer's PS_LANE, PS_SHFL and
+ * PS_SYNCWARP, host threads as the lanes.
+ */
+#if defined(__CUDACC__)
+#define PS_HAVE_WARP 1
+#define PS_WARP_FN __device__ __forceinline__
+#define PS_LANE() ((int)(threadIdx.x & 31u))
+#define PS_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src)) /* lane src's v, to all 32 */
+#define PS_SYNCWARP() __syncwarp()
+#elif defined(PS_WARP_EMULATION)
+#define PS_HAVE_WARP 1
+#define PS_WARP_FN static inline
+#endif
+
+#ifdef PS_HAVE_WARP
+/*
+ * ps_lbfgs_direction by one warp, bit for bit: all 32 lanes call it,
+ * converged (k <= m <= 32 = PS_MAX_MEMORY); lane l owns pair l: its slot,
+ * 1/R_ll, acc_l, t_l and p_l live in its registers, and t_l, p_l reach the
+ * other lanes by shuffles, k dependent steps per substitution. Reads of lb
+ * (the block's state in shared memory): the back substitution's column
+ * R_il, i < l, lies in one bank (an l-way conflict, off the dependent
+ * chain: the load does not wait for t_l); everything else is read along
+ * rows, one element per lane. Ends with the warp converged.
+ */
+PS_WARP_FN void ps_lbfgs_direction_warp(ps_lbfgs *lb)
+{
+    const int lane = PS_LANE();
+    const int k = lb->k, m = lb->m;
+    if (k == 0) {
+        if (lane == 0)
+            ps_lbfgs_steepest(lb);
+        PS_SYNCWARP();
+        return;
+    }
+    const int own = lane < k;
+    const int first = ps_lbfgs_first(lb);
+    const double gamma = ps_lbfgs_gamma(lb);
+    const int slot = lane < m ? ps_lbfgs_slot(first, lane, m) : 0;
+    double rd = 0.0, acc = 0.0, t = 0.0, p = 0.0;
+    if (own) {
+        rd = ps_lbfgs_rdiag(lb, slot);
+        acc = lb->sg[slot];
+    }
+
+    /* t = R^-1 a: lane l solves, lanes i < l eliminate column l (its
+     * entries loaded a step ahead, off the chain of dependent steps) */
+    int sl = lb->newest; /* slot of pair l */
+    double r = lane < k - 1 ? lb->sy[slot][sl] : 0.0;
+    for (int l = k - 1; l >= 0; l--) {
+        const int sn = sl == 0 ? m - 1 : sl - 1;
+        const double rn = lane < l - 1 ? lb->sy[slot][sn] : 0.0;
+        const double tl = PS_SHFL(ps_lbfgs_solve(acc, rd), l);
+        if (lane == l)
+            t = tl;
+        if (lane < l)
+            acc = ps_lbfgs_elim(acc, r, tl);
+        r = rn;
+        sl = sn;
+    }
+    /* w_l by lane l, j ascending */
+    double yyt = 0.0;
+    sl = first;
+    for (int j = 0; j < k; j++) {
+        const double tj = PS_SHFL(t, j);
+        if (own)
+            yyt = ps_lbfgs_madd(yyt, lb->yy[sl][slot], tj);
+        sl = sl + 1 == m ? 0 : sl + 1;
+    }
+    if (own)
+        acc = ps_lbfgs_w(lb->sy[slot][slot], t, gamma, yyt, lb->yg[slot]);
+    /* p = R^-T w: lane l solves, lanes l < i < k eliminate row l (loaded
+     * a step ahead) */
+    sl = first;
+    r = own && lane > 0 ? lb->sy[sl][slot] : 0.0;
+    for (int l = 0; l < k; l++) {
+        const int sn = sl + 1 == m ? 0 : sl + 1;
+        const double rn = own && lane > l + 1 ? lb->sy[sn][slot] : 0.0;
+        const double pl = PS_SHFL(ps_lbfgs_solve(acc, rd), l);
+        if (lane == l)
+            p = pl;
+        if (lane > l && own)
+            acc = ps_lbfgs_elim(acc, r, pl);
+        r = rn;
+        sl = sn;
+    }
+    /* coefficients; g.d summed in l order (every lane the same sum) */
+    double e = 0.0;
+    if (own) {
+        ps_lbfgs_store(lb, slot, gamma, t, p);
+        e = ps_lbfgs_gd_term(p, lb->sg[slot], gamma, t, lb->yg[slot]);
+    } else if (lane < m) {
+        lb->cs[slot] = 0.0;
+        lb->cy[slot] = 0.0;
+    }
+    double gd = ps_lbfgs_gd0(gamma, lb->gg);
+    for (int j = 0; j < k; j++)
+        gd += PS_SHFL(e, j);
+    PS_SYNCWARP(); /* the lanes' cs, cy and reads of k before lane 0's fallback */
+    if (lane == 0)
+        ps_lbfgs_conclude(lb, gamma, gd);
+    PS_SYNCWARP();
+}
+#endif /* PS_HAVE_WARP */
 
 /*
  * Layout of the batched reduction after a step, for the pair staged in
@@ -518,28 +718,65 @@ PS_HD void ps_solver_start(ps_solver *s, double f, double gg)
 /*
  * DIRECTION: the limits that are checked between iterations, then the
  * coefficients of d and the first trial step: 1/||g|| on the first
- * iteration (a unit-length step), 1 afterwards (N&W sec. 3.5).
+ * iteration (a unit-length step), 1 afterwards (N&W sec. 3.5). In three
+ * parts, so that a warp can take the middle one (ps_solver_direction_warp).
  */
-PS_HD void ps_solver_direction(ps_solver *s, double elapsed)
+
+/* The limits; returns 1 if the solve goes on (else it is DONE). */
+PS_HD int ps_solver_direction_limits(ps_solver *s, double elapsed)
 {
     if (s->max_iterations > 0 && s->iteration >= s->max_iterations) {
         ps_solver_finish(s, PS_ST_MAX_ITERATIONS);
-        return;
+        return 0;
     }
     if (s->max_evaluations > 0 && s->evaluations >= s->max_evaluations) {
         ps_solver_finish(s, PS_ST_MAX_EVALUATIONS);
-        return;
+        return 0;
     }
     if (s->time_limit > 0.0 && elapsed >= s->time_limit) {
         ps_solver_finish(s, PS_ST_TIME_LIMIT);
-        return;
+        return 0;
     }
-    ps_lbfgs_direction(&s->lb);
+    return 1;
+}
+
+/* The line search along d, from the coefficients' g.d. */
+PS_HD void ps_solver_direction_begin(ps_solver *s)
+{
     double alpha0 = s->lb.k == 0 ? 1.0 / s->gnorm : 1.0;
     ps_ls_begin(&s->ls, s->f, s->lb.gd, alpha0, s->c1, s->c2,
                 s->fnoise * fabs(s->f), s->max_ls);
     s->phase = PS_PHASE_TRIAL;
 }
+
+PS_HD void ps_solver_direction(ps_solver *s, double elapsed)
+{
+    if (!ps_solver_direction_limits(s, elapsed))
+        return;
+    ps_lbfgs_direction(&s->lb);
+    ps_solver_direction_begin(s);
+}
+
+#ifdef PS_HAVE_WARP
+/*
+ * ps_solver_direction by one warp, bit for bit (all 32 lanes call it,
+ * converged; lane 0's elapsed counts): lane 0 takes the limits and begins
+ * the line search, the warp computes the coefficients. Ends with the warp
+ * converged; the caller places the barrier before other warps read s.
+ */
+PS_WARP_FN void ps_solver_direction_warp(ps_solver *s, double elapsed)
+{
+    int go = 0;
+    if (PS_LANE() == 0)
+        go = ps_solver_direction_limits(s, elapsed);
+    if (PS_SHFL(go, 0)) {
+        ps_lbfgs_direction_warp(&s->lb);
+        if (PS_LANE() == 0)
+            ps_solver_direction_begin(s);
+    }
+    PS_SYNCWARP();
+}
+#endif /* PS_HAVE_WARP */
 
 /* TRIAL: phi(alpha) and phi'(alpha) = g_t.d at the trial point. */
 PS_HD void ps_solver_trial(ps_solver *s, double f, double dg)

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "lbfgs_pairs.h"
 #include "minimize.h"
 #include "test_util.h"
 
@@ -325,6 +326,94 @@ static void nan_trial_shrinks(void **state)
     free(c);
 }
 
+/*
+ * The compact L-BFGS direction (ps_lbfgs_direction, column-oriented
+ * substitutions) against the inverse Hessian formed densely by the BFGS
+ * recursion H <- (I - rho s y^T) H (I - rho y s^T) + rho s s^T from
+ * H = gamma I over the pairs oldest first (Nocedal & Wright eq. 7.19):
+ * d = -H g and g.d within 1e-12 of |d|, for random pairs in memories of
+ * every shape (m, k <= m, newest slot, slots wrapping).
+ */
+static void direction_dense(void **state)
+{
+    enum { NMAX = 40 };
+    static const int ms[5] = {1, 3, 8, 17, 32};
+    double *S = malloc(PS_MAX_MEMORY * NMAX * sizeof *S), *Y = malloc(PS_MAX_MEMORY * NMAX * sizeof *Y);
+    double *H = malloc(NMAX * NMAX * sizeof *H);
+    double g[NMAX], Hy[NMAX], d[NMAX], dref[NMAX];
+    ps_lbfgs *lb = malloc(sizeof *lb);
+    uint64_t seed = 7;
+    double worst = 0.0;
+    for (int trial = 0; trial < 500; trial++) {
+        int m = ms[trial % 5];
+        int k = 1 + (int)(tu_next(&seed) % (uint64_t)m);
+        int newest = (int)(tu_next(&seed) % (uint64_t)m);
+        int n = k + 2 + (int)(tu_next(&seed) % (uint64_t)(NMAX - k - 1));
+        lp_pairs(&seed, n, k, S, Y, g);
+        lp_fill(lb, m, k, newest, n, S, Y, g);
+        tu_poison(lb->cs, PS_MAX_MEMORY);
+        tu_poison(lb->cy, PS_MAX_MEMORY);
+        ps_lbfgs_direction(lb);
+        assert_int_equal(lb->k, k); /* a descent direction: no fallback */
+
+        /* H densely, then d_ref = -H g */
+        const double *sn = S + (k - 1) * n, *yn = Y + (k - 1) * n;
+        double gamma = lp_dot(sn, yn, n) / lp_dot(yn, yn, n);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                H[i * n + j] = i == j ? gamma : 0.0;
+        for (int l = 0; l < k; l++) {
+            const double *s = S + l * n, *y = Y + l * n;
+            double rho = 1.0 / lp_dot(y, s, n);
+            for (int i = 0; i < n; i++)
+                Hy[i] = lp_dot(H + i * n, y, n);
+            double yHy = lp_dot(y, Hy, n);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++)
+                    H[i * n + j] += -rho * (s[i] * Hy[j] + Hy[i] * s[j]) +
+                                    (rho * rho * yHy + rho) * s[i] * s[j];
+        }
+        double dmax = 0.0;
+        for (int i = 0; i < n; i++) {
+            dref[i] = -lp_dot(H + i * n, g, n);
+            dmax = fmax(dmax, fabs(dref[i]));
+        }
+        /* d from the coefficients: every slot of the m (unused ones 0) */
+        for (int i = 0; i < n; i++) {
+            double v = lb->cg * g[i];
+            for (int l = 0; l < k; l++) {
+                int sl = lp_slot(m, k, newest, l);
+                v += lb->cs[sl] * S[l * n + i] + lb->cy[sl] * Y[l * n + i];
+            }
+            d[i] = v;
+        }
+        for (int l = k; l < m; l++) {
+            int sl = lp_slot(m, k, newest, l);
+            assert_true(lb->cs[sl] == 0.0 && lb->cy[sl] == 0.0);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "direction m=%d k=%d newest=%d n=%d", m, k, newest, n);
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            double e = fabs(d[i] - dref[i]) / dmax;
+            worst = fmax(worst, e);
+            ok &= e <= 1e-12;
+        }
+        if (!ok)
+            tu_compare(what, d, dref, (size_t)n, 1e-12 * dmax, 0.0);
+        assert_true(ok);
+        double gd = lp_dot(g, dref, n);
+        if (!(fabs(lb->gd - gd) <= 1e-12 * fabs(gd)))
+            printf("%s: g.d %.17g ref %.17g\n", what, lb->gd, gd);
+        assert_true(fabs(lb->gd - gd) <= 1e-12 * fabs(gd));
+    }
+    printf("direction vs dense H: 500 memories, worst |d - d_ref| / |d_ref|_inf %.3g\n", worst);
+    free(S);
+    free(Y);
+    free(H);
+    free(lb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +423,7 @@ int main(void)
         cmocka_unit_test(stop_rules),
         cmocka_unit_test(cancel_rule),
         cmocka_unit_test(nan_trial_shrinks),
+        cmocka_unit_test(direction_dense),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,7 +33,11 @@
 
 #define SPEC "slice1d:nz=60,nt=80"
 #define SPEC_B1MAX "slice1d:nz=60,nt=80,b1_max=0.4"
-#define ITERS 120
+/* The references stop at this limit, short of the float32 noise floor of
+ * SPEC (reached near iteration 105), where the way a solve ends (the
+ * decrease test, or a line search that fails after a trial below the noise
+ * allowance) turns on the last bits of the trajectory. */
+#define ITERS 100
 #define WAIT_S 20.0 /* bound of every wait for a state or an end */
 
 static double now_s(void)

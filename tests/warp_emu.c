@@ -1,0 +1,91 @@
+/*
+ * The warp form of lbfgs_math.h run on the host, for test_direction.c in
+ * the unit suite (machines without a GPU): 32 threads are the lanes; a
+ * shuffle is a store, a barrier, a load and a barrier; a warp barrier is a
+ * barrier. A lane that skips a collective the others reach (undefined on
+ * the GPU) hangs the test. What this cannot show is the GPU's code: that
+ * is the gpu suite's gpu_direction.
+ */
+#include <pthread.h>
+#include <stdio.h>
+
+typedef struct emu_lanes {
+    pthread_barrier_t bar;
+    double d[32];
+    int i[32];
+} emu_lanes;
+
+static emu_lanes emu;
+static _Thread_local int emu_lane;
+
+static void emu_sync(void)
+{
+    pthread_barrier_wait(&emu.bar);
+}
+
+static double emu_shfl_d(double v, int src)
+{
+    emu.d[emu_lane] = v;
+    emu_sync();
+    double r = emu.d[src];
+    emu_sync();
+    return r;
+}
+
+static int emu_shfl_i(int v, int src)
+{
+    emu.i[emu_lane] = v;
+    emu_sync();
+    int r = emu.i[src];
+    emu_sync();
+    return r;
+}
+
+#define PS_WARP_EMULATION 1
+#define PS_LANE() emu_lane
+#define PS_SHFL(v, src) _Generic((v), double: emu_shfl_d, int: emu_shfl_i)((v), (src))
+#define PS_SYNCWARP() emu_sync()
+#include "lbfgs_math.h"
+#include "warp_direction.h"
+
+typedef struct emu_job {
+    int lane, n;
+    ps_solver *states;
+    const double *elapsed;
+} emu_job;
+
+static void *emu_lane_main(void *arg)
+{
+    const emu_job *j = arg;
+    emu_lane = j->lane;
+    for (int i = 0; i < j->n; i++) {
+        ps_solver_direction_warp(&j->states[i], j->elapsed[i]);
+        emu_sync(); /* the block's barrier after the decision */
+    }
+    return NULL;
+}
+
+int td_direction_warp(ps_solver *states, const double *elapsed, int n)
+{
+    pthread_t th[32];
+    emu_job jobs[32];
+    int started = 0;
+    if (pthread_barrier_init(&emu.bar, NULL, 32) != 0) {
+        printf("warp emulation: no barrier\n");
+        return -1;
+    }
+    for (; started < 32; started++) {
+        jobs[started] = (emu_job){started, n, states, elapsed};
+        if (pthread_create(&th[started], NULL, emu_lane_main, &jobs[started]) != 0)
+            break;
+    }
+    if (started < 32) {
+        /* the lanes started cannot pass a barrier of 32: nothing to save */
+        printf("warp emulation: %d of 32 threads started\n", started);
+        return -1;
+    }
+    for (int l = 0; l < 32; l++)
+        pthread_join(th[l], NULL);
+    pthread_barrier_destroy(&emu.bar);
+    return 0;
+}
