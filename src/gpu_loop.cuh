@@ -264,17 +264,21 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
 
 /*
  * A control point, after the barrier that follows the control thread's
- * store of the command into cw[slot]: every block takes the command and
- * obeys it. Returns EV_DONE (go on), EV_YIELD (store the state and exit)
- * or EV_STOPPED (cancelled: the state is DONE).
+ * store of the command into cw[slot]: thread 0 takes the command into
+ * L.cmd (control_take), and after the next __syncthreads every block
+ * obeys it (control_obey). Returns EV_DONE (go on), EV_YIELD (store the
+ * state and exit) or EV_STOPPED (cancelled: the state is DONE).
  */
 enum { EV_DONE = 0, EV_YIELD = 1, EV_STOPPED = 2 };
 
-__device__ inline int control_point(const args &a, loop_shared &L, int slot, uint64_t &t0)
+__device__ __forceinline__ void control_take(const args &a, loop_shared &L, int slot)
 {
     if (threadIdx.x == 0)
         L.cmd = (int)*(volatile unsigned long long *)&a.cw[slot];
-    __syncthreads();
+}
+
+__device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
+{
     if (L.cmd == PS_GPU_CMD_NONE)
         return EV_DONE;
     if (obey(a, L, t0))
@@ -325,15 +329,17 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     if (control_thread(a))
         *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD_EVAL] = (unsigned long long)cmd;
     grid.sync();
-    if (a.ctl) {
-        // ---- control point ----
-        const int ev = control_point(a, L, PS_GPU_CW_CMD_EVAL, t0);
-        if (ev != EV_DONE)
-            return ev;
-    }
+    if (a.ctl)
+        control_take(a, L, PS_GPU_CW_CMD_EVAL); /* its load overlaps the sums' */
     prof_mark(a, last, PS_PROF_REDUCE);
     eval_scalars(a, gridDim.x, sh);
     prof_mark(a, last, PS_PROF_SUMS);
+    if (a.ctl) {
+        // ---- control point (the sums leave the state untouched) ----
+        const int ev = control_obey(a, L, t0);
+        if (ev != EV_DONE)
+            return ev;
+    }
     return EV_DONE;
 }
 
@@ -343,7 +349,7 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
  * update). t0: the solve's start (global ns, for the history and
  * *a.elapsed; moved by pauses); elapsed: seconds at the last update, for
  * the time limit. With a.ctl, a control point after every evaluation and
- * after every direction (see control_point and obey). MODE_EVAL stops after the start
+ * after every direction (see control_take, control_obey and obey). MODE_EVAL stops after the start
  * evaluation, with f in a.eval_out[0] and the in-kernel time of the
  * evaluation in *a.elapsed.
  */
@@ -398,7 +404,9 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             grid.sync();
             if (a.ctl) {
                 // ---- control point: the state is about to evaluate the first trial ----
-                const int ev = control_point(a, L, PS_GPU_CW_CMD_DIRECTION, t0);
+                control_take(a, L, PS_GPU_CW_CMD_DIRECTION);
+                __syncthreads();
+                const int ev = control_obey(a, L, t0);
                 if (ev == EV_YIELD)
                     return 1;
                 if (ev == EV_STOPPED)

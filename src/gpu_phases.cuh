@@ -514,6 +514,46 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
 }
 
 /*
+ * Warp sum of NV values per lane (NV a power of two <= 32), scattered:
+ * lane l returns the sum over the warp's lanes of v[l % NV]. The lane
+ * bits above NV are summed whole (NV shuffles each), then each lower
+ * level halves the values a lane holds, keeping the half whose index bit
+ * matches its lane bit (NV/2 + ... + 1 shuffles): 31 shuffles for 16 or
+ * 32 sums instead of 5 per sum. A fixed order: the same bits every run.
+ * (The levels are a template recursion, not a loop: with a loop the
+ * compiler kept v[] in local memory.)
+ */
+template <int H, int NV> struct scatter_level {
+    __device__ __forceinline__ static void run(double (&v)[NV], unsigned lane)
+    {
+        const bool up = (lane & (unsigned)H) != 0;
+#pragma unroll
+        for (int k = 0; k < H; k++) {
+            const double lo = v[k], hi = v[k + H];
+            const double keep = up ? hi : lo, give = up ? lo : hi;
+            v[k] = keep + __shfl_xor_sync(0xffffffffu, give, H);
+        }
+        scatter_level<H / 2, NV>::run(v, lane);
+    }
+};
+template <int NV> struct scatter_level<0, NV> {
+    __device__ __forceinline__ static void run(double (&)[NV], unsigned) {}
+};
+
+template <int NV>
+__device__ __forceinline__ double warp_sum_scatter(double (&v)[NV])
+{
+    static_assert(NV >= 1 && NV <= 32 && (NV & (NV - 1)) == 0, "NV: a power of two <= 32");
+#pragma unroll
+    for (int h = 16; h >= NV; h >>= 1)
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            v[k] += __shfl_xor_sync(0xffffffffu, v[k], h);
+    scatter_level<NV / 2, NV>::run(v, threadIdx.x & 31u);
+    return v[0];
+}
+
+/*
  * ---- update ----
  * Accept x_t = x + alpha d: store s = x_t - x and y = g_t - g in slot ns,
  * move x and g, and the block partials of the batched dots
@@ -526,48 +566,51 @@ __device__ inline void update(const args &a, double alpha, int ns, double *scrat
         return; /* the vector phases run on the first gv blocks only */
     double *sn = a.S + (size_t)ns * n, *yn = a.Y + (size_t)ns * n;
     const int i0 = blockIdx.x * blockDim.x + threadIdx.x, stride = G * blockDim.x;
-    for (int i = i0; i < n; i += stride) {
-        double xt = ps_trial_coord(a.x[i], alpha, a.d[i]);
-        sn[i] = xt - a.x[i];
-        yn[i] = a.gt[i] - a.g[i];
-        a.x[i] = xt;
-        a.g[i] = a.gt[i];
-    }
-    /* the dots of the PS_RED_LEN layout over this thread's elements, pair
-     * by pair (the next pair's loads issued before this pair's shuffles),
-     * then the block sum (warp shuffles, warps in order) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     double *sc = scratch + warp * Q;
     double gg = 0.0;
-    for (int i = i0; i < n; i += stride)
-        gg += a.g[i] * a.g[i];
-    double ns_[4] = {0.0, 0.0, 0.0, 0.0}; /* s_0.y, y_0.y, s_0.g, y_0.g */
     for (int i = i0; i < n; i += stride) {
-        double s0 = a.S[i], y0 = a.Y[i];
-        ns_[0] += s0 * yn[i];
-        ns_[1] += y0 * yn[i];
-        ns_[2] += s0 * a.g[i];
-        ns_[3] += y0 * a.g[i];
+        const double x = a.x[i], gt = a.gt[i], g = a.g[i];
+        const double xt = ps_trial_coord(x, alpha, a.d[i]);
+        sn[i] = xt - x;
+        yn[i] = gt - g;
+        a.x[i] = xt;
+        a.g[i] = gt;
+        gg += gt * gt;
     }
-    for (int j = 0; j < m; j++) {
-        double cur[4] = {ns_[0], ns_[1], ns_[2], ns_[3]};
-        ns_[0] = ns_[1] = ns_[2] = ns_[3] = 0.0;
-        if (j + 1 < m) {
-            const double *sj = a.S + (size_t)(j + 1) * n, *yj = a.Y + (size_t)(j + 1) * n;
-            for (int i = i0; i < n; i += stride) {
-                double sv = sj[i], yv = yj[i];
-                ns_[0] += sv * yn[i];
-                ns_[1] += yv * yn[i];
-                ns_[2] += sv * a.g[i];
-                ns_[3] += yv * a.g[i];
+    /* the dots of the PS_RED_LEN layout over this thread's elements, four
+     * pairs at a time: the group's loads issued together (registers, no
+     * store between them), then one scattered warp sum of its 16 values
+     * (lane l < 16 holds dot l % 4 of kind l / 4); then the block sum
+     * (warps in order) */
+    for (int j0 = 0; j0 < m; j0 += 4) {
+        double acc[16];
+#pragma unroll
+        for (int q = 0; q < 16; q++)
+            acc[q] = 0.0;
+        for (int i = i0; i < n; i += stride) {
+            const double yv = yn[i], gv = a.g[i];
+            double sj[4], yj[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const size_t o = (size_t)(j0 + u < m ? j0 + u : j0) * n + i; /* in range */
+                sj[u] = a.S[o];
+                yj[u] = a.Y[o];
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                if (j0 + u < m) {
+                    acc[u] += sj[u] * yv;      /* s_j . y_ns */
+                    acc[4 + u] += yj[u] * yv;  /* y_j . y_ns */
+                    acc[8 + u] += sj[u] * gv;  /* s_j . g */
+                    acc[12 + u] += yj[u] * gv; /* y_j . g */
+                }
             }
         }
-        for (int c = 0; c < 4; c++)
-            for (int off = 16; off > 0; off /= 2)
-                cur[c] += __shfl_down_sync(0xffffffffu, cur[c], off);
-        if (lane == 0)
-            for (int c = 0; c < 4; c++)
-                sc[c * m + j] = cur[c];
+        const double r = warp_sum_scatter<16>(acc);
+        const int kind = lane >> 2, j = j0 + (lane & 3);
+        if (lane < 16 && j < m)
+            sc[kind * m + j] = r;
     }
     for (int off = 16; off > 0; off /= 2)
         gg += __shfl_down_sync(0xffffffffu, gg, off);
