@@ -71,9 +71,10 @@ static __device__ __noinline__ void decide_trial(ps_solver *S, double f, double 
 {
     ps_solver_trial(S, f, dg);
 }
+/* by warp 0 (all 32 lanes) */
 static __device__ __noinline__ void decide_update(ps_solver *S, double f, const double *red)
 {
-    ps_solver_update(S, f, red);
+    ps_solver_update_warp(S, f, red);
 }
 
 /* Block 0 appends one history row (seconds since the solve began). */
@@ -438,7 +439,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, red + 1);
             prof_mark(a, last, PS_PROF_SUMS);
             elapsed = *(volatile double *)a.elapsed;
-            if (threadIdx.x == 0) {
+            if (threadIdx.x < 32) {
                 decide_update(&S, ft, red + 1);
                 record(a, S, elapsed);
             }

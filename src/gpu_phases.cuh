@@ -474,30 +474,44 @@ __device__ inline void sum_partials(const double *part, int G, int Q, int stride
  * gout = sum over blocks of the partial gradients + 2 lambda b, through
  * the b1_max chain rule; block partials of gout.d, gout.gout and the RF
  * power sum b.b, and the block's loss, into a.rpart[block][0..3].
+ *
+ * A block takes 32 consecutive time steps at a time (lane l: step
+ * c*32 + l, so that a warp's loads of a partial row are coalesced);
+ * warp w sums the partial rows b = w, w + nw, ... in order, then warp 0
+ * sums the warps' sums in warp order: a fixed order for a fixed launch
+ * shape (all variants run this with the same one).
  */
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
                                        double *gout, double *scratch, double *out4)
 {
-    const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31;
-    const int nwb = blockDim.x >> 5, gw = blockIdx.x * nwb + (threadIdx.x >> 5);
+    const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nw = blockDim.x >> 5, chunks = (nt + 31) / 32;
+    double *wsum = scratch; /* [nw][2][32] */
     /* [3]: the block's loss, carried along so that one sum over blocks
      * gives all four scalars of an evaluation */
     double acc[4] = {0.0, 0.0, 0.0, threadIdx.x == 0 ? a.lpart[blockIdx.x] : 0.0};
-    /* one warp per time step: lane l sums blocks l, l+32, ..., then a
-     * fixed xor tree over the lanes */
-    for (int k = gw; k < nt; k += G * nwb) {
-        double gu = 0.0, gv = 0.0;
-        for (int b = lane; b < G; b += 32) {
-            gu += a.gpart[(size_t)b * a.n + k];
-            gv += a.gpart[(size_t)b * a.n + nt + k];
-        }
-        for (int off = 16; off > 0; off /= 2) {
-            gu += __shfl_xor_sync(0xffffffffu, gu, off);
-            gv += __shfl_xor_sync(0xffffffffu, gv, off);
-        }
-        if (lane == 0) {
-            double u, v, zp, zq;
+    for (int c = blockIdx.x; c < chunks; c += G) {
+        const int k = c * 32 + lane;
+        const bool ok = k < nt;
+        double u = 0.0, v = 0.0, zp = 0.0, zq = 0.0;
+        if (warp == 0 && ok) /* the pulse's loads issued with the partials' */
             pulse_at(a, x, d, alpha, k, &u, &v, &zp, &zq);
+        double gu = 0.0, gv = 0.0;
+        if (ok)
+            for (int b = warp; b < G; b += nw) {
+                gu += a.gpart[(size_t)b * a.n + k];
+                gv += a.gpart[(size_t)b * a.n + nt + k];
+            }
+        wsum[(warp * 2) * 32 + lane] = gu;
+        wsum[(warp * 2 + 1) * 32 + lane] = gv;
+        __syncthreads();
+        if (warp == 0 && ok) {
+            gu = 0.0;
+            gv = 0.0;
+            for (int w = 0; w < nw; w++) {
+                gu += wsum[(w * 2) * 32 + lane];
+                gv += wsum[(w * 2 + 1) * 32 + lane];
+            }
             gu += 2.0 * a.lambda * u;
             gv += 2.0 * a.lambda * v;
             if (a.has_b1max)
@@ -509,6 +523,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
             acc[1] += gu * gu + gv * gv;
             acc[2] += u * u + v * v;
         }
+        __syncthreads(); /* wsum is taken before the next chunk writes it */
     }
     block_partials(acc, 4, scratch, out4);
 }

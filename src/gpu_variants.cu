@@ -104,13 +104,13 @@ host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report
         sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, L.red + 1);
     else
         eval_scalars(a, G, L.sh);
-    /* thread 0 alone, then warp 0 (the direction), reads and writes S
-     * until the barrier */
-    if (threadIdx.x == 0) {
-        if (what == HL_UPDATE) {
-            decide_update(&S, ft, L.red + 1);
-            record(a, S, seconds);
-        } else if (what == HL_START) {
+    /* warp 0 alone reads and writes S until the barrier: the update and
+     * the direction by the whole warp, the other decisions by thread 0 */
+    if (threadIdx.x < 32 && what == HL_UPDATE) {
+        decide_update(&S, ft, L.red + 1);
+        record(a, S, seconds);
+    } else if (threadIdx.x == 0) {
+        if (what == HL_START) {
             decide_start(&S, L.sh[3], L.sh[1]);
             record(a, S, seconds);
         } else {

@@ -581,27 +581,45 @@ PS_WARP_FN void ps_lbfgs_direction_warp(ps_lbfgs *lb)
  * Take in the reduced dots. The pair is kept if s.y > 0 (it is, under
  * strong Wolfe, up to rounding); otherwise the memory is cleared.
  */
-PS_HD void ps_lbfgs_push(ps_lbfgs *lb, const double *red)
+PS_HD int ps_lbfgs_push_keeps(const ps_lbfgs *lb, const double *red)
 {
     int m = lb->m, ns = ps_lbfgs_next_slot(lb);
     double sy = red[ns], yy = red[m + ns];
-    if (sy > 0.0 && yy > 0.0 && isfinite(sy) && isfinite(yy)) {
-        for (int i = 0; i < m; i++) {
-            lb->sy[i][ns] = red[i];
-            lb->yy[i][ns] = red[m + i];
-            lb->yy[ns][i] = red[m + i];
-        }
+    return sy > 0.0 && yy > 0.0 && isfinite(sy) && isfinite(yy);
+}
+
+/* The dots of pair i (i < m) against the new pair and the new gradient. */
+PS_HD void ps_lbfgs_push_entry(ps_lbfgs *lb, const double *red, int ns, int keep, int i)
+{
+    int m = lb->m;
+    if (keep) {
+        lb->sy[i][ns] = red[i];
+        lb->yy[i][ns] = red[m + i];
+        lb->yy[ns][i] = red[m + i];
+    }
+    lb->sg[i] = red[2 * m + i];
+    lb->yg[i] = red[3 * m + i];
+}
+
+/* After the entries: the new pair counted (or the memory cleared), g.g. */
+PS_HD void ps_lbfgs_push_finish(ps_lbfgs *lb, const double *red, int ns, int keep)
+{
+    if (keep) {
         lb->newest = ns;
-        if (lb->k < m)
+        if (lb->k < lb->m)
             lb->k++;
     } else {
         lb->k = 0;
     }
-    for (int i = 0; i < m; i++) {
-        lb->sg[i] = red[2 * m + i];
-        lb->yg[i] = red[3 * m + i];
-    }
-    lb->gg = red[4 * m];
+    lb->gg = red[4 * lb->m];
+}
+
+PS_HD void ps_lbfgs_push(ps_lbfgs *lb, const double *red)
+{
+    int ns = ps_lbfgs_next_slot(lb), keep = ps_lbfgs_push_keeps(lb, red);
+    for (int i = 0; i < lb->m; i++)
+        ps_lbfgs_push_entry(lb, red, ns, keep, i);
+    ps_lbfgs_push_finish(lb, red, ns, keep);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -809,9 +827,8 @@ PS_HD void ps_solver_trial(ps_solver *s, double f, double dg)
  *              (k >= past, ftol > 0): a decrease below the objective's
  *              noise allowance is no decrease
  */
-PS_HD void ps_solver_update(ps_solver *s, double f, const double *red)
+PS_HD void ps_solver_update_tests(ps_solver *s, double f)
 {
-    ps_lbfgs_push(&s->lb, red);
     s->step = s->ls.alpha;
     s->f = f;
     s->gnorm = sqrt(s->lb.gg);
@@ -830,5 +847,31 @@ PS_HD void ps_solver_update(ps_solver *s, double f, const double *red)
     }
     s->phase = PS_PHASE_DIRECTION;
 }
+
+PS_HD void ps_solver_update(ps_solver *s, double f, const double *red)
+{
+    ps_lbfgs_push(&s->lb, red);
+    ps_solver_update_tests(s, f);
+}
+
+#ifdef PS_HAVE_WARP
+/*
+ * ps_solver_update by one warp, bit for bit (the entries are copies):
+ * lane i < m takes pair i's dots, lane 0 the rest. All 32 lanes call it.
+ */
+PS_WARP_FN void ps_solver_update_warp(ps_solver *s, double f, const double *red)
+{
+    ps_lbfgs *lb = &s->lb;
+    const int ns = ps_lbfgs_next_slot(lb), keep = ps_lbfgs_push_keeps(lb, red), i = PS_LANE();
+    if (i < lb->m)
+        ps_lbfgs_push_entry(lb, red, ns, keep, i);
+    PS_SYNCWARP(); /* every lane has read newest and k */
+    if (i == 0) {
+        ps_lbfgs_push_finish(lb, red, ns, keep);
+        ps_solver_update_tests(s, f);
+    }
+    PS_SYNCWARP();
+}
+#endif
 
 #endif /* PS_SRC_LBFGS_MATH_H */

@@ -215,6 +215,65 @@ static void warp_direction_bits(void **state)
     free(mem);
 }
 
+/*
+ * The update decision (ps_solver_update_warp) against ps_solver_update:
+ * states of the direction test put in phase UPDATE, the batched dots of
+ * random pairs (a kept pair, or one with s.y <= 0 that clears the memory,
+ * in one state of eight), and the accepted f below, at or above the
+ * tolerances, so that the convergence tests take every branch.
+ */
+static void warp_update_bits(void **state)
+{
+    static const int ms[5] = {1, 3, 8, 17, 32};
+    const int n = getenv("PS_GPU_TEST_QUICK") ? NSTATES_QUICK : NSTATES;
+    ps_solver *cpu = malloc((size_t)n * sizeof *cpu), *warp = malloc((size_t)n * sizeof *warp);
+    double *f = malloc((size_t)n * sizeof *f), *red = malloc((size_t)n * TD_RED * sizeof *red);
+    uint64_t seed = 77;
+    for (int i = 0; i < n; i++) {
+        double elapsed;
+        const int m = ms[tu_next(&seed) % 5];
+        make_state(&cpu[i], &elapsed, &seed, m, K_DESCENT);
+        ps_solver_direction(&cpu[i], elapsed); /* a real line search to accept */
+        cpu[i].phase = PS_PHASE_UPDATE;
+        cpu[i].ls.alpha = tu_uniform(&seed, 0.1, 2.0);
+        cpu[i].gnorm0 = 1.0; /* gtol 1e-6: converged when g.g <= 1e-12 */
+        double *r = red + (size_t)i * TD_RED;
+        for (int q = 0; q < TD_RED; q++)
+            r[q] = tu_uniform(&seed, -1.0, 1.0);
+        const int ns = ps_lbfgs_next_slot(&cpu[i].lb);
+        r[ns] = i % 8 == 7 ? -fabs(r[ns]) : fabs(r[ns]) + 1e-3;  /* s.y */
+        r[m + ns] = fabs(r[m + ns]) + 1e-3;                      /* y.y */
+        r[4 * m] = tu_uniform(&seed, 0.0, 2.0) * 1e-12; /* g.g */
+        if (i % 3 == 0)
+            r[4 * m] *= 1e12;
+        f[i] = cpu[i].f - tu_uniform(&seed, -1e-9, 1e-3) * fabs(cpu[i].f);
+    }
+    memcpy(warp, cpu, (size_t)n * sizeof *cpu);
+    for (int i = 0; i < n; i++)
+        ps_solver_update(&cpu[i], f[i], red + (size_t)i * TD_RED);
+    assert_int_equal(td_update_warp(warp, f, red, n), 0);
+    int bad = 0, kept = 0, cleared = 0, done = 0;
+    for (int i = 0; i < n; i++) {
+        if (!same_state(&warp[i], &cpu[i], i, "update") && ++bad >= 10)
+            break;
+        if (cpu[i].lb.k == 0)
+            cleared++;
+        else
+            kept++;
+        if (cpu[i].phase == PS_PHASE_DONE)
+            done++;
+    }
+    printf("%d updates: %d pairs kept, %d memories cleared, %d converged, %d differing\n", n, kept,
+           cleared, done, bad);
+    assert_int_equal(bad, 0);
+    assert_true(cleared > n / 20 && kept > n / 2);
+    assert_true(done > 0 && done < n);
+    free(cpu);
+    free(warp);
+    free(f);
+    free(red);
+}
+
 int main(void)
 {
 #ifdef PS_TEST_GPU
@@ -225,6 +284,7 @@ int main(void)
 #endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(warp_direction_bits),
+        cmocka_unit_test(warp_update_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
- * The warp form of the direction decision, ps_solver_direction_warp, on n
- * solver states, for test_direction.c: on the GPU (gpu/direction_kernel.cu,
+ * The warp forms of the direction and update decisions
+ * (ps_solver_direction_warp, ps_solver_update_warp) on n solver states, for test_direction.c: on the GPU (gpu/direction_kernel.cu,
  * the gpu suite) or with host threads as the lanes (warp_emu.c, the unit
  * suite).
  */
@@ -20,6 +20,14 @@ extern "C" {
  * (printed).
  */
 int td_direction_warp(ps_solver *states, const double *elapsed, int n);
+
+/*
+ * ps_solver_update_warp on n states (phase UPDATE) with the accepted f[i]
+ * and the batched dots red[i * TD_RED .. ] (PS_RED_LEN(m) of them), the
+ * same way. Returns 0, or -1 on an error (printed).
+ */
+#define TD_RED PS_RED_LEN(PS_MAX_MEMORY)
+int td_update_warp(ps_solver *states, const double *f, const double *red, int n);
 
 #ifdef __cplusplus
 }

@@ -49,9 +49,9 @@ static int emu_shfl_i(int v, int src)
 #include "warp_direction.h"
 
 typedef struct emu_job {
-    int lane, n;
+    int lane, n, what; /* what 0: direction, 1: update */
     ps_solver *states;
-    const double *elapsed;
+    const double *arg, *red;
 } emu_job;
 
 static void *emu_lane_main(void *arg)
@@ -59,13 +59,16 @@ static void *emu_lane_main(void *arg)
     const emu_job *j = arg;
     emu_lane = j->lane;
     for (int i = 0; i < j->n; i++) {
-        ps_solver_direction_warp(&j->states[i], j->elapsed[i]);
+        if (j->what == 0)
+            ps_solver_direction_warp(&j->states[i], j->arg[i]);
+        else
+            ps_solver_update_warp(&j->states[i], j->arg[i], j->red + (size_t)i * TD_RED);
         emu_sync(); /* the block's barrier after the decision */
     }
     return NULL;
 }
 
-int td_direction_warp(ps_solver *states, const double *elapsed, int n)
+static int run(ps_solver *states, const double *arg, const double *red, int n, int what)
 {
     pthread_t th[32];
     emu_job jobs[32];
@@ -75,7 +78,7 @@ int td_direction_warp(ps_solver *states, const double *elapsed, int n)
         return -1;
     }
     for (; started < 32; started++) {
-        jobs[started] = (emu_job){started, n, states, elapsed};
+        jobs[started] = (emu_job){started, n, what, states, arg, red};
         if (pthread_create(&th[started], NULL, emu_lane_main, &jobs[started]) != 0)
             break;
     }
@@ -88,4 +91,14 @@ int td_direction_warp(ps_solver *states, const double *elapsed, int n)
         pthread_join(th[l], NULL);
     pthread_barrier_destroy(&emu.bar);
     return 0;
+}
+
+int td_direction_warp(ps_solver *states, const double *elapsed, int n)
+{
+    return run(states, elapsed, NULL, n, 0);
+}
+
+int td_update_warp(ps_solver *states, const double *f, const double *red, int n)
+{
+    return run(states, f, red, n, 1);
 }
