@@ -7,12 +7,13 @@
  * is the gpu suite's gpu_direction.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef struct emu_lanes {
     pthread_barrier_t bar;
-    double d[32];
-    int i[32];
+    uint64_t w[32];
 } emu_lanes;
 
 static emu_lanes emu;
@@ -23,22 +24,28 @@ static void emu_sync(void)
     pthread_barrier_wait(&emu.bar);
 }
 
-static double emu_shfl_d(double v, int src)
+/* lane src's 64 bits, to every lane */
+static uint64_t emu_shfl_bits(uint64_t v, int src)
 {
-    emu.d[emu_lane] = v;
+    emu.w[emu_lane] = v;
     emu_sync();
-    double r = emu.d[src];
+    uint64_t r = emu.w[src];
     emu_sync();
     return r;
 }
 
+static double emu_shfl_d(double v, int src)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    b = emu_shfl_bits(b, src);
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+
 static int emu_shfl_i(int v, int src)
 {
-    emu.i[emu_lane] = v;
-    emu_sync();
-    int r = emu.i[src];
-    emu_sync();
-    return r;
+    return (int)(int64_t)emu_shfl_bits((uint64_t)(int64_t)v, src);
 }
 
 #define PS_WARP_EMULATION 1
