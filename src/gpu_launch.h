@@ -70,17 +70,21 @@ int ps_gpu_stage_pulse(int precision, size_t nt);
  * between barriers to PS_GPU_PROF counters (ns); read and reset with
  * ps_gpu_profile_read. For benchmarks only.
  */
-#define PS_GPU_PROF 8
+#define PS_GPU_PROF 9
 enum {
     PS_PROF_EVAL,             /* evaluation, to its barrier */
     PS_PROF_REDUCE,           /* gradient reduction, to its barrier */
-    PS_PROF_SUMS,             /* the sums of per-block partials (every block) */
+    PS_PROF_SUMS,             /* the sums of the evaluation's per-block partials (every block) */
     PS_PROF_DECIDE_TRIAL,     /* line-search decision (one thread) */
     PS_PROF_UPDATE,           /* s, y, x, g and the batched dots, to the barrier */
-    PS_PROF_DECIDE_UPDATE,    /* the solver's update and stopping tests (one thread) */
+    PS_PROF_UPDATE_SUMS,      /* the sums of the batched dots' per-block partials */
+    PS_PROF_DECIDE_UPDATE,    /* the pairs' dots and the stopping tests (one warp) */
     PS_PROF_DECIDE_DIRECTION, /* the direction's coefficients (one warp) */
     PS_PROF_DIRECTION,        /* d formed, to the barrier */
 };
+/* The first PS_PROF_OBJECTIVE counters are the objective (F and its
+ * gradient, summed over the blocks); the others the optimizer. */
+#define PS_PROF_OBJECTIVE 3
 int ps_gpu_profile_enable(int on);
 int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF]);
 unsigned long long *ps_gpu_profile_buffer(void);

@@ -437,7 +437,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             prof_mark(a, last, PS_PROF_UPDATE);
             double ft = red[0];
             sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, red + 1);
-            prof_mark(a, last, PS_PROF_SUMS);
+            prof_mark(a, last, PS_PROF_UPDATE_SUMS);
             elapsed = *(volatile double *)a.elapsed;
             if (threadIdx.x < 32) {
                 decide_update(&S, ft, red + 1);

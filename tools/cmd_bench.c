@@ -241,8 +241,19 @@ static const bench_row *persistent_row(const bench_size *b)
 }
 
 static const char *const prof_names[PS_GPU_PROF] = {
-    "evaluate", "reduce gradient", "sums of partials", "decide trial",
-    "update + dots", "decide update", "decide direction", "form direction"};
+    "evaluate", "reduce gradient", "evaluation sums", "decide trial", "update + dots",
+    "update sums", "decide update", "decide direction", "form direction"};
+
+/* us per iteration of the objective's phases (i < PS_PROF_OBJECTIVE) or
+ * of the optimizer's (the others) */
+static double prof_part(const bench_size *b, int optimizer)
+{
+    double t = 0.0;
+    for (int i = 0; i < PS_GPU_PROF; i++)
+        if ((i >= PS_PROF_OBJECTIVE) == optimizer)
+            t += b->prof_us[i];
+    return t;
+}
 
 /*
  * Where the persistent kernel's time goes: one more run with the phase
@@ -322,10 +333,12 @@ static void print_size(FILE *f, const bench_size *b, int64_t iters)
         for (int i = 0; i < PS_GPU_PROF; i++) {
             fprintf(f, " %s %.1f%s", prof_names[i], b->prof_us[i], i + 1 < PS_GPU_PROF ? "," : "");
             total += b->prof_us[i];
-            if (i == 3)
+            if (i == 3 || i == 6)
                 fputs("\n   ", f);
         }
         fprintf(f, "; total %.1f\n", total);
+        fprintf(f, "    objective (evaluate, reduce, evaluation sums) %.1f, optimizer (the rest) %.1f\n",
+                prof_part(b, 0), prof_part(b, 1));
     }
     fflush(f);
 }
@@ -418,6 +431,10 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
                 ps_json_number(f, b->prof_us[i]);
             }
             fputc('}', f);
+            fputs(", \"objective_us_per_iteration\": ", f);
+            ps_json_number(f, prof_part(b, 0));
+            fputs(", \"optimizer_us_per_iteration\": ", f);
+            ps_json_number(f, prof_part(b, 1));
         }
         fputs(",\n      \"rows\": [\n", f);
         for (int i = 0; i < b->nrows; i++)
