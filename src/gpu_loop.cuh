@@ -54,9 +54,10 @@ __device__ inline void state_copy(ps_solver *dst, const ps_solver *src)
 }
 
 /*
- * The scalar decisions, kept out of line: one thread runs them (the
- * direction: one warp), and inlined they would share the kernel's register
- * allocation with the evaluation (spilling in its inner loops).
+ * The scalar decisions, kept out of line: thread 0 runs the start and the
+ * line search's, warp 0 the direction's and the update's (lane l owning
+ * pair l), and inlined they would share the kernel's register allocation
+ * with the evaluation (spilling in its inner loops).
  */
 static __device__ __noinline__ void decide_start(ps_solver *S, double f, double gg)
 {
