@@ -269,14 +269,21 @@ static int h5_attr_one(hid_t attr)
     return n == 1;
 }
 
-/* Read the float root attribute `name`; *present = 0 if it is absent. */
-static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
-                               int required, double *out, int *present)
+/*
+ * Open the attribute `name` of loc and check that it holds one element of
+ * class `cls` (`cls_text` and `shape_text` say what was expected in the
+ * messages). Returns 0 with *attr = -1 when it is absent and not required;
+ * on success *attr and *type are open and the caller closes them, on
+ * failure nothing is left open.
+ */
+static int h5_open_attr(hid_t loc, const h5ctx *c, const char *name,
+                        int required, H5T_class_t cls, const char *cls_text,
+                        const char *shape_text, hid_t *attr, hid_t *type)
 {
     int status = 0;
-    hid_t attr = -1, type = -1;
     char why[200];
-    *present = 0;
+    *attr = -1;
+    *type = -1;
     htri_t e = H5Aexists(loc, name);
     if (e <= 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -284,32 +291,49 @@ static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
             return 0;
         return h5_fail(c, PS_ERR_FILE, "attribute %s: missing (required)", name);
     }
-    attr = H5Aopen(loc, name, H5P_DEFAULT);
-    if (attr < 0) {
+    *attr = H5Aopen(loc, name, H5P_DEFAULT);
+    if (*attr < 0) {
         status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot open: %s", name,
                          h5_reason(why));
-        goto done;
+        goto fail;
     }
-    type = H5Aget_type(attr);
-    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    if (cls != H5T_FLOAT) {
+    *type = H5Aget_type(*attr);
+    H5T_class_t got = *type >= 0 ? H5Tget_class(*type) : H5T_NO_CLASS;
+    if (got != cls) {
         status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong type: expected float64, got %s",
-                         name, h5_class_name(cls));
-        goto done;
+                         "attribute %s: wrong type: expected %s, got %s", name,
+                         cls_text, h5_class_name(got));
+        goto fail;
     }
-    if (!h5_attr_one(attr)) {
+    if (!h5_attr_one(*attr)) {
         status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong shape: expected a scalar", name);
-        goto done;
+                         "attribute %s: wrong shape: expected %s", name,
+                         shape_text);
+        goto fail;
     }
-    if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0) {
+    return 0;
+fail:
+    h5_close_id(type, H5Tclose);
+    h5_close_id(attr, H5Aclose);
+    return status;
+}
+
+/* Read the float root attribute `name`; *present = 0 if it is absent. */
+static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
+                               int required, double *out, int *present)
+{
+    hid_t attr, type;
+    char why[200];
+    *present = 0;
+    int status = h5_open_attr(loc, c, name, required, H5T_FLOAT, "float64",
+                              "a scalar", &attr, &type);
+    if (status || attr < 0)
+        return status;
+    if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0)
         status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot read: %s",
                          name, h5_reason(why));
-        goto done;
-    }
-    *present = 1;
-done:
+    else
+        *present = 1;
     h5_close_id(&type, H5Tclose);
     h5_close_id(&attr, H5Aclose);
     return status;
@@ -319,35 +343,13 @@ done:
 static int h5_read_attr_string(hid_t loc, const h5ctx *c, const char *name,
                                char *buf, size_t len, int *present)
 {
-    int status = 0;
-    hid_t attr = -1, type = -1, mem = -1;
+    hid_t attr, type, mem = -1;
     char why[200];
     *present = 0;
-    htri_t e = H5Aexists(loc, name);
-    if (e <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return 0;
-    }
-    attr = H5Aopen(loc, name, H5P_DEFAULT);
-    if (attr < 0) {
-        status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot open: %s", name,
-                         h5_reason(why));
-        goto done;
-    }
-    type = H5Aget_type(attr);
-    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    if (cls != H5T_STRING) {
-        status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong type: expected a string, got %s",
-                         name, h5_class_name(cls));
-        goto done;
-    }
-    if (!h5_attr_one(attr)) {
-        status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong shape: expected a scalar string",
-                         name);
-        goto done;
-    }
+    int status = h5_open_attr(loc, c, name, 0, H5T_STRING, "a string",
+                              "a scalar string", &attr, &type);
+    if (status || attr < 0)
+        return status;
     mem = H5Tcopy(H5T_C_S1);
     H5Tset_cset(mem, H5Tget_cset(type)); /* ASCII <-> UTF-8 do not convert */
     if (H5Tis_variable_str(type) > 0) {
