@@ -40,45 +40,6 @@ extern "C" {
 
 using namespace ps_gpu;
 
-/*
- * The stream a variant runs on and the two events that time its solve on
- * that stream. Both variants create them the same way and release them on
- * every path out, so one zero-initialized struct and these three helpers
- * serve both; a member still NULL was never created and is skipped.
- */
-struct timed_stream {
-    cudaStream_t s;
-    cudaEvent_t ev0, ev1;
-};
-
-static int timed_stream_create(timed_stream *ts, const ps_options *o)
-{
-    int st = PS_CONVERGED;
-    CUDA_TRY(o, cudaStreamCreateWithFlags(&ts->s, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&ts->ev0), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&ts->ev1), PS_ERR_GPU_LAUNCH);
-out:
-    return st;
-}
-
-/* Milliseconds from ev0 to ev1; the caller has waited for ev1. */
-static double timed_stream_ms(const timed_stream *ts)
-{
-    float t = 0.0f;
-    cudaEventElapsedTime(&t, ts->ev0, ts->ev1);
-    return t;
-}
-
-static void timed_stream_destroy(timed_stream *ts)
-{
-    if (ts->ev0)
-        cudaEventDestroy(ts->ev0);
-    if (ts->ev1)
-        cudaEventDestroy(ts->ev1);
-    if (ts->s)
-        cudaStreamDestroy(ts->s);
-}
-
 /* ------------------------------------------------------------------------ */
 /* (a) host-driven loop                                                     */
 /* ------------------------------------------------------------------------ */
