@@ -64,12 +64,6 @@
 #define PS_FMA PS_FMA_F
 #define PS_SERIES_TERMS 4
 #include "bloch_math_tmpl.h"
-#undef PS_REAL
-#undef PS_SFX
-#undef PS_RSQRT
-#undef PS_RSINCOS
-#undef PS_FMA
-#undef PS_SERIES_TERMS
 
 #define PS_REAL double
 #define PS_SFX(name) name##_d
@@ -78,12 +72,6 @@
 #define PS_FMA PS_FMA_D
 #define PS_SERIES_TERMS 9
 #include "bloch_math_tmpl.h"
-#undef PS_REAL
-#undef PS_SFX
-#undef PS_RSQRT
-#undef PS_RSINCOS
-#undef PS_FMA
-#undef PS_SERIES_TERMS
 
 /* Relaxation decrements of one step: a = 1 - exp(-dt/T), b = exp(dt/T) - 1
  * (0, 0 without relaxation: T = 0 stands for "none" here). */

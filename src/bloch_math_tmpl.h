@@ -1,6 +1,8 @@
 /*
  * Precision template for bloch_math.h: included once per PS_REAL (float,
  * double) with PS_SFX naming the functions. No include guard on purpose.
+ * It #undefs its parameters (PS_REAL, PS_SFX, PS_RSQRT, PS_RSINCOS,
+ * PS_FMA, PS_SERIES_TERMS) at its end, so the includer only defines them.
  * The formulas are documented in bloch_math.h.
  */
 
@@ -311,3 +313,10 @@ PS_HD void PS_SFX(ps_quat_to_affine)(const PS_REAL Qt[4], PS_REAL T[12])
 #undef PS_SER_B
 #undef PS_SER_AP
 #undef PS_SER_BP
+
+#undef PS_REAL
+#undef PS_SFX
+#undef PS_RSQRT
+#undef PS_RSINCOS
+#undef PS_FMA
+#undef PS_SERIES_TERMS

@@ -35,6 +35,45 @@ extern "C" {
 
 namespace ps_gpu {
 
+/*
+ * A stream and the two events that time the work on it: created together,
+ * released together on every path out (a member still NULL was never
+ * created and is skipped). The comparison variants and a GPU run's kernel
+ * stream share it.
+ */
+struct timed_stream {
+    cudaStream_t s;
+    cudaEvent_t ev0, ev1;
+};
+
+inline int timed_stream_create(timed_stream *ts, const ps_options *o)
+{
+    int st = PS_CONVERGED;
+    CUDA_TRY(o, cudaStreamCreateWithFlags(&ts->s, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ts->ev0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ts->ev1), PS_ERR_GPU_LAUNCH);
+out:
+    return st;
+}
+
+/* Milliseconds from ev0 to ev1; the caller has waited for ev1. */
+inline double timed_stream_ms(const timed_stream *ts)
+{
+    float t = 0.0f;
+    cudaEventElapsedTime(&t, ts->ev0, ts->ev1);
+    return t;
+}
+
+inline void timed_stream_destroy(timed_stream *ts)
+{
+    if (ts->ev0)
+        cudaEventDestroy(ts->ev0);
+    if (ts->ev1)
+        cudaEventDestroy(ts->ev1);
+    if (ts->s)
+        cudaStreamDestroy(ts->s);
+}
+
 struct context {
     args a;            /* device pointers and sizes, mode */
     ps_gpu_config cfg; /* resolved launch shape: grid G, block, sb, segs, regcap */

@@ -426,6 +426,24 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
 }
 
 /*
+ * The end of a block sum: once each warp w has stored its Q sums at
+ * scratch[w * Q + q], out[q] = those sums added in warp order, the one
+ * fixed order of block_partials and update. The barrier before makes
+ * scratch complete, the one after makes out visible to the whole block.
+ */
+__device__ inline void sum_warps(const double *scratch, int Q, int nw, double *out)
+{
+    __syncthreads();
+    for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+        double v = 0.0;
+        for (int w = 0; w < nw; w++)
+            v += scratch[w * Q + q];
+        out[q] = v;
+    }
+    __syncthreads();
+}
+
+/*
  * Block-wide sums of q values per thread (vals[q]) into a.rpart[block][q],
  * in a fixed order (warp shuffles, then warps in order).
  */
@@ -439,14 +457,7 @@ __device__ inline void block_partials(const double *vals, int Q, double *scratch
         if (lane == 0)
             scratch[warp * Q + q] = v;
     }
-    __syncthreads();
-    for (int q = threadIdx.x; q < Q; q += blockDim.x) {
-        double s = 0.0;
-        for (int w = 0; w < nw; w++)
-            s += scratch[w * Q + q];
-        out[q] = s;
-    }
-    __syncthreads();
+    sum_warps(scratch, Q, nw, out);
 }
 
 /*
@@ -631,14 +642,7 @@ __device__ inline void update(const args &a, double alpha, int ns, double *scrat
         gg += __shfl_down_sync(0xffffffffu, gg, off);
     if (lane == 0)
         sc[4 * m] = gg;
-    __syncthreads();
-    for (int q = threadIdx.x; q < Q; q += blockDim.x) {
-        double v = 0.0;
-        for (int w = 0; w < nw; w++)
-            v += scratch[w * Q + q];
-        out[q] = v;
-    }
-    __syncthreads();
+    sum_warps(scratch, Q, nw, out);
 }
 
 /* ---- direction ---- d = cg g + sum_j cs_j s_j + cy_j y_j */

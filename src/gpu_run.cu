@@ -26,9 +26,8 @@ struct ps_gpu_run {
     ps_options o;            /* copied: the log sink for CUDA errors */
     ps_gpu_ctl *ctl;         /* mapped pinned control block (host address) */
     unsigned long long *cw;  /* [PS_GPU_CW_LEN] device words */
-    cudaStream_t stream;     /* the kernel's */
-    cudaStream_t copies;     /* transfers while a kernel is paused on `stream` */
-    cudaEvent_t ev0, ev1;
+    timed_stream ks;         /* the kernel's stream, the events that time its launches */
+    cudaStream_t copies;     /* transfers while a kernel is paused on ks.s */
     int launched;            /* a launch not yet synchronized */
     double kernel_seconds;   /* CUDA-event time of all launches */
 };
@@ -53,10 +52,10 @@ extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const
     CUDA_TRY(o, cudaHostGetDevicePointer((void **)&dctl, g->ctl, 0), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaMalloc(&g->cw, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMemset(g->cw, 0, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    st = timed_stream_create(&g->ks, o);
+    if (st)
+        goto out;
     CUDA_TRY(o, cudaStreamCreateWithFlags(&g->copies, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&g->ev0), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&g->ev1), PS_ERR_GPU_LAUNCH);
     g->c.a.ctl = dctl;
     g->c.a.cw = g->cw;
     g->c.a.controller = g->c.cfg.grid - 1; /* idle in the vector phases when the grid is larger than gv */
@@ -72,13 +71,8 @@ extern "C" void ps_gpu_run_free(ps_gpu_run *g)
     if (!g)
         return;
     if (g->launched)
-        cudaStreamSynchronize(g->stream);
-    if (g->ev0)
-        cudaEventDestroy(g->ev0);
-    if (g->ev1)
-        cudaEventDestroy(g->ev1);
-    if (g->stream)
-        cudaStreamDestroy(g->stream);
+        cudaStreamSynchronize(g->ks.s);
+    timed_stream_destroy(&g->ks);
     if (g->copies)
         cudaStreamDestroy(g->copies);
     cudaFree(g->cw);
@@ -136,10 +130,10 @@ extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
     void *params[] = {&c->a};
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventRecord(g->ev0, g->stream), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(c->cfg.grid), dim3(c->cfg.block), params, c->smem, g->stream),
+    CUDA_TRY(o, cudaEventRecord(g->ks.ev0, g->ks.s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(c->cfg.grid), dim3(c->cfg.block), params, c->smem, g->ks.s),
              PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventRecord(g->ev1, g->stream), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(g->ks.ev1, g->ks.s), PS_ERR_GPU_LAUNCH);
     g->launched = 1;
 out:
     return st;
@@ -153,8 +147,8 @@ extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
     if (!g->launched)
         return PS_CONVERGED;
     g->launched = 0;
-    CUDA_TRY(o, cudaEventSynchronize(g->ev1), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventElapsedTime(&ms, g->ev0, g->ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventSynchronize(g->ks.ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventElapsedTime(&ms, g->ks.ev0, g->ks.ev1), PS_ERR_GPU_LAUNCH);
     g->kernel_seconds += 1e-3 * ms;
 out:
     return st;

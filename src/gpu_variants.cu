@@ -141,45 +141,43 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
     const size_t smem = c->smem, smem_r = (size_t)(tb / 32) * PS_GPU_RP * sizeof(double);
     void (*eval_k)(args, const double *, double) =
         c->cfg.regcap ? host_evaluate_kernel<R, 2> : host_evaluate_kernel<R, 1>;
-    cudaStream_t s = NULL;
-    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    timed_stream ts = {};
     hl_report *rep = NULL, *drep = NULL;
     hl_report r;
     int fresh = 1; /* a new direction was decided: form d before its first trial */
     double ft = 0.0, t0;
-    float t = 0.0f;
 
     CUDA_TRY(o, cudaFuncSetAttribute((const void *)eval_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&ev1), PS_ERR_GPU_LAUNCH);
+    st = timed_stream_create(&ts, o);
+    if (st)
+        goto out;
     CUDA_TRY(o, cudaHostAlloc((void **)&rep, sizeof *rep, cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaHostGetDevicePointer((void **)&drep, rep, 0), PS_ERR_GPU_LAUNCH);
 
     t0 = wall_seconds();
-    CUDA_TRY(o, cudaEventRecord(ev0, s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(ts.ev0, ts.s), PS_ERR_GPU_LAUNCH);
     // ---- evaluate at the start point ----
-    eval_k<<<G, tb, smem, s>>>(a, nullptr, 0.0);
-    host_reduce_kernel<<<G, tb, smem_r, s>>>(a, nullptr, 0.0, a.g);
-    host_decide_kernel<<<1, tb, 0, s>>>(a, G, HL_START, 0.0, wall_seconds() - t0, drep);
+    eval_k<<<G, tb, smem, ts.s>>>(a, nullptr, 0.0);
+    host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, a.g);
+    host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_START, 0.0, wall_seconds() - t0, drep);
     CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
     memcpy(&r, rep, sizeof r); /* written by the decision kernel before the sync */
 
     while (r.phase != PS_PHASE_DONE) {
         if (r.phase == PS_PHASE_TRIAL) {
             // ---- direction (once per iteration), line search trial ----
             if (fresh)
-                host_direction_kernel<<<gv, tb, 0, s>>>(a);
-            eval_k<<<G, tb, smem, s>>>(a, a.d, r.alpha);
-            host_reduce_kernel<<<G, tb, smem_r, s>>>(a, a.d, r.alpha, a.gt);
-            host_decide_kernel<<<1, tb, 0, s>>>(a, G, HL_TRIAL, 0.0, wall_seconds() - t0, drep);
+                host_direction_kernel<<<gv, tb, 0, ts.s>>>(a);
+            eval_k<<<G, tb, smem, ts.s>>>(a, a.d, r.alpha);
+            host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, a.gt);
+            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_TRIAL, 0.0, wall_seconds() - t0, drep);
             fresh = 0;
         } else if (r.phase == PS_PHASE_UPDATE) {
             // ---- update, stopping tests, next direction's decision ----
-            host_update_kernel<<<gv, tb, smem_r, s>>>(a, r.alpha, r.slot);
-            host_decide_kernel<<<1, tb, 0, s>>>(a, G, HL_UPDATE, ft, wall_seconds() - t0, drep);
+            host_update_kernel<<<gv, tb, smem_r, ts.s>>>(a, r.alpha, r.slot);
+            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_UPDATE, ft, wall_seconds() - t0, drep);
             fresh = 1;
         } else {
             ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__, "host loop: unexpected solver phase %d", r.phase);
@@ -187,25 +185,19 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
             goto out;
         }
         CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
         int was_trial = r.phase == PS_PHASE_TRIAL;
         memcpy(&r, rep, sizeof r);
         if (was_trial)
             ft = r.f; /* f at the trial; the update takes the accepted one */
     }
-    CUDA_TRY(o, cudaEventRecord(ev1, s), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventSynchronize(ev1), PS_ERR_GPU_LAUNCH);
-    cudaEventElapsedTime(&t, ev0, ev1);
-    *ms = t;
+    CUDA_TRY(o, cudaEventRecord(ts.ev1, ts.s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventSynchronize(ts.ev1), PS_ERR_GPU_LAUNCH);
+    *ms = timed_stream_ms(&ts);
 out:
     if (rep)
         cudaFreeHost(rep);
-    if (ev0)
-        cudaEventDestroy(ev0);
-    if (ev1)
-        cudaEventDestroy(ev1);
-    if (s)
-        cudaStreamDestroy(s);
+    timed_stream_destroy(&ts);
     return st;
 }
 
@@ -266,8 +258,7 @@ static int graph_t(context *c, const ps_options *o, double *ms)
     int st = PS_CONVERGED;
     const int G = c->cfg.grid, tb = c->cfg.block;
     void *k = c->cfg.regcap ? (void *)graph_iteration_kernel<R, 2> : (void *)graph_iteration_kernel<R, 1>;
-    cudaStream_t s = NULL;
-    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    timed_stream ts = {};
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     cudaGraphConditionalHandle cond;
@@ -277,7 +268,6 @@ static int graph_t(context *c, const ps_options *o, double *ms)
     cudaGraph_t body;
     void *params[] = {&c->a, &c->d_clock, &cond};
     int bps = 0, sms = 0;
-    float t = 0.0f;
 
     /* the body kernel must fit the persistent kernel's grid co-resident */
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
@@ -290,9 +280,9 @@ static int graph_t(context *c, const ps_options *o, double *ms)
         st = PS_ERR_GPU_LAUNCH;
         goto out;
     }
-    CUDA_TRY(o, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventCreate(&ev1), PS_ERR_GPU_LAUNCH);
+    st = timed_stream_create(&ts, o);
+    if (st)
+        goto out;
 
     /* graph: WHILE (cond) { graph_iteration_kernel }, cond = 1 at each launch */
     CUDA_TRY(o, cudaGraphCreate(&graph, 0), PS_ERR_GPU_LAUNCH);
@@ -318,33 +308,27 @@ static int graph_t(context *c, const ps_options *o, double *ms)
         cudaGetLastError();
         ps_log(o, PS_LOG_INFO, __FILE__, __LINE__, "graph variant: capturing the cooperative body kernel");
         CUDA_TRY(o, cudaGraphDestroyNode(knode), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaStreamBeginCaptureToGraph(s, body, NULL, NULL, 0, cudaStreamCaptureModeRelaxed),
+        CUDA_TRY(o, cudaStreamBeginCaptureToGraph(ts.s, body, NULL, NULL, 0, cudaStreamCaptureModeRelaxed),
                  PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(G), dim3(tb), params, c->smem, s), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaStreamEndCapture(s, &body), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(G), dim3(tb), params, c->smem, ts.s), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaStreamEndCapture(ts.s, &body), PS_ERR_GPU_LAUNCH);
     }
     CUDA_TRY(o, cudaGraphInstantiate(&exec, graph, 0), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaGraphUpload(exec, s), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaGraphUpload(exec, ts.s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
 
     // ---- the solve: one graph launch ----
-    CUDA_TRY(o, cudaEventRecord(ev0, s), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaGraphLaunch(exec, s), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventRecord(ev1, s), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamSynchronize(s), PS_ERR_GPU_LAUNCH);
-    cudaEventElapsedTime(&t, ev0, ev1);
-    *ms = t;
+    CUDA_TRY(o, cudaEventRecord(ts.ev0, ts.s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaGraphLaunch(exec, ts.s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(ts.ev1, ts.s), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
+    *ms = timed_stream_ms(&ts);
 out:
     if (exec)
         cudaGraphExecDestroy(exec);
     if (graph)
         cudaGraphDestroy(graph);
-    if (ev0)
-        cudaEventDestroy(ev0);
-    if (ev1)
-        cudaEventDestroy(ev1);
-    if (s)
-        cudaStreamDestroy(s);
+    timed_stream_destroy(&ts);
     return st;
 }
 

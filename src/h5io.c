@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,14 +270,21 @@ static int h5_attr_one(hid_t attr)
     return n == 1;
 }
 
-/* Read the float root attribute `name`; *present = 0 if it is absent. */
-static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
-                               int required, double *out, int *present)
+/*
+ * Open the attribute `name` of loc and check that it holds one element of
+ * class `cls` (`cls_text` and `shape_text` say what was expected in the
+ * messages). Returns 0 with *attr = -1 when it is absent and not required;
+ * on success *attr and *type are open and the caller closes them, on
+ * failure nothing is left open.
+ */
+static int h5_open_attr(hid_t loc, const h5ctx *c, const char *name,
+                        int required, H5T_class_t cls, const char *cls_text,
+                        const char *shape_text, hid_t *attr, hid_t *type)
 {
     int status = 0;
-    hid_t attr = -1, type = -1;
     char why[200];
-    *present = 0;
+    *attr = -1;
+    *type = -1;
     htri_t e = H5Aexists(loc, name);
     if (e <= 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -284,32 +292,49 @@ static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
             return 0;
         return h5_fail(c, PS_ERR_FILE, "attribute %s: missing (required)", name);
     }
-    attr = H5Aopen(loc, name, H5P_DEFAULT);
-    if (attr < 0) {
+    *attr = H5Aopen(loc, name, H5P_DEFAULT);
+    if (*attr < 0) {
         status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot open: %s", name,
                          h5_reason(why));
-        goto done;
+        goto fail;
     }
-    type = H5Aget_type(attr);
-    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    if (cls != H5T_FLOAT) {
+    *type = H5Aget_type(*attr);
+    H5T_class_t got = *type >= 0 ? H5Tget_class(*type) : H5T_NO_CLASS;
+    if (got != cls) {
         status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong type: expected float64, got %s",
-                         name, h5_class_name(cls));
-        goto done;
+                         "attribute %s: wrong type: expected %s, got %s", name,
+                         cls_text, h5_class_name(got));
+        goto fail;
     }
-    if (!h5_attr_one(attr)) {
+    if (!h5_attr_one(*attr)) {
         status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong shape: expected a scalar", name);
-        goto done;
+                         "attribute %s: wrong shape: expected %s", name,
+                         shape_text);
+        goto fail;
     }
-    if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0) {
+    return 0;
+fail:
+    h5_close_id(type, H5Tclose);
+    h5_close_id(attr, H5Aclose);
+    return status;
+}
+
+/* Read the float root attribute `name`; *present = 0 if it is absent. */
+static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
+                               int required, double *out, int *present)
+{
+    hid_t attr, type;
+    char why[200];
+    *present = 0;
+    int status = h5_open_attr(loc, c, name, required, H5T_FLOAT, "float64",
+                              "a scalar", &attr, &type);
+    if (status || attr < 0)
+        return status;
+    if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0)
         status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot read: %s",
                          name, h5_reason(why));
-        goto done;
-    }
-    *present = 1;
-done:
+    else
+        *present = 1;
     h5_close_id(&type, H5Tclose);
     h5_close_id(&attr, H5Aclose);
     return status;
@@ -319,35 +344,13 @@ done:
 static int h5_read_attr_string(hid_t loc, const h5ctx *c, const char *name,
                                char *buf, size_t len, int *present)
 {
-    int status = 0;
-    hid_t attr = -1, type = -1, mem = -1;
+    hid_t attr, type, mem = -1;
     char why[200];
     *present = 0;
-    htri_t e = H5Aexists(loc, name);
-    if (e <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return 0;
-    }
-    attr = H5Aopen(loc, name, H5P_DEFAULT);
-    if (attr < 0) {
-        status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot open: %s", name,
-                         h5_reason(why));
-        goto done;
-    }
-    type = H5Aget_type(attr);
-    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    if (cls != H5T_STRING) {
-        status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong type: expected a string, got %s",
-                         name, h5_class_name(cls));
-        goto done;
-    }
-    if (!h5_attr_one(attr)) {
-        status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong shape: expected a scalar string",
-                         name);
-        goto done;
-    }
+    int status = h5_open_attr(loc, c, name, 0, H5T_STRING, "a string",
+                              "a scalar string", &attr, &type);
+    if (status || attr < 0)
+        return status;
     mem = H5Tcopy(H5T_C_S1);
     H5Tset_cset(mem, H5Tget_cset(type)); /* ASCII <-> UTF-8 do not convert */
     if (H5Tis_variable_str(type) > 0) {
@@ -461,30 +464,40 @@ static const char *h5_field_location(const char *msg)
     return NULL;
 }
 
-typedef struct h5arrays {
-    double *r, *target, *df, *b1scale, *w, *m0, *t1, *t2, *g, *b1;
-} h5arrays;
+/*
+ * The problem's datasets in the order they are read: the dataset, whether
+ * it must be there, its rows (Ns spins or Nt steps), its columns (0: a
+ * vector) and the field of ps_problem_desc it fills. /spins/r and
+ * /pulse/g come first and set Ns and Nt, which every later one must match.
+ */
+typedef struct h5_dataset {
+    const char *path;
+    int required;
+    int per_step; /* Nt rows, else Ns */
+    size_t cols;
+    size_t field; /* offsetof the pointer in ps_problem_desc */
+} h5_dataset;
 
-static void h5arrays_free(h5arrays *a)
-{
-    free(a->r);
-    free(a->target);
-    free(a->df);
-    free(a->b1scale);
-    free(a->w);
-    free(a->m0);
-    free(a->t1);
-    free(a->t2);
-    free(a->g);
-    free(a->b1);
-    memset(a, 0, sizeof *a);
-}
+static const h5_dataset h5_problem_datasets[] = {
+    {"/spins/r", 1, 0, 3, offsetof(ps_problem_desc, r)},
+    {"/pulse/g", 1, 1, 3, offsetof(ps_problem_desc, g)},
+    {"/spins/target", 1, 0, 3, offsetof(ps_problem_desc, target)},
+    {"/spins/df", 0, 0, 0, offsetof(ps_problem_desc, df)},
+    {"/spins/b1", 0, 0, 0, offsetof(ps_problem_desc, b1scale)},
+    {"/spins/w", 0, 0, 0, offsetof(ps_problem_desc, w)},
+    {"/spins/m0", 0, 0, 3, offsetof(ps_problem_desc, m0)},
+    {"/spins/t1", 0, 0, 0, offsetof(ps_problem_desc, t1)},
+    {"/spins/t2", 0, 0, 0, offsetof(ps_problem_desc, t2)},
+    {"/pulse/b1", 0, 1, 2, offsetof(ps_problem_desc, b1)},
+};
+
+#define H5_NDATASETS (sizeof h5_problem_datasets / sizeof h5_problem_datasets[0])
 
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen)
 {
     h5ctx c = {path, err, errlen};
-    h5arrays a = {0};
+    double *arrays[H5_NDATASETS] = {NULL};
     ps_problem_desc d;
     int st = 0, present = 0;
     size_t ns = 0, nt = 0;
@@ -503,22 +516,17 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
         return st;
 
     ps_problem_desc_init(&d);
-    /* Ns and Nt come from the two required arrays. */
-    if ((st = h5_read_array(file, &c, "/spins/r", 1, 0, "Ns", 3, &a.r, &ns)))
-        goto done;
-    if ((st = h5_read_array(file, &c, "/pulse/g", 1, 0, "Nt", 3, &a.g, &nt)))
-        goto done;
-    if ((st = h5_read_array(file, &c, "/spins/target", 1, ns, "Ns", 3,
-                            &a.target, NULL)) ||
-        (st = h5_read_array(file, &c, "/spins/df", 0, ns, "Ns", 0, &a.df, NULL)) ||
-        (st = h5_read_array(file, &c, "/spins/b1", 0, ns, "Ns", 0, &a.b1scale,
-                            NULL)) ||
-        (st = h5_read_array(file, &c, "/spins/w", 0, ns, "Ns", 0, &a.w, NULL)) ||
-        (st = h5_read_array(file, &c, "/spins/m0", 0, ns, "Ns", 3, &a.m0, NULL)) ||
-        (st = h5_read_array(file, &c, "/spins/t1", 0, ns, "Ns", 0, &a.t1, NULL)) ||
-        (st = h5_read_array(file, &c, "/spins/t2", 0, ns, "Ns", 0, &a.t2, NULL)) ||
-        (st = h5_read_array(file, &c, "/pulse/b1", 0, nt, "Nt", 2, &a.b1, NULL)))
-        goto done;
+    for (size_t i = 0; i < H5_NDATASETS; i++) {
+        const h5_dataset *ds = &h5_problem_datasets[i];
+        /* Ns or Nt is 0 until its first dataset is read: that one accepts
+         * any row count and sets it, the later ones must match it */
+        size_t *rows = ds->per_step ? &nt : &ns;
+        if ((st = h5_read_array(file, &c, ds->path, ds->required, *rows,
+                                ds->per_step ? "Nt" : "Ns", ds->cols,
+                                &arrays[i], rows)))
+            goto done;
+        *(const double **)((char *)&d + ds->field) = arrays[i];
+    }
 
     double v;
     if ((st = h5_read_attr_double(file, &c, "dt", 1, &v, &present)))
@@ -547,16 +555,6 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
 
     d.ns = ns;
     d.nt = nt;
-    d.r = a.r;
-    d.target = a.target;
-    d.df = a.df;
-    d.b1scale = a.b1scale;
-    d.w = a.w;
-    d.m0 = a.m0;
-    d.t1 = a.t1;
-    d.t2 = a.t2;
-    d.g = a.g;
-    d.b1 = a.b1;
 
     char msg[256] = "";
     st = ps_problem_validate(&d, msg, sizeof msg);
@@ -572,7 +570,8 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
     if (st != 0)
         st = h5_fail(&c, st, "%s", ps_strerror(st));
 done:
-    h5arrays_free(&a);
+    for (size_t i = 0; i < H5_NDATASETS; i++)
+        free(arrays[i]);
     H5Fclose(file);
     return st;
 }

@@ -39,6 +39,27 @@ static void *xcalloc(size_t n, size_t size, double **slot)
     return *slot;
 }
 
+/*
+ * What every preset has: ns spins, nt steps of dt, and the zeroed arrays r
+ * and target [ns][3] and g [nt][3], set in d and owned by buf[0..2]. A
+ * preset's own arrays take buf[3] on.
+ */
+static int preset_common(ps_problem_desc *d, size_t ns, size_t nt, double dt,
+                         double *buf[8], double **r, double **tg, double **g)
+{
+    if (!(*r = xcalloc(3 * ns, sizeof **r, &buf[0])) ||
+        !(*tg = xcalloc(3 * ns, sizeof **tg, &buf[1])) ||
+        !(*g = xcalloc(3 * nt, sizeof **g, &buf[2])))
+        return PS_ERR_NO_MEMORY;
+    d->ns = ns;
+    d->nt = nt;
+    d->r = *r;
+    d->target = *tg;
+    d->g = *g;
+    d->dt = dt;
+    return PS_CONVERGED;
+}
+
 /* spiral2d: 2D spiral-in excitation of a disc (SPEC section 2). */
 static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
                           double *buf[8])
@@ -48,12 +69,10 @@ static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
     double flip = param(prm, "flip") * PS_PI / 180.0, res = param(prm, "res");
     double gb = PS_GAMMA_BAR_DEFAULT;
     size_t ns = n * n;
-    double *r, *tg, *df, *s, *g;
-    if (!(r = xcalloc(3 * ns, sizeof *r, &buf[0])) ||
-        !(tg = xcalloc(3 * ns, sizeof *tg, &buf[1])) ||
-        !(df = xcalloc(ns, sizeof *df, &buf[2])) ||
-        !(s = xcalloc(ns, sizeof *s, &buf[3])) ||
-        !(g = xcalloc(3 * nt, sizeof *g, &buf[4])))
+    double *r, *tg, *g, *df, *s;
+    if (preset_common(d, ns, nt, dt, buf, &r, &tg, &g) ||
+        !(df = xcalloc(ns, sizeof *df, &buf[3])) ||
+        !(s = xcalloc(ns, sizeof *s, &buf[4])))
         return PS_ERR_NO_MEMORY;
     double rdisc = fov / 4.0;
     for (size_t i = 0; i < n; i++) {
@@ -82,14 +101,8 @@ static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
         g[3 * k + 1] = -(krp * sin(th) + kr * thp * cos(th)) / gb;
         g[3 * k + 2] = 0.0;
     }
-    d->ns = ns;
-    d->nt = nt;
-    d->r = r;
-    d->target = tg;
     d->df = df;
     d->b1scale = s;
-    d->g = g;
-    d->dt = dt;
     d->loss = PS_LOSS_FULL;
     return PS_CONVERGED;
 }
@@ -102,11 +115,9 @@ static int build_slice1d(const preset_param *prm, ps_problem_desc *d,
     double dt = param(prm, "dt"), thk = param(prm, "thk");
     double tbw = param(prm, "tbw"), trans = param(prm, "trans");
     double gb = PS_GAMMA_BAR_DEFAULT;
-    double *r, *tg, *w, *g, *b1;
-    if (!(r = xcalloc(3 * nz, sizeof *r, &buf[0])) ||
-        !(tg = xcalloc(3 * nz, sizeof *tg, &buf[1])) ||
-        !(w = xcalloc(nz, sizeof *w, &buf[2])) ||
-        !(g = xcalloc(3 * nt, sizeof *g, &buf[3])) ||
+    double *r, *tg, *g, *w, *b1;
+    if (preset_common(d, nz, nt, dt, buf, &r, &tg, &g) ||
+        !(w = xcalloc(nz, sizeof *w, &buf[3])) ||
         !(b1 = xcalloc(2 * nt, sizeof *b1, &buf[4])))
         return PS_ERR_NO_MEMORY;
     for (size_t i = 0; i < nz; i++) {
@@ -136,14 +147,8 @@ static int build_slice1d(const preset_param *prm, ps_problem_desc *d,
     double scale = (PS_PI / 2.0) / (2.0 * PS_PI * gb * dt * sum);
     for (size_t k = 0; k < nt; k++)
         b1[2 * k] *= scale;
-    d->ns = nz;
-    d->nt = nt;
-    d->r = r;
-    d->target = tg;
     d->w = w;
-    d->g = g;
     d->b1 = b1;
-    d->dt = dt;
     d->loss = PS_LOSS_MLS;
     return PS_CONVERGED;
 }
@@ -161,12 +166,10 @@ static int build_inversion(const preset_param *prm, ps_problem_desc *d,
     size_t nt = (size_t)param(prm, "nt");
     double dt = param(prm, "dt");
     size_t ns = ndf * nb1;
-    double *r, *tg, *df, *s, *g, *b1;
-    if (!(r = xcalloc(3 * ns, sizeof *r, &buf[0])) ||
-        !(tg = xcalloc(3 * ns, sizeof *tg, &buf[1])) ||
-        !(df = xcalloc(ns, sizeof *df, &buf[2])) ||
-        !(s = xcalloc(ns, sizeof *s, &buf[3])) ||
-        !(g = xcalloc(3 * nt, sizeof *g, &buf[4])) ||
+    double *r, *tg, *g, *df, *s, *b1;
+    if (preset_common(d, ns, nt, dt, buf, &r, &tg, &g) ||
+        !(df = xcalloc(ns, sizeof *df, &buf[3])) ||
+        !(s = xcalloc(ns, sizeof *s, &buf[4])) ||
         !(b1 = xcalloc(2 * nt, sizeof *b1, &buf[5])))
         return PS_ERR_NO_MEMORY;
     for (size_t i = 0; i < ndf; i++) {
@@ -179,15 +182,9 @@ static int build_inversion(const preset_param *prm, ps_problem_desc *d,
     }
     for (size_t k = 0; k < nt; k++)
         b1[2 * k] = 0.05;
-    d->ns = ns;
-    d->nt = nt;
-    d->r = r;
-    d->target = tg;
     d->df = df;
     d->b1scale = s;
-    d->g = g;
     d->b1 = b1;
-    d->dt = dt;
     d->loss = PS_LOSS_Z;
     return PS_CONVERGED;
 }

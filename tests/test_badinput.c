@@ -363,6 +363,27 @@ static void test_b1max(void **state)
     expect_desc(&b.d, PS_CONVERGED, NULL);
 }
 
+/* The base problem, created: where a case calls the entry points. */
+static ps_problem *base_problem(void)
+{
+    base b;
+    base_init(&b);
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&b.d, &p), PS_CONVERGED);
+    return p;
+}
+
+/* solve_persistent refuses with `status`, in its return and in r.status. */
+static void expect_solve_refused(const ps_problem *p, const ps_options *o,
+                                 double *x, int status)
+{
+    ps_result r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(solve_persistent(p, o, x, &r), status);
+    assert_int_equal(r.status, status);
+    ps_result_free(&r);
+}
+
 /* ---- options ---- */
 
 static char last_log[512];
@@ -398,20 +419,13 @@ static void expect_bad_options(const ps_options *bad, const char *field,
     tu_poison(g, 2 * NT);
     assert_int_equal(ps_eval(p, bad, x, &f, g), PS_ERR_OPTION);
     assert_int_equal(ps_simulate(p, bad, x, m), PS_ERR_OPTION);
-    ps_result r;
-    memset(&r, 0, sizeof r);
-    assert_int_equal(solve_persistent(p, bad, x, &r), PS_ERR_OPTION);
-    assert_int_equal(r.status, PS_ERR_OPTION);
-    ps_result_free(&r);
+    expect_solve_refused(p, bad, x, PS_ERR_OPTION);
 }
 
 static void test_options(void **state)
 {
     (void)state;
-    base b;
-    base_init(&b);
-    ps_problem *p = NULL;
-    assert_int_equal(ps_problem_create(&b.d, &p), PS_CONVERGED);
+    ps_problem *p = base_problem();
     ps_options def, o;
     ps_options_default(&def);
     assert_int_equal(ps_options_validate(&def), PS_CONVERGED);
@@ -508,10 +522,7 @@ static void test_options(void **state)
 static void test_null_entry_points(void **state)
 {
     (void)state;
-    base b;
-    base_init(&b);
-    ps_problem *p = NULL;
-    assert_int_equal(ps_problem_create(&b.d, &p), PS_CONVERGED);
+    ps_problem *p = base_problem();
     ps_options o;
     ps_options_default(&o);
     o.backend = PS_BACKEND_CPU;
@@ -530,16 +541,9 @@ static void test_null_entry_points(void **state)
     assert_int_equal(ps_simulate(p, &o, NULL, m), PS_ERR_NULL);
     assert_int_equal(ps_simulate(p, &o, x, NULL), PS_ERR_NULL);
 
-    ps_result r;
     assert_int_equal(solve_persistent(p, &o, x, NULL), PS_ERR_NULL);
-    memset(&r, 0, sizeof r);
-    assert_int_equal(solve_persistent(NULL, &o, x, &r), PS_ERR_NULL);
-    assert_int_equal(r.status, PS_ERR_NULL);
-    ps_result_free(&r);
-    memset(&r, 0, sizeof r);
-    assert_int_equal(solve_persistent(p, &o, NULL, &r), PS_ERR_NULL);
-    assert_int_equal(r.status, PS_ERR_NULL);
-    ps_result_free(&r);
+    expect_solve_refused(NULL, &o, x, PS_ERR_NULL);
+    expect_solve_refused(p, &o, NULL, PS_ERR_NULL);
 
     assert_int_equal(ps_problem_x0(NULL, x), PS_ERR_NULL);
     assert_int_equal(ps_problem_x0(p, NULL), PS_ERR_NULL);
@@ -566,6 +570,7 @@ static void test_null_entry_points(void **state)
     /* free functions accept NULL, and a zeroed result */
     ps_problem_free(NULL);
     ps_result_free(NULL);
+    ps_result r;
     memset(&r, 0, sizeof r);
     ps_result_free(&r);
     ps_problem_free(p);
@@ -579,10 +584,7 @@ static void test_null_entry_points(void **state)
 static void test_nonfinite_x(void **state)
 {
     (void)state;
-    base b;
-    base_init(&b);
-    ps_problem *p = NULL;
-    assert_int_equal(ps_problem_create(&b.d, &p), PS_CONVERGED);
+    ps_problem *p = base_problem();
     ps_options o;
     ps_options_default(&o);
     o.backend = PS_BACKEND_CPU;
@@ -597,11 +599,7 @@ static void test_nonfinite_x(void **state)
             tu_poison(m, 3 * NS);
             assert_int_equal(ps_eval(p, &o, x, &f, g), PS_ERR_NONFINITE);
             assert_int_equal(ps_simulate(p, &o, x, m), PS_ERR_NONFINITE);
-            ps_result r;
-            memset(&r, 0, sizeof r);
-            assert_int_equal(solve_persistent(p, &o, x, &r), PS_ERR_NONFINITE);
-            assert_int_equal(r.status, PS_ERR_NONFINITE);
-            ps_result_free(&r);
+            expect_solve_refused(p, &o, x, PS_ERR_NONFINITE);
         }
     }
     ps_problem_free(p);
@@ -616,10 +614,7 @@ static void test_gpu_backend_without_gpu(void **state)
         printf("a GPU is present: nothing to check here\n");
         return;
     }
-    base b;
-    base_init(&b);
-    ps_problem *p = NULL;
-    assert_int_equal(ps_problem_create(&b.d, &p), PS_CONVERGED);
+    ps_problem *p = base_problem();
     ps_options o;
     ps_options_default(&o);
     o.backend = PS_BACKEND_GPU;
@@ -628,11 +623,7 @@ static void test_gpu_backend_without_gpu(void **state)
     printf("gpu backend without a GPU: %d (%s)\n", st, ps_strerror(st));
     assert_true(st == PS_ERR_NO_GPU || st == PS_ERR_NOT_IMPLEMENTED);
     assert_int_equal(ps_simulate(p, &o, x, m), st);
-    ps_result r;
-    memset(&r, 0, sizeof r);
-    assert_int_equal(solve_persistent(p, &o, x, &r), st);
-    assert_int_equal(r.status, st);
-    ps_result_free(&r);
+    expect_solve_refused(p, &o, x, st);
     /* auto falls back to the CPU */
     o.backend = PS_BACKEND_AUTO;
     assert_int_equal(ps_eval(p, &o, x, &f, NULL), PS_CONVERGED);

@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #ifdef PS_TEST_GPU
-#include "gpu.h"
+#include "gpu_suite.h"
 #endif
 #include "lbfgs_pairs.h"
 #include "test_util.h"
@@ -277,10 +277,8 @@ static void warp_update_bits(void **state)
 int main(void)
 {
 #ifdef PS_TEST_GPU
-    if (ps_gpu_usable(NULL) != 0) {
-        printf("no usable GPU: skipping\n");
+    if (tu_no_gpu())
         return 77;
-    }
 #endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(warp_direction_bits),

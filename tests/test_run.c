@@ -26,6 +26,7 @@
 
 #ifdef PS_TEST_GPU
 #include "gpu.h"
+#include "gpu_suite.h"
 #define TEST_BACKEND PS_BACKEND_GPU
 #else
 #define TEST_BACKEND PS_BACKEND_CPU
@@ -1150,16 +1151,10 @@ static void control_paths(void **state)
 
 int main(void)
 {
-    if (ps_gpu_usable(NULL) != 0) {
-        printf("no usable GPU: skipping\n");
-        return 77;
-    }
+    /* quick: the subset run under compute-sanitizer */
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(control_paths),
     };
-    /* PS_GPU_TEST_QUICK: the subset run under compute-sanitizer */
-    if (getenv("PS_GPU_TEST_QUICK"))
-        return cmocka_run_group_tests(quick, NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(control_paths),
         cmocka_unit_test(bad_input),
@@ -1174,7 +1169,7 @@ int main(void)
         cmocka_unit_test(yield_frees_gpu),
         cmocka_unit_test(checkpoint_across_backends),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GPU_SUITE(quick, tests);
 }
 #else
 int main(void)

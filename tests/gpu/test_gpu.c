@@ -14,6 +14,7 @@
 
 #include "gpu.h"
 #include "gpu_launch.h"
+#include "gpu_suite.h"
 #include "objective.h"
 #include "persolve.h"
 #include "test_util.h"
@@ -313,17 +314,11 @@ static void configs_agree(void **state)
 
 int main(void)
 {
-    if (ps_gpu_usable(NULL) != 0) {
-        printf("no usable GPU: skipping\n");
-        return 77;
-    }
+    /* quick: the subset run under compute-sanitizer */
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(eval_random),
         cmocka_unit_test(configs_agree),
     };
-    /* PS_GPU_TEST_QUICK: the subset run under compute-sanitizer */
-    if (getenv("PS_GPU_TEST_QUICK"))
-        return cmocka_run_group_tests(quick, NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eval_random),
         cmocka_unit_test(configs_agree),
@@ -333,5 +328,5 @@ int main(void)
         cmocka_unit_test(solve_inversion),
         cmocka_unit_test(solve_spiral2d),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GPU_SUITE(quick, tests);
 }

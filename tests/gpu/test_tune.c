@@ -25,6 +25,7 @@
 
 #include "gpu.h"
 #include "gpu_launch.h"
+#include "gpu_suite.h"
 #include "persolve.h"
 #include "test_util.h"
 #include "tune_cache.h"
@@ -488,20 +489,14 @@ static void tune_relaxation_double(void **state)
 
 int main(void)
 {
-    if (ps_gpu_usable(NULL) != 0) {
-        printf("no usable GPU: skipping\n");
-        return 77;
-    }
+    /* quick: the subset run under compute-sanitizer */
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(tune_and_cache),
     };
-    /* PS_GPU_TEST_QUICK: the subset run under compute-sanitizer */
-    if (getenv("PS_GPU_TEST_QUICK"))
-        return cmocka_run_group_tests(quick, NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tune_and_cache),
         cmocka_unit_test(corrupt_cache_ignored),
         cmocka_unit_test(tune_relaxation_double),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GPU_SUITE(quick, tests);
 }

@@ -17,6 +17,7 @@
 
 #include "gpu.h"
 #include "gpu_launch.h"
+#include "gpu_suite.h"
 #include "persolve.h"
 #include "test_util.h"
 
@@ -261,17 +262,11 @@ static void eval_timing(void **state)
 
 int main(void)
 {
-    if (ps_gpu_usable(NULL) != 0) {
-        printf("no usable GPU: skipping\n");
-        return 77;
-    }
+    /* quick: the subset run under compute-sanitizer */
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(variants_relaxation),
         cmocka_unit_test(bad_variant),
     };
-    /* PS_GPU_TEST_QUICK: the subset run under compute-sanitizer */
-    if (getenv("PS_GPU_TEST_QUICK"))
-        return cmocka_run_group_tests(quick, NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(variants_slice1d),
         cmocka_unit_test(variants_spiral2d),
@@ -281,5 +276,5 @@ int main(void)
         cmocka_unit_test(bad_variant),
         cmocka_unit_test(eval_timing),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GPU_SUITE(quick, tests);
 }
