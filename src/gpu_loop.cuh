@@ -202,8 +202,8 @@ __device__ __forceinline__ void backoff(unsigned &ns)
 /*
  * Obey the command of a control point (every block, after the barrier,
  * where L.S, L.red[0] and the device vectors are a whole solve state).
- * PAUSE: the controller stores the state (a checkpoint may
- * be taken while paused), publishes PAUSED and sleeps until the host
+ * PAUSE: the controller stores the state (a checkpoint may be taken while
+ * paused), its control thread publishes PAUSED and sleeps until the host
  * changes the command; the other blocks sleep on the release word in
  * device memory. Then the new command is obeyed the same way. CANCEL ends
  * the solve (DONE, PS_CANCELLED at the last accepted point). Returns 1 for
@@ -218,11 +218,15 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
     while (cmd == PS_GPU_CMD_PAUSE) {
         const uint64_t p0 = global_ns();
         const bool ctrl = (int)blockIdx.x == a.controller;
+        /* the thread that waits: the control thread in the controller
+         * block (the one thread that reads the host's commands and writes
+         * the snapshot), thread 0 in the others */
+        const bool waiter = ctrl ? control_thread(a) : threadIdx.x == 0;
         unsigned long long q = 0;
         if (ctrl) {
             /* the snapshot made odd first, so that one fence serves both
              * it and the stored state */
-            if (threadIdx.x == 0) {
+            if (waiter) {
                 q = publish_begin(a);
                 a.eval_out[1] = L.red[0]; /* f at an accepted trial (UPDATE) */
             }
@@ -230,7 +234,7 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
         }
         __threadfence_system(); /* the state and the history, for a copy while paused */
         __syncthreads();
-        if (threadIdx.x == 0) {
+        if (waiter) {
             volatile unsigned long long *cw = a.cw;
             const unsigned long long gen = ++L.gen;
             unsigned ns = 1000u;
