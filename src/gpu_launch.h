@@ -70,17 +70,16 @@ int ps_gpu_stage_pulse(int precision, size_t nt);
  * between barriers to PS_GPU_PROF counters (ns); read and reset with
  * ps_gpu_profile_read. For benchmarks only.
  */
-#define PS_GPU_PROF 9
+#define PS_GPU_PROF 8
 enum {
     PS_PROF_EVAL,             /* evaluation, to its barrier */
-    PS_PROF_REDUCE,           /* gradient reduction, to its barrier */
+    PS_PROF_REDUCE,           /* gradient reduction (block 0's share) */
     PS_PROF_SUMS,             /* the sums of the evaluation's per-block partials (every block) */
     PS_PROF_DECIDE_TRIAL,     /* line-search decision (one thread) */
-    PS_PROF_UPDATE,           /* s, y, x, g and the batched dots, to the barrier */
-    PS_PROF_UPDATE_SUMS,      /* the sums of the batched dots' per-block partials */
+    PS_PROF_UPDATE,           /* a trial's update dots, to the reduction's barrier */
     PS_PROF_DECIDE_UPDATE,    /* the pairs' dots and the stopping tests (one warp) */
     PS_PROF_DECIDE_DIRECTION, /* the direction's coefficients (one warp) */
-    PS_PROF_DIRECTION,        /* d formed, to the barrier */
+    PS_PROF_DIRECTION,        /* the accepted step applied and d formed, to the barrier */
 };
 /* The first PS_PROF_OBJECTIVE counters are the objective (F and its
  * gradient, summed over the blocks); the others the optimizer. */

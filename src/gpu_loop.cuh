@@ -10,11 +10,17 @@
  * takes every decision redundantly from the same reduced values, so the
  * phases need no host and no atomics, only grid.sync().
  *
- * Per iteration with one line-search trial, four grid barriers:
- *   direction      d = -H g from the stored dots           | sync  (control point)
+ * Per iteration with one line-search trial, three grid barriers:
+ *   direction      the accepted step applied (x, g, new pair),
+ *                  d = -H g from the stored dots           | sync  (control point)
  *   trial          evaluate at x + alpha d (partials)      | sync
- *                  reduce gradient, g_t.d partials         | sync  (control point) -> accept?
- *   update         s, y, x, g, batched dots (partials)     | sync  -> stop?
+ *                  reduce gradient, g_t.d and the update's
+ *                  batched dots (partials)                 | sync  (control point)
+ *                  -> accept? -> update's dots, stop? -> next direction
+ * The update's dots are taken with every trial's reduction, before the
+ * line search has decided (trial_dots): an accepted step costs no pass
+ * and no barrier of its own, and the vectors move in the next direction
+ * pass (or in a pass of their own when the solve stops there).
  * A control point (with a.ctl, asynchronous runs: gpu_control.h) costs no
  * barrier of its own: the control thread reads the host's command in the
  * phase before the barrier, every block takes it after the barrier.
@@ -35,8 +41,9 @@ namespace cg = cooperative_groups;
 /* What one block keeps in shared memory across the phases. */
 struct loop_shared {
     ps_solver S;            /* the block's copy of the solver state */
-    double sh[4];           /* last evaluation: g.d, g.g, b.b, f */
-    double red[1 + PS_RED_LEN(PS_MAX_MEMORY)]; /* red[0]: f at the accepted trial; red[1..]: batched dots */
+    double sums[4];         /* last evaluation: g.d, g.g, b.b, f */
+    double red[PS_RED_LEN(PS_MAX_MEMORY)]; /* a trial's update dots (PS_RED_LEN layout) */
+    double ft;              /* f at the accepted trial (a launch in the UPDATE phase) */
     unsigned long long gen; /* pauses obeyed so far (control path) */
     int cmd;                /* the command read at the last control point, to obey */
 };
@@ -201,7 +208,7 @@ __device__ __forceinline__ void backoff(unsigned &ns)
 
 /*
  * Obey the command of a control point (every block, after the barrier,
- * where L.S, L.red[0] and the device vectors are a whole solve state).
+ * where L.S, L.ft and the device vectors are a whole solve state).
  * PAUSE: the controller stores the state (a checkpoint may be taken while
  * paused), its control thread publishes PAUSED and sleeps until the host
  * changes the command; the other blocks sleep on the release word in
@@ -228,7 +235,7 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
              * it and the stored state */
             if (waiter) {
                 q = publish_begin(a);
-                a.eval_out[1] = L.red[0]; /* f at an accepted trial (UPDATE) */
+                a.eval_out[1] = L.ft; /* f at an accepted trial (UPDATE) */
             }
             state_copy(a.state, &S);
         }
@@ -295,34 +302,52 @@ __device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
 /*
  * The scalars of an evaluation from the per-block partials of G blocks,
  * the same fixed order in every block (and in the host-driven variant's
- * one-block kernel): sh[0] = g.d, sh[1] = g.g, sh[2] = b.b (RF power),
- * sh[3] = f = loss + lambda b.b.
+ * one-block kernel): L.sums[0] = g.d, [1] = g.g, [2] = b.b (RF power),
+ * [3] = f = loss + lambda b.b; with dots (a trial), also the update's
+ * dots into L.red, their g.g copied from L.sums[1].
  */
-__device__ inline void eval_scalars(const args &a, int G, double *sh)
+__device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared &L)
 {
-    sum_partials(a.rpart, G, 4, PS_GPU_RP, sh);
-    if (threadIdx.x == 0)
-        sh[3] += a.lambda * sh[2];
+    const int m = a.memory, Q = 4 + (dots ? 4 * m : 0), GD = dot_blocks(a.nt, G);
+    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int q = warp; q < Q; q += nw) { /* one warp per sum */
+        if (q < 4) {
+            const double v = warp_sum_partials(a.rpart + q, G, PS_GPU_RP);
+            if ((threadIdx.x & 31) == 0)
+                L.sums[q] = v;
+        } else {
+            const double v = warp_sum_partials(a.rdot + (size_t)(q - 4) * G, GD, 1);
+            if ((threadIdx.x & 31) == 0)
+                L.red[q - 4] = v;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        L.sums[3] += a.lambda * L.sums[2];
+        L.red[4 * m] = L.sums[1];
+    }
     __syncthreads();
 }
 
 /*
  * Evaluate at x + alpha d into gout; leaves the scalars of eval_scalars()
- * in every block's sh[]. Two barriers. With a.ctl, the control thread
- * publishes the progress when its share of the evaluation is done, reads
- * the host's command during the reduction, and every block obeys it after
- * the reduction's barrier: the solver state is still before this
- * evaluation's decision there, so a yield or a checkpoint taken while
- * paused resumes by evaluating the same point again, bit for bit (the
- * evaluation changes only gout and the partials). Returns EV_DONE,
- * EV_YIELD, or EV_STOPPED (cancelled: the state is DONE).
+ * in every block's L.sums (and L.red). ns >= 0 (a trial): the update's dots for the
+ * pair that slot ns would take too (trial_dots). Two barriers. With a.ctl,
+ * the control thread publishes the progress when its share of the
+ * evaluation is done, reads the host's command during the reduction, and
+ * every block obeys it after the reduction's barrier: the solver state is
+ * still before this evaluation's decision there, so a yield or a
+ * checkpoint taken while paused resumes by evaluating the same point
+ * again, bit for bit (the evaluation changes only gout and the partials).
+ * Block 0 stores the solve's seconds in *a.elapsed (the time limit's
+ * clock: an accepted trial's is the update's). Returns EV_DONE, EV_YIELD,
+ * or EV_STOPPED (cancelled: the state is DONE).
  */
 template <typename R>
 __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_shared &L,
-                                   const double *d, double alpha, double *gout, char *smem,
+                                   const double *d, double alpha, int ns, double *gout, char *smem,
                                    uint64_t &t0, uint64_t &last)
 {
-    double *sh = L.sh;
     evaluate<R>(a, a.x, d, alpha, true, smem);
     if (control_thread(a))
         control_progress(a, L.S, (double)(global_ns() - t0) * 1e-9);
@@ -332,31 +357,55 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     if (control_thread(a))
         cmd = host_command_issue(a.ctl);
     reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    prof_mark(a, last, PS_PROF_REDUCE);
+    if (ns >= 0)
+        trial_dots(a, alpha, ns, gout, (double *)smem);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && ns >= 0)
+        *a.elapsed = (double)(global_ns() - t0) * 1e-9;
     if (control_thread(a))
         *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD_EVAL] = (unsigned long long)cmd;
     grid.sync();
-    if (a.ctl)
-        control_take(a, L, PS_GPU_CW_CMD_EVAL); /* its load overlaps the sums' */
-    prof_mark(a, last, PS_PROF_REDUCE);
-    eval_scalars(a, gridDim.x, sh);
-    prof_mark(a, last, PS_PROF_SUMS);
+    prof_mark(a, last, PS_PROF_UPDATE);
     if (a.ctl) {
-        // ---- control point (the sums leave the state untouched) ----
+        // ---- control point (the reduction leaves the state untouched; the
+        // sums come after it, so that a pause is acknowledged sooner) ----
+        control_take(a, L, PS_GPU_CW_CMD_EVAL);
+        __syncthreads();
         const int ev = control_obey(a, L, t0);
         if (ev != EV_DONE)
             return ev;
     }
+    eval_scalars(a, gridDim.x, ns >= 0, L);
+    prof_mark(a, last, PS_PROF_SUMS);
     return EV_DONE;
+}
+
+/*
+ * UPDATE: the accepted trial's f (L.ft) and dots (L.red) into the state
+ * (warp 0), its history row; every thread's pending step becomes
+ * (alpha, ns), applied by the next direction pass or apply_pass.
+ */
+__device__ inline void take_update(const args &a, loop_shared &L, double elapsed, double alpha, int ns,
+                                   double &pend_alpha, int &pend_slot)
+{
+    if (threadIdx.x < 32) {
+        decide_update(&L.S, L.ft, L.red);
+        record(a, L.S, elapsed);
+    }
+    pend_alpha = alpha;
+    pend_slot = ns;
+    __syncthreads();
 }
 
 /*
  * Run the phases from the state in L.S until DONE, a yield (returns 1) or,
  * with one_iteration, until an iteration has been completed (after its
- * update). t0: the solve's start (global ns, for the history and
- * *a.elapsed; moved by pauses); elapsed: seconds at the last update, for
- * the time limit. With a.ctl, a control point after every evaluation and
- * after every direction (see control_take, control_obey and obey). MODE_EVAL stops after the start
- * evaluation, with f in a.eval_out[0] and the in-kernel time of the
+ * update, the step applied). t0: the solve's start (global ns, for the
+ * history and *a.elapsed; moved by pauses); elapsed: seconds at the last
+ * update, for the time limit. With a.ctl, a control point after every
+ * evaluation and after every direction (see control_take, control_obey
+ * and obey); neither leaves a step pending. MODE_EVAL stops after the
+ * start evaluation, with f in a.eval_out[0] and the in-kernel time of the
  * evaluation in *a.elapsed.
  */
 template <typename R>
@@ -364,35 +413,45 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                             uint64_t &t0, uint64_t &last, double elapsed, bool one_iteration)
 {
     ps_solver &S = L.S;
-    double *sh = L.sh, *red = L.red;
+    double *sums = L.sums;
+    /* an accepted step whose vectors have not moved yet (slot -1: none);
+     * the same in every thread */
+    double pend_alpha = 0.0;
+    int pend_slot = -1;
 
     if (S.phase == PS_PHASE_START) {
         // ---- evaluate at the start point ----
-        const int ev = evaluate_and_reduce<R>(a, grid, L, nullptr, 0.0, a.g, smem, t0, last);
+        const int ev = evaluate_and_reduce<R>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
         if (ev == EV_YIELD)
             return 1;
         if (ev == EV_STOPPED)
             return 0;
         if (a.mode == MODE_EVAL) {
             if (blockIdx.x == 0 && threadIdx.x == 0) {
-                a.eval_out[0] = sh[3];
+                a.eval_out[0] = sums[3];
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             }
             return 0;
         }
         if (threadIdx.x == 0) {
-            decide_start(&S, sh[3], sh[1]);
+            decide_start(&S, sums[3], sums[1]);
             record(a, S, (double)(global_ns() - t0) * 1e-9);
         }
         __syncthreads();
     }
 
     for (;;) {
-        /* every thread takes the phase before thread 0 may change it */
+        /* every thread takes the phase, the trial step and the next slot
+         * before the decisions may change them */
         const int phase = S.phase;
+        const double alpha = S.ls.alpha;
+        const int ns = ps_lbfgs_next_slot(&S.lb);
         __syncthreads();
-        if (phase == PS_PHASE_DONE)
+        if (phase == PS_PHASE_DONE) {
+            if (pend_slot >= 0) /* the last accepted step */
+                apply_pass(a, pend_alpha, pend_slot);
             break;
+        }
         if (phase == PS_PHASE_DIRECTION) {
             // ---- direction (warp 0) ----
             if (threadIdx.x < 32)
@@ -400,11 +459,12 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             __syncthreads();
             prof_mark(a, last, PS_PROF_DECIDE_DIRECTION);
             if (S.phase != PS_PHASE_TRIAL)
-                break;
+                continue; /* DONE */
             int cmd = 0;
             if (control_thread(a))
                 cmd = host_command_issue(a.ctl);
-            form_direction(a, &S.lb);
+            form_direction(a, &S.lb, pend_alpha, pend_slot);
+            pend_slot = -1;
             if (control_thread(a))
                 *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD_DIRECTION] = (unsigned long long)cmd;
             grid.sync();
@@ -420,38 +480,45 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             }
             prof_mark(a, last, PS_PROF_DIRECTION);
         } else if (phase == PS_PHASE_TRIAL) {
-            // ---- line search trial ----
-            const int ev = evaluate_and_reduce<R>(a, grid, L, a.d, S.ls.alpha, a.gt, smem, t0, last);
+            // ---- line search trial, with the update's dots ----
+            const int ev = evaluate_and_reduce<R>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)
                 continue; /* DONE */
             if (threadIdx.x == 0) {
-                red[0] = sh[3]; /* f at the trial, kept for the update */
-                decide_trial(&S, sh[3], sh[0]);
+                L.ft = sums[3]; /* f at the trial, kept for the update */
+                decide_trial(&S, sums[3], sums[0]);
             }
             __syncthreads();
             prof_mark(a, last, PS_PROF_DECIDE_TRIAL);
+            const bool accepted = S.phase == PS_PHASE_UPDATE;
+            __syncthreads(); /* every thread has the decision before the update changes it */
+            if (accepted) {
+                // ---- update: accepted; its dots are in L.red ----
+                elapsed = *(volatile double *)a.elapsed;
+                take_update(a, L, elapsed, alpha, ns, pend_alpha, pend_slot);
+                prof_mark(a, last, PS_PROF_DECIDE_UPDATE);
+                if (one_iteration) {
+                    apply_pass(a, pend_alpha, pend_slot);
+                    return 0;
+                }
+            }
         } else {
-            // ---- update: accept the step, new pair, batched dots ----
-            update(a, S.ls.alpha, ps_lbfgs_next_slot(&S.lb), (double *)smem,
-                   a.rpart + (size_t)blockIdx.x * PS_GPU_RP + PS_GPU_RP_UPD);
+            // ---- update of a launch in the UPDATE phase (from a checkpoint
+            // of the CPU backend): the partials the trial's reduction would
+            // have left were made by update_partials_kernel before the launch ----
             if (blockIdx.x == 0 && threadIdx.x == 0)
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             grid.sync();
-            prof_mark(a, last, PS_PROF_UPDATE);
-            double ft = red[0];
-            sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, red + 1);
-            prof_mark(a, last, PS_PROF_UPDATE_SUMS);
+            eval_scalars(a, gridDim.x, true, L);
             elapsed = *(volatile double *)a.elapsed;
-            if (threadIdx.x < 32) {
-                decide_update(&S, ft, red + 1);
-                record(a, S, elapsed);
-            }
-            __syncthreads();
+            take_update(a, L, elapsed, alpha, ns, pend_alpha, pend_slot);
             prof_mark(a, last, PS_PROF_DECIDE_UPDATE);
-            if (one_iteration)
+            if (one_iteration) {
+                apply_pass(a, pend_alpha, pend_slot);
                 return 0;
+            }
         }
     }
     return 0;

@@ -110,7 +110,9 @@ struct args {
     /* per-block partials */
     double *gpart;          /* [grid][n] partial gradient of each block (its tiles in order) */
     double *lpart;          /* [grid] partial losses */
-    double *rpart;          /* [grid][RP] partial dot products */
+    double *rpart;          /* [grid][PS_GPU_RP] partials of an evaluation's scalars */
+    double *rdot;           /* [4 PS_MAX_MEMORY][grid] a trial's update dots (trial_dots),
+                               by block, so that their sum loads are coalesced */
     double *m_out;          /* [ns][3] or NULL */
     /* outcome */
     ps_solver *state;       /* solver state, in: initial, out: final */
@@ -131,14 +133,10 @@ struct args {
 
 enum { MODE_SOLVE = 0, MODE_EVAL = 1 };
 /*
- * Per-block partials, one row of PS_GPU_RP per block: [0..3] the
- * evaluation's (g.d, g.g, b.b, loss), [PS_GPU_RP_UPD..] the update's
- * batched dots. Disjoint on purpose: a block that has decided to accept
- * writes its update dots while slower blocks may still be summing the
- * evaluation's scalars (there is no barrier between the two).
+ * Per-block partials of an evaluation's scalars, one row of PS_GPU_RP
+ * per block: g.d, g.g, b.b, loss.
  */
-#define PS_GPU_RP_UPD 4
-#define PS_GPU_RP (PS_GPU_RP_UPD + PS_RED_LEN(PS_MAX_MEMORY))
+#define PS_GPU_RP 4
 
 __device__ __forceinline__ uint64_t global_ns()
 {
@@ -461,37 +459,27 @@ __device__ inline void block_partials(const double *vals, int Q, double *scratch
 }
 
 /*
- * Sum per-block partials part[b * stride + q] over b = 0..G-1 for q < Q,
- * into out[q] (shared), the same fixed order in every block: lane l of a
- * warp sums b = l, l+32, ..., then a fixed xor tree over lanes.
+ * The sum of per-block partials p[b * stride] over b = 0..G-1 by one
+ * warp, the same fixed order in every block: lane l sums b = l, l+32,
+ * ..., then a fixed xor tree over lanes (every lane returns the sum).
  */
-__device__ inline void sum_partials(const double *part, int G, int Q, int stride, double *out)
+__device__ inline double warp_sum_partials(const double *p, int G, int stride)
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int q = warp; q < Q; q += nw) {
-        double s = 0.0;
-        for (int b = lane; b < G; b += 32)
-            s += part[(size_t)b * stride + q];
-        for (int off = 16; off > 0; off /= 2)
-            s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (lane == 0)
-            out[q] = s;
-    }
-    __syncthreads();
+    double s = 0.0;
+    for (int b = threadIdx.x & 31; b < G; b += 32)
+        s += p[(size_t)b * stride];
+    for (int off = 16; off > 0; off /= 2)
+        s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s;
 }
 
-/*
- * ---- reduce gradient ----
- * gout = sum over blocks of the partial gradients + 2 lambda b, through
- * the b1_max chain rule; block partials of gout.d, gout.gout and the RF
- * power sum b.b, and the block's loss, into a.rpart[block][0..3].
- *
- * A block takes 32 consecutive time steps at a time (lane l: step
- * c*32 + l, so that a warp's loads of a partial row are coalesced);
- * warp w sums the partial rows b = w, w + nw, ... in order, then warp 0
- * sums the warps' sums in warp order: a fixed order for a fixed launch
- * shape (all variants run this with the same one).
- */
+/* Shared memory of reduce_gradient and trial_dots (scratch: [warps][2][32]
+ * and [warps][4 m] doubles). */
+__host__ __device__ inline size_t reduce_smem_bytes(int tb)
+{
+    return (size_t)((tb + 31) / 32) * (4 * PS_MAX_MEMORY > 64 ? 4 * PS_MAX_MEMORY : 64) * sizeof(double);
+}
+
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
                                        double *gout, double *scratch, double *out4)
 {
@@ -580,42 +568,45 @@ __device__ __forceinline__ double warp_sum_scatter(double (&v)[NV])
 }
 
 /*
- * ---- update ----
- * Accept x_t = x + alpha d: store s = x_t - x and y = g_t - g in slot ns,
- * move x and g, and the block partials of the batched dots
- * (PS_RED_LEN layout of lbfgs_math.h) into out[0..4m].
+ * ---- the update's batched dots, taken with the trial's reduction ----
+ * For the step x_t = x + alpha d to the trial just reduced (gradient gt),
+ * the pair it would store in slot ns, s = x_t - x and y = gt - g, and the
+ * dots of the PS_RED_LEN layout (lbfgs_math.h) but g.g (the evaluation's
+ * g.g is g_t.g_t): s_j.y, y_j.y, s_j.g_t, y_j.g_t over the slots j, slot
+ * ns holding the new pair. Computed for every trial, before the line
+ * search has decided, so that an accepted step needs no pass and no
+ * barrier of its own (the vectors move in the next direction pass:
+ * apply_step). Each block takes the elements of its chunks of 32 time
+ * steps in reduce_gradient (chunk c = block + i grid; element (i, e, l):
+ * step c*32 + l of component e), spread over its threads; four pairs at a
+ * time, one scattered warp sum of 16 values each, then the warps' sums
+ * in warp order: the block's partial of dot q goes to
+ * a.rdot[q * grid + block]. Blocks without a chunk write nothing (their
+ * dots are not summed: dot_blocks). A fixed order for a fixed launch
+ * shape, whether it runs after the reduction or alone. Every thread of
+ * the block calls it; scratch: [warps][4m] doubles (reduce_smem_bytes);
+ * ends with a barrier.
  */
-__device__ inline void update(const args &a, double alpha, int ns, double *scratch, double *out)
+__device__ inline void trial_dots(const args &a, double alpha, int ns, const double *gt, double *scratch)
 {
-    const int n = a.n, m = a.memory, Q = PS_RED_LEN(m), G = a.gv;
-    if ((int)blockIdx.x >= G)
-        return; /* the vector phases run on the first gv blocks only */
-    double *sn = a.S + (size_t)ns * n, *yn = a.Y + (size_t)ns * n;
-    const int i0 = blockIdx.x * blockDim.x + threadIdx.x, stride = G * blockDim.x;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    double *sc = scratch + warp * Q;
-    double gg = 0.0;
-    for (int i = i0; i < n; i += stride) {
-        const double x = a.x[i], gt = a.gt[i], g = a.g[i];
-        const double xt = ps_trial_coord(x, alpha, a.d[i]);
-        sn[i] = xt - x;
-        yn[i] = gt - g;
-        a.x[i] = xt;
-        a.g[i] = gt;
-        gg += gt * gt;
-    }
-    /* the dots of the PS_RED_LEN layout over this thread's elements, four
-     * pairs at a time: the group's loads issued together (registers, no
-     * store between them), then one scattered warp sum of its 16 values
-     * (lane l < 16 holds dot l % 4 of kind l / 4); then the block sum
-     * (warps in order) */
+    const int nt = a.nt, n = a.n, m = a.memory, G = gridDim.x, chunks = (nt + 31) / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int mine = (int)blockIdx.x < chunks ? (chunks - (int)blockIdx.x + G - 1) / G : 0;
+    const int items = mine * 64, busy = min(nw, (items + 31) / 32); /* warps with elements */
+    if (!mine)
+        return;
     for (int j0 = 0; j0 < m; j0 += 4) {
         double acc[16];
 #pragma unroll
         for (int q = 0; q < 16; q++)
             acc[q] = 0.0;
-        for (int i = i0; i < n; i += stride) {
-            const double yv = yn[i], gv = a.g[i];
+        for (int it = threadIdx.x; it < items; it += blockDim.x) {
+            const int k = ((int)blockIdx.x + (it >> 6) * G) * 32 + (it & 31);
+            if (k >= nt)
+                continue;
+            const int i = k + ((it >> 5) & 1) * nt;
+            const double x = a.x[i], g = a.g[i], gv = gt[i];
+            const double yv = gv - g, sv = ps_trial_coord(x, alpha, a.d[i]) - x;
             double sj[4], yj[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
@@ -625,34 +616,108 @@ __device__ inline void update(const args &a, double alpha, int ns, double *scrat
             }
 #pragma unroll
             for (int u = 0; u < 4; u++) {
+                if (j0 + u == ns) { /* the new pair */
+                    sj[u] = sv;
+                    yj[u] = yv;
+                }
                 if (j0 + u < m) {
                     acc[u] += sj[u] * yv;      /* s_j . y_ns */
                     acc[4 + u] += yj[u] * yv;  /* y_j . y_ns */
-                    acc[8 + u] += sj[u] * gv;  /* s_j . g */
-                    acc[12 + u] += yj[u] * gv; /* y_j . g */
+                    acc[8 + u] += sj[u] * gv;  /* s_j . g_t */
+                    acc[12 + u] += yj[u] * gv; /* y_j . g_t */
                 }
             }
         }
-        const double r = warp_sum_scatter<16>(acc);
-        const int kind = lane >> 2, j = j0 + (lane & 3);
-        if (lane < 16 && j < m)
-            sc[kind * m + j] = r;
+        if (warp < busy) {
+            const double r = warp_sum_scatter<16>(acc);
+            const int kind = lane >> 2, j = j0 + (lane & 3);
+            if (lane < 16 && j < m)
+                scratch[warp * 4 * m + kind * m + j] = r;
+        }
     }
-    for (int off = 16; off > 0; off /= 2)
-        gg += __shfl_down_sync(0xffffffffu, gg, off);
-    if (lane == 0)
-        sc[4 * m] = gg;
-    sum_warps(scratch, Q, nw, out);
+    __syncthreads();
+    for (int q = threadIdx.x; q < 4 * m; q += blockDim.x) {
+        double v = 0.0;
+        for (int w = 0; w < busy; w++)
+            v += scratch[w * 4 * m + q];
+        a.rdot[(size_t)q * G + blockIdx.x] = v;
+    }
+    __syncthreads(); /* scratch is free again */
 }
 
-/* ---- direction ---- d = cg g + sum_j cs_j s_j + cy_j y_j */
-__device__ inline void form_direction(const args &a, const ps_lbfgs *lb)
+/* The blocks that hold update dots: those with a chunk of 32 steps. */
+__host__ __device__ inline int dot_blocks(int nt, int G)
+{
+    const int chunks = (nt + 31) / 32;
+    return chunks < G ? chunks : G;
+}
+
+/*
+ * The partials a trial's reduction leaves for its update, from g_t in
+ * memory (a launch in the UPDATE phase: update_partials_kernel): g_t.g_t
+ * in the reduction's order (a.rpart[block][1]) and the dots (trial_dots).
+ * scratch: reduce_smem_bytes.
+ */
+__device__ inline void update_partials(const args &a, double alpha, int ns, double *scratch)
+{
+    const int nt = a.nt;
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    if (threadIdx.x < 32) {
+        for (int c = blockIdx.x; c < (nt + 31) / 32; c += gridDim.x) {
+            const int k = c * 32 + (int)threadIdx.x;
+            if (k < nt)
+                acc[1] += a.gt[k] * a.gt[k] + a.gt[nt + k] * a.gt[nt + k];
+        }
+    }
+    trial_dots(a, alpha, ns, a.gt, scratch);
+    block_partials(acc, 4, scratch, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+}
+
+/*
+ * ---- apply an accepted step ---- at element i: x_t = x + alpha d, the
+ * pair s = x_t - x, y = g_t - g into slot ns, x <- x_t, g <- g_t (the
+ * same values trial_dots took). Returns s and y.
+ */
+__device__ __forceinline__ void apply_step(const args &a, double alpha, int ns, int i, double *s, double *y)
+{
+    const size_t o = (size_t)ns * a.n + i;
+    const double x = a.x[i], gt = a.gt[i];
+    const double xt = ps_trial_coord(x, alpha, a.d[i]);
+    *s = xt - x;
+    *y = gt - a.g[i];
+    a.S[o] = *s;
+    a.Y[o] = *y;
+    a.x[i] = xt;
+    a.g[i] = gt;
+}
+
+/* The step alone (a solve that stops after it), on the first gv blocks. */
+__device__ inline void apply_pass(const args &a, double alpha, int ns)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += a.gv * blockDim.x) {
+        double s, y;
+        apply_step(a, alpha, ns, i, &s, &y);
+    }
+}
+
+/*
+ * ---- direction ---- d = cg g + sum_j cs_j s_j + cy_j y_j, on the first
+ * gv blocks; with ns >= 0 the accepted step (alpha, slot ns) is applied
+ * first, element by element (the new pair from registers).
+ */
+__device__ inline void form_direction(const args &a, const ps_lbfgs *lb, double alpha, int ns)
 {
     const int n = a.n, m = a.memory;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += a.gv * blockDim.x) {
+        double sn = 0.0, yn = 0.0;
+        if (ns >= 0)
+            apply_step(a, alpha, ns, i, &sn, &yn);
         double v = lb->cg * a.g[i];
-        for (int j = 0; j < m; j++)
-            v += lb->cs[j] * a.S[(size_t)j * n + i] + lb->cy[j] * a.Y[(size_t)j * n + i];
+        for (int j = 0; j < m; j++) {
+            const double sj = j == ns ? sn : a.S[(size_t)j * n + i];
+            const double yj = j == ns ? yn : a.Y[(size_t)j * n + i];
+            v += lb->cs[j] * sj + lb->cy[j] * yj;
+        }
         a.d[i] = v;
     }
 }

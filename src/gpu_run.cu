@@ -12,6 +12,7 @@
 
 #include "gpu_context.cuh"
 #include "gpu_launch.h"
+#include "gpu_phases.cuh"
 
 extern "C" {
 #include "gpu.h"
@@ -218,6 +219,14 @@ out:
     return st;
 }
 
+/* For a state in the UPDATE phase: the partials its trial's reduction
+ * left, which the kernel's update takes (gpu_loop.cuh). */
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS) update_partials_kernel(args a, double alpha, int ns)
+{
+    extern __shared__ __align__(16) char smem[];
+    update_partials(a, alpha, ns, (double *)smem);
+}
+
 extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
 {
     int st = PS_CONVERGED;
@@ -238,6 +247,13 @@ extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
     if (rows)
         CUDA_TRY(o, cudaMemcpy(a.hist, d->history, rows * sizeof(ps_progress), cudaMemcpyHostToDevice),
                  PS_ERR_GPU_LAUNCH);
+    if (d->s.phase == PS_PHASE_UPDATE) {
+        const int tb = g->c.cfg.block;
+        update_partials_kernel<<<g->c.cfg.grid, tb, reduce_smem_bytes(tb)>>>(a, d->s.ls.alpha,
+                                                                             ps_lbfgs_next_slot(&d->s.lb));
+        CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);
+    }
     a.ft_in = d->ft;
     a.t_base = d->elapsed;
 out:

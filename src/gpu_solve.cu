@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     uint64_t last = t0;
     state_copy(&L.S, a.state);
     if (threadIdx.x == 0) {
-        L.red[0] = a.ft_in; /* a launch in the UPDATE phase: f at the accepted trial */
+        L.ft = a.ft_in; /* a launch in the UPDATE phase: f at the accepted trial */
         L.cmd = PS_GPU_CMD_NONE;
         L.gen = a.cw ? *(volatile unsigned long long *)&a.cw[PS_GPU_CW_RELEASE] >> 3 : 0;
     }
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
         state_copy(a.state, &L.S);
         if (threadIdx.x == 0) {
             a.eval_out[0] = (double)(global_ns() - t0) * 1e-9; /* solve seconds at the end */
-            a.eval_out[1] = L.red[0]; /* f at the accepted trial (a limit may stop before UPDATE) */
+            a.eval_out[1] = L.ft; /* f at the accepted trial (a limit may stop before UPDATE) */
         }
     }
 }
@@ -253,7 +253,7 @@ template <typename R>
 static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len)
 {
     size_t ev = eval_smem_bytes<R>(sb, segs, pulse_len);
-    size_t rd = (size_t)((tb + 31) / 32) * PS_GPU_RP * sizeof(double);
+    size_t rd = reduce_smem_bytes(tb);
     return ev > rd ? ev : rd;
 }
 
@@ -358,8 +358,9 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     CUDA_TRY(o, cudaMalloc(&d_m0, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
     /* x, g, gt, d, S[m], Y[m] */
     CUDA_TRY(o, cudaMalloc(&d_vec, (4 + 2 * (size_t)m) * n * sizeof(double)), PS_ERR_GPU_MEMORY);
-    /* gpart[G][n], lpart[G], rpart[G][RP], elapsed, eval_out[2], m_out[ns][3] */
-    CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + 3 + 3 * ns) * sizeof(double)),
+    /* gpart[G][n], lpart[G], rpart[G][RP], rdot[4 MAX_MEMORY][G], elapsed, eval_out[2], m_out[ns][3] */
+    CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + (size_t)4 * PS_MAX_MEMORY * G + 3 +
+                                     3 * ns) * sizeof(double)),
              PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_state, sizeof(ps_solver)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_hist, (size_t)hist_cap * sizeof(ps_progress)), PS_ERR_GPU_MEMORY);
@@ -403,7 +404,8 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.gpart = d_part;
     a.lpart = d_part + (size_t)G * n;
     a.rpart = a.lpart + G;
-    a.elapsed = a.rpart + (size_t)G * PS_GPU_RP;
+    a.rdot = a.rpart + (size_t)G * PS_GPU_RP;
+    a.elapsed = a.rdot + (size_t)4 * PS_MAX_MEMORY * G;
     a.eval_out = a.elapsed + 1;
     a.m_out = want_m ? a.eval_out + 2 : NULL;
     a.state = d_state;

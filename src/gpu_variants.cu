@@ -7,12 +7,13 @@
  * differs is who sequences the phases.
  *
  * (a) host loop: ordinary kernel launches per phase, data kept on the
- *     device. After each evaluation and each update a one-block kernel sums
- *     the per-block partials in the fixed order and takes the solver's
- *     decision; it writes the outcome (phase, next trial step, f) into
- *     mapped pinned memory and the host, after a stream synchronization,
- *     launches the next phase. Per iteration with one trial: 6 launches and
- *     2 host round trips.
+ *     device. After each evaluation a one-block kernel sums the per-block
+ *     partials in the fixed order and takes the solver's decisions (the
+ *     trial; if accepted, the update from the dots the reduction took and
+ *     the next direction); it writes the outcome (phase, next trial step,
+ *     the accepted step still to apply) into mapped pinned memory and the
+ *     host, after a stream synchronization, launches the next phase. Per
+ *     iteration with one trial: 4 launches and 1 host round trip.
  *     The ps_solver_* calls run in that kernel (thread 0; the direction:
  *     warp 0) rather than on the host: nvcc contracts a*b + c into fused
  *     multiply-adds in device code (--fmad=true) and the host compiler does
@@ -47,12 +48,13 @@ using namespace ps_gpu;
 /* What the decision kernel reports to the host (mapped pinned memory). */
 struct hl_report {
     int phase;        /* PS_PHASE_* after the decision */
-    int slot;         /* slot of the next pair (for the update) */
-    double alpha;     /* the next trial step, or the accepted one (UPDATE) */
-    double f;         /* f of the evaluation just reduced */
+    int slot;         /* slot of the next pair (the next trial's update dots) */
+    double alpha;     /* the next trial step */
+    int apply_slot;   /* an accepted step to apply: its pair's slot, or -1 */
+    double apply_alpha;
 };
 
-enum { HL_START = 0, HL_TRIAL = 1, HL_UPDATE = 2 };
+enum { HL_START = 0, HL_TRIAL = 1 };
 
 /* Evaluate at x + alpha d: per-block partial gradients and losses. */
 template <typename R, int MINB>
@@ -63,36 +65,38 @@ host_evaluate_kernel(args a, const double *d, double alpha)
     evaluate<R>(a, a.x, d, alpha, true, smem);
 }
 
-/* Gradient into gout and the per-block partials of gout.d, gout.gout, b.b. */
+/* Gradient into gout and the per-block partials of gout.d, gout.gout, b.b;
+ * for a trial (slot >= 0) the update's dots too. */
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
-host_reduce_kernel(args a, const double *d, double alpha, double *gout)
+host_reduce_kernel(args a, const double *d, double alpha, int slot, double *gout)
 {
     extern __shared__ __align__(16) char smem[];
     reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    if (slot >= 0)
+        trial_dots(a, alpha, slot, gout, (double *)smem);
 }
 
-/* d from the coefficients the last decision left in the state. */
-__global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_direction_kernel(args a)
+/* The accepted step (slot >= 0), then d from the coefficients the last
+ * decision left in the state (form), or the step alone. */
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_direction_kernel(args a, double alpha, int slot,
+                                                                             int form)
 {
-    form_direction(a, &a.state->lb);
-}
-
-/* Accept the step: new pair in `slot`, x and g moved, batched dot partials. */
-__global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_update_kernel(args a, double alpha, int slot)
-{
-    extern __shared__ __align__(16) char smem[];
-    update(a, alpha, slot, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP + PS_GPU_RP_UPD);
+    if (form)
+        form_direction(a, &a.state->lb, alpha, slot);
+    else
+        apply_pass(a, alpha, slot);
 }
 
 /*
  * One block: the fixed-order sums of the partials of G blocks, then the
- * solver's decision, as the persistent kernel takes it (what: HL_START,
- * HL_TRIAL with the trial's f and g.d, HL_UPDATE with the accepted f ft and
- * the batched dots); after START and UPDATE also the next direction's
- * decision. seconds: host time since the solve began (history, time limit).
+ * solver's decisions, as the persistent kernel takes them (what: HL_START,
+ * or HL_TRIAL with the trial's update dots, for the pair of slot `slot`
+ * and step alpha); after START and an accepted trial's update also the
+ * next direction's decision. seconds: host time since the solve began
+ * (history, time limit).
  */
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
-host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report *out)
+host_decide_kernel(args a, int G, int what, int slot, double alpha, double seconds, hl_report *out)
 {
     __shared__ loop_shared L;
     ps_solver &S = L.S;
@@ -100,27 +104,31 @@ host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report
     __syncthreads();
     /* the persistent kernel's clock before the first update */
     const double elapsed = what == HL_START ? 0.0 : seconds;
-    if (what == HL_UPDATE)
-        sum_partials(a.rpart + PS_GPU_RP_UPD, a.gv, PS_RED_LEN(a.memory), PS_GPU_RP, L.red + 1);
-    else
-        eval_scalars(a, G, L.sh);
-    /* warp 0 alone reads and writes S until the barrier: the update and
-     * the direction by the whole warp, the other decisions by thread 0 */
-    if (threadIdx.x < 32 && what == HL_UPDATE) {
-        decide_update(&S, ft, L.red + 1);
-        record(a, S, seconds);
-    } else if (threadIdx.x == 0) {
+    eval_scalars(a, G, what == HL_TRIAL, L);
+    /* thread 0 alone reads and writes S until the warp's barrier */
+    if (threadIdx.x == 0) {
         if (what == HL_START) {
-            decide_start(&S, L.sh[3], L.sh[1]);
+            decide_start(&S, L.sums[3], L.sums[1]);
             record(a, S, seconds);
         } else {
-            decide_trial(&S, L.sh[3], L.sh[0]);
+            L.ft = L.sums[3];
+            decide_trial(&S, L.sums[3], L.sums[0]);
         }
     }
+    /* the update and the direction by the whole warp 0 */
     if (threadIdx.x < 32) {
         __syncwarp(); /* thread 0's decision, for the warp */
+        const bool accepted = S.phase == PS_PHASE_UPDATE;
+        if (accepted) {
+            decide_update(&S, L.ft, L.red);
+            record(a, S, seconds);
+        }
         if (S.phase == PS_PHASE_DIRECTION)
             decide_direction(&S, elapsed);
+        if (threadIdx.x == 0) {
+            out->apply_slot = accepted ? slot : -1;
+            out->apply_alpha = alpha;
+        }
     }
     __syncthreads();
     state_copy(a.state, &S);
@@ -128,7 +136,6 @@ host_decide_kernel(args a, int G, int what, double ft, double seconds, hl_report
         out->phase = S.phase;
         out->slot = ps_lbfgs_next_slot(&S.lb);
         out->alpha = S.ls.alpha;
-        out->f = L.sh[3];
     }
 }
 
@@ -138,14 +145,14 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
     int st = PS_CONVERGED;
     const args &a = c->a;
     const int G = c->cfg.grid, tb = c->cfg.block, gv = a.gv;
-    const size_t smem = c->smem, smem_r = (size_t)(tb / 32) * PS_GPU_RP * sizeof(double);
+    const size_t smem = c->smem, smem_r = reduce_smem_bytes(tb);
     void (*eval_k)(args, const double *, double) =
         c->cfg.regcap ? host_evaluate_kernel<R, 2> : host_evaluate_kernel<R, 1>;
     timed_stream ts = {};
     hl_report *rep = NULL, *drep = NULL;
     hl_report r;
     int fresh = 1; /* a new direction was decided: form d before its first trial */
-    double ft = 0.0, t0;
+    double t0;
 
     CUDA_TRY(o, cudaFuncSetAttribute((const void *)eval_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              PS_ERR_GPU_LAUNCH);
@@ -159,26 +166,26 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
     CUDA_TRY(o, cudaEventRecord(ts.ev0, ts.s), PS_ERR_GPU_LAUNCH);
     // ---- evaluate at the start point ----
     eval_k<<<G, tb, smem, ts.s>>>(a, nullptr, 0.0);
-    host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, a.g);
-    host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_START, 0.0, wall_seconds() - t0, drep);
+    host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
+    host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_START, -1, 0.0, wall_seconds() - t0, drep);
     CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
     memcpy(&r, rep, sizeof r); /* written by the decision kernel before the sync */
 
-    while (r.phase != PS_PHASE_DONE) {
+    for (;;) {
         if (r.phase == PS_PHASE_TRIAL) {
-            // ---- direction (once per iteration), line search trial ----
+            // ---- the accepted step and the direction (once per iteration),
+            // line search trial with the update's dots ----
             if (fresh)
-                host_direction_kernel<<<gv, tb, 0, ts.s>>>(a);
+                host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 1);
             eval_k<<<G, tb, smem, ts.s>>>(a, a.d, r.alpha);
-            host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, a.gt);
-            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_TRIAL, 0.0, wall_seconds() - t0, drep);
-            fresh = 0;
-        } else if (r.phase == PS_PHASE_UPDATE) {
-            // ---- update, stopping tests, next direction's decision ----
-            host_update_kernel<<<gv, tb, smem_r, ts.s>>>(a, r.alpha, r.slot);
-            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_UPDATE, ft, wall_seconds() - t0, drep);
-            fresh = 1;
+            host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, r.slot, a.gt);
+            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_TRIAL, r.slot, r.alpha, wall_seconds() - t0,
+                                                   drep);
+        } else if (r.phase == PS_PHASE_DONE) {
+            if (r.apply_slot >= 0) /* the last accepted step */
+                host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 0);
+            break;
         } else {
             ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__, "host loop: unexpected solver phase %d", r.phase);
             st = PS_ERR_GPU_LAUNCH;
@@ -186,11 +193,10 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
         }
         CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
-        int was_trial = r.phase == PS_PHASE_TRIAL;
         memcpy(&r, rep, sizeof r);
-        if (was_trial)
-            ft = r.f; /* f at the trial; the update takes the accepted one */
+        fresh = r.apply_slot >= 0; /* an update: a new direction was decided */
     }
+    CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(ts.ev1, ts.s), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventSynchronize(ts.ev1), PS_ERR_GPU_LAUNCH);
     *ms = timed_stream_ms(&ts);

@@ -1099,6 +1099,88 @@ static void checkpoint_across_backends(void **state)
 }
 
 /*
+ * A checkpoint of the CPU backend taken just before an update (the
+ * accepted trial's vectors not moved yet) resumes on the GPU, whose kernel
+ * then takes the update's partials in a pass of its own (otherwise they
+ * come with the trial's reduction): the row of that update has the CPU's
+ * accepted f bit for bit and its gradient norm to rounding, and two
+ * resumes of the same checkpoint end bit-identical.
+ */
+static void checkpoint_update_phase(void **state)
+{
+    reference ref;
+    reference_make(&ref, SPEC);
+    ref.o.backend = PS_BACKEND_CPU;
+    ps_result_free(&ref.r);
+    ps_problem_x0(ref.p, ref.x);
+    assert_true(solve_persistent(ref.p, &ref.o, ref.x, &ref.r) >= 0);
+    size_t n = 2 * ps_problem_nt(ref.p);
+    double *x = malloc(n * sizeof *x);
+    ps_problem_x0(ref.p, x);
+    ps_run *run;
+    assert_int_equal(ps_solve_start(ref.p, &ref.o, x, &run), 0);
+    /* pause, resume, ... until a pause lands before an update */
+    ps_snapshot s;
+    double t0 = now_s();
+    int pauses = 0;
+    for (;;) {
+        assert_int_equal(ps_run_pause(run), 0);
+        assert_int_equal(wait_state(run, PS_RUN_PAUSED), PS_RUN_PAUSED);
+        assert_int_equal(ps_run_snapshot(run, &s), 0);
+        pauses++;
+        if (s.phase == 3 && s.iteration >= 3)
+            break;
+        assert_true(s.iteration < ITERS / 2);
+        assert_true(now_s() - t0 < WAIT_S);
+        assert_int_equal(ps_run_resume(run), 0);
+        do { /* running again, so that the next pause is a new one */
+            assert_int_equal(ps_run_snapshot(run, &s), 0);
+            assert_true(now_s() - t0 < WAIT_S);
+        } while (s.state == PS_RUN_PAUSED);
+        assert_int_equal(s.state, PS_RUN_RUNNING);
+    }
+    void *buf;
+    size_t len;
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+    ps_run_free(run);
+    const size_t at = (size_t)s.iteration;
+    printf("CPU checkpoint before the update of iteration %zu (after %d pauses)\n", at + 1, pauses);
+
+    ps_options o = ref.o;
+    o.backend = PS_BACKEND_GPU;
+    ps_result r[2];
+    double *xg[2];
+    for (int k = 0; k < 2; k++) {
+        xg[k] = malloc(n * sizeof *xg[k]);
+        tu_poison(xg[k], n);
+        assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
+        assert_true(finish(run, &r[k], xg[k]) >= 0);
+        ps_run_free(run);
+        assert_int_equal(r[k].backend, PS_BACKEND_GPU);
+        assert_true(r[k].iterations > (int64_t)at + 1);
+        assert_true(history_prefix_equal(&r[k], &ref.r, at + 1));
+        const ps_progress *h = &r[k].history[at + 1], *c = &ref.r.history[at + 1];
+        printf("update row %zu: GPU f %.17g gnorm %.17g step %.17g, CPU f %.17g gnorm %.17g step %.17g\n",
+               at + 1, h->f, h->gnorm, h->step, c->f, c->gnorm, c->step);
+        assert_true(h->f == c->f);
+        assert_true(h->step == c->step);
+        assert_true(fabs(h->gnorm - c->gnorm) <= 1e-12 * c->gnorm);
+        assert_true(r[k].f <= h->f);
+    }
+    assert_int_equal(r[0].iterations, r[1].iterations);
+    assert_int_equal(r[0].status, r[1].status);
+    assert_true(r[0].f == r[1].f);
+    assert_memory_equal(xg[0], xg[1], n * sizeof *xg[0]);
+    for (int k = 0; k < 2; k++) {
+        ps_result_free(&r[k]);
+        free(xg[k]);
+    }
+    free(buf);
+    free(x);
+    reference_free(&ref);
+}
+
+/*
  * One short run through every control path (the subset run under
  * compute-sanitizer, where a kernel is thousands of times slower): pause,
  * checkpoint while paused, resume, yield, resume, the end; then a cancel
@@ -1168,6 +1250,7 @@ int main(void)
         cmocka_unit_test(checkpoint_refused),
         cmocka_unit_test(yield_frees_gpu),
         cmocka_unit_test(checkpoint_across_backends),
+        cmocka_unit_test(checkpoint_update_phase),
     };
     return TU_RUN_GPU_SUITE(quick, tests);
 }

@@ -805,7 +805,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "with the same launch shape and the same number of iterations:\n"
                 "  persistent  the whole solve in one cooperative kernel\n"
                 "  host loop   ordinary kernels per phase, the host waits for the\n"
-                "              scalars of every evaluation and update\n"
+                "              scalars of every evaluation\n"
                 "  graph       a CUDA graph whose conditional WHILE node runs one\n"
                 "              cooperative kernel per iteration\n"
                 "All three give bit-identical iterates (column 'same'). Every run\n"

@@ -241,8 +241,8 @@ static const bench_row *persistent_row(const bench_size *b)
 }
 
 static const char *const prof_names[PS_GPU_PROF] = {
-    "evaluate", "reduce gradient", "evaluation sums", "decide trial", "update + dots",
-    "update sums", "decide update", "decide direction", "form direction"};
+    "evaluate", "reduce gradient", "sums", "decide trial", "update dots",
+    "decide update", "decide direction", "step + direction"};
 
 /* us per iteration of the objective's phases (i < PS_PROF_OBJECTIVE) or
  * of the optimizer's (the others) */
