@@ -382,12 +382,15 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
 
 /*
  * UPDATE: the accepted trial's f (L.ft) and dots (L.red) into the state
- * (warp 0), its history row; every thread's pending step becomes
- * (alpha, ns), applied by the next direction pass or apply_pass.
+ * (warp 0), its history row at the update's seconds (*a.elapsed, into
+ * elapsed); every thread's pending step becomes (alpha, ns), applied by
+ * the next direction pass or apply_pass. With one_iteration the step is
+ * applied at once and it returns 1: the iteration is complete.
  */
-__device__ inline void take_update(const args &a, loop_shared &L, double elapsed, double alpha, int ns,
-                                   double &pend_alpha, int &pend_slot)
+__device__ inline int take_update(const args &a, loop_shared &L, uint64_t &last, double &elapsed, double alpha,
+                                  int ns, bool one_iteration, double &pend_alpha, int &pend_slot)
 {
+    elapsed = *(volatile double *)a.elapsed;
     if (threadIdx.x < 32) {
         decide_update(&L.S, L.ft, L.red);
         record(a, L.S, elapsed);
@@ -395,6 +398,11 @@ __device__ inline void take_update(const args &a, loop_shared &L, double elapsed
     pend_alpha = alpha;
     pend_slot = ns;
     __syncthreads();
+    prof_mark(a, last, PS_PROF_DECIDE_UPDATE);
+    if (!one_iteration)
+        return 0;
+    apply_pass(a, pend_alpha, pend_slot);
+    return 1;
 }
 
 /*
@@ -494,16 +502,8 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             prof_mark(a, last, PS_PROF_DECIDE_TRIAL);
             const bool accepted = S.phase == PS_PHASE_UPDATE;
             __syncthreads(); /* every thread has the decision before the update changes it */
-            if (accepted) {
-                // ---- update: accepted; its dots are in L.red ----
-                elapsed = *(volatile double *)a.elapsed;
-                take_update(a, L, elapsed, alpha, ns, pend_alpha, pend_slot);
-                prof_mark(a, last, PS_PROF_DECIDE_UPDATE);
-                if (one_iteration) {
-                    apply_pass(a, pend_alpha, pend_slot);
-                    return 0;
-                }
-            }
+            if (accepted && take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
+                return 0; /* one iteration done */
         } else {
             // ---- update of a launch in the UPDATE phase (from a checkpoint
             // of the CPU backend): the partials the trial's reduction would
@@ -512,13 +512,8 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             grid.sync();
             eval_scalars(a, gridDim.x, true, L);
-            elapsed = *(volatile double *)a.elapsed;
-            take_update(a, L, elapsed, alpha, ns, pend_alpha, pend_slot);
-            prof_mark(a, last, PS_PROF_DECIDE_UPDATE);
-            if (one_iteration) {
-                apply_pass(a, pend_alpha, pend_slot);
-                return 0;
-            }
+            if (take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
+                return 0; /* one iteration done */
         }
     }
     return 0;
