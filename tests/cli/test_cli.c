@@ -773,16 +773,18 @@ static void test_design_checkpoint_corrupt(void **state)
 
 #define SIG_PROBLEM "spiral2d:n=32,nt=1000"
 /* Runs long enough (0.5 s and more) for a signal to find them running:
- * on the GPU an iteration of SIG_PROBLEM takes about 55 us, so those run
- * without stopping tests. */
+ * on the GPU an iteration of SIG_PROBLEM takes about 45 us, so those run
+ * without stopping tests; on the CPU, two threads whatever the machine
+ * has (40 iterations take about 1.5 s there; with 16 threads they could
+ * end before the signal). */
 #ifdef PS_TEST_GPU
 #define LONG_ITERS "100000"
 #define STOP_ITERS "30000"
-#define NO_TOL "--gtol", "0", "--ftol", "0",
+#define SIG_OPTS "--gtol", "0", "--ftol", "0",
 #else
 #define LONG_ITERS "400"
 #define STOP_ITERS "40"
-#define NO_TOL
+#define SIG_OPTS "--threads", "2",
 #endif
 
 static void test_design_sigint(void **state)
@@ -790,7 +792,7 @@ static void test_design_sigint(void **state)
     (void)state;
     unlink("cli_int.h5");
     unlink("cli_int.bin");
-    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, SIG_OPTS "--max-iters",
                           LONG_ITERS, "--checkpoint", "cli_int.bin", "-o", "cli_int.h5",
                           "--json", NULL};
     pid_t pid = spawn_cli(args);
@@ -811,7 +813,7 @@ static void test_design_sigint(void **state)
     /* the checkpoint was taken before the cancel: it continues the run */
     char lim[32];
     snprintf(lim, sizeof lim, "%d", (int)iters + 2);
-    r = run("design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--resume", "cli_int.bin",
+    r = run("design", SIG_PROBLEM, "--backend", BACKEND, SIG_OPTS "--resume", "cli_int.bin",
             "--max-iters", lim, "-o", "cli_int_2.h5", "--json", NULL);
     assert_true(r->code == 0 || r->code == 1);
     if (r->code == 1)
@@ -823,11 +825,11 @@ static void test_design_stop_continue(void **state)
     (void)state;
     unlink("cli_tstp.h5");
     unlink("cli_tstp_ref.h5");
-    run_result *r = run("design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+    run_result *r = run("design", SIG_PROBLEM, "--backend", BACKEND, SIG_OPTS "--max-iters",
                         STOP_ITERS, "-o", "cli_tstp_ref.h5", "--quiet", NULL);
     assert_code(r, 1);
 
-    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, SIG_OPTS "--max-iters",
                           STOP_ITERS, "-o", "cli_tstp.h5", "--json", NULL};
     pid_t pid = spawn_cli(args);
     sleep_s(0.4);
@@ -868,7 +870,7 @@ static void test_design_checkpoint_every(void **state)
 {
     (void)state;
     unlink("cli_ev.bin");
-    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, NO_TOL "--max-iters",
+    const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, SIG_OPTS "--max-iters",
                           LONG_ITERS, "--checkpoint", "cli_ev.bin", "--every", "0.2",
                           "-o", "cli_ev.h5", "--quiet", NULL};
     pid_t pid = spawn_cli(args);
