@@ -480,6 +480,18 @@ __host__ __device__ inline size_t reduce_smem_bytes(int tb)
     return (size_t)((tb + 31) / 32) * (4 * PS_MAX_MEMORY > 64 ? 4 * PS_MAX_MEMORY : 64) * sizeof(double);
 }
 
+/*
+ * ---- reduce gradient ----
+ * gout = sum over blocks of the partial gradients + 2 lambda b, through
+ * the b1_max chain rule; block partials of gout.d, gout.gout and the RF
+ * power sum b.b, and the block's loss, into a.rpart[block][0..3].
+ *
+ * A block takes 32 consecutive time steps at a time (lane l: step
+ * c*32 + l, so that a warp's loads of a partial row are coalesced);
+ * warp w sums the partial rows b = w, w + nw, ... in order, then warp 0
+ * sums the warps' sums in warp order: a fixed order for a fixed launch
+ * shape (all variants run this with the same one).
+ */
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
                                        double *gout, double *scratch, double *out4)
 {
