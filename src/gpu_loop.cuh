@@ -43,7 +43,8 @@ struct loop_shared {
     ps_solver S;            /* the block's copy of the solver state */
     double sums[4];         /* last evaluation: g.d, g.g, b.b, f */
     double red[PS_RED_LEN(PS_MAX_MEMORY)]; /* a trial's update dots (PS_RED_LEN layout) */
-    double ft;              /* f at the accepted trial (a launch in the UPDATE phase) */
+    double ft;              /* f at the last trial, taken by its update (a launch in the
+                               UPDATE phase: a.ft_in) */
     unsigned long long gen; /* pauses obeyed so far (control path) */
     int cmd;                /* the command read at the last control point, to obey */
 };

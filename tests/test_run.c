@@ -975,6 +975,18 @@ static void progress_cancel(void **state)
 }
 #endif
 
+/* The tests both backends run. */
+#define BOTH_BACKENDS_TESTS                   \
+    cmocka_unit_test(bad_input),              \
+        cmocka_unit_test(control_storm),      \
+        cmocka_unit_test(control_storm_b1max), \
+        cmocka_unit_test(cancel_random),      \
+        cmocka_unit_test(snapshot_hammer),    \
+        cmocka_unit_test(checkpoint_round_trip), \
+        cmocka_unit_test(limits_lifted),      \
+        cmocka_unit_test(checkpoint_options), \
+        cmocka_unit_test(checkpoint_refused)
+
 #ifdef PS_TEST_GPU
 /* ---- GPU only ---- */
 
@@ -1239,15 +1251,7 @@ int main(void)
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(control_paths),
-        cmocka_unit_test(bad_input),
-        cmocka_unit_test(control_storm),
-        cmocka_unit_test(control_storm_b1max),
-        cmocka_unit_test(cancel_random),
-        cmocka_unit_test(snapshot_hammer),
-        cmocka_unit_test(checkpoint_round_trip),
-        cmocka_unit_test(limits_lifted),
-        cmocka_unit_test(checkpoint_options),
-        cmocka_unit_test(checkpoint_refused),
+        BOTH_BACKENDS_TESTS,
         cmocka_unit_test(yield_frees_gpu),
         cmocka_unit_test(checkpoint_across_backends),
         cmocka_unit_test(checkpoint_update_phase),
@@ -1258,16 +1262,8 @@ int main(void)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bad_input),
         cmocka_unit_test(progress_cancel),
-        cmocka_unit_test(control_storm),
-        cmocka_unit_test(control_storm_b1max),
-        cmocka_unit_test(cancel_random),
-        cmocka_unit_test(snapshot_hammer),
-        cmocka_unit_test(checkpoint_round_trip),
-        cmocka_unit_test(limits_lifted),
-        cmocka_unit_test(checkpoint_options),
-        cmocka_unit_test(checkpoint_refused),
+        BOTH_BACKENDS_TESTS,
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
