@@ -338,7 +338,9 @@ typedef struct ps_run ps_run; ///< opaque handle of one solve
 /** What a run is doing. */
 typedef enum ps_run_state {
     PS_RUN_RUNNING  = 0, ///< the worker is solving (or about to obey a request)
-    PS_RUN_PAUSED   = 1, ///< the worker waits at a control point (no CPU used)
+    PS_RUN_PAUSED   = 1, ///< the worker waits at a control point (no CPU used); a GPU
+                         ///< kernel says PAUSED as soon as it takes the request, and
+                         ///< idle once the evaluation in flight is done (ps_snapshot.idle)
     PS_RUN_YIELDED  = 2, ///< the state is saved and the worker has exited
     PS_RUN_FINISHED = 3, ///< the solve ended; ps_snapshot.status holds how
 } ps_run_state;
@@ -356,7 +358,9 @@ typedef struct ps_snapshot {
     int state;            ///< ps_run_state
     int phase;            ///< solver phase: 0 start, 1 direction, 2 trial, 3 update, 4 done
     int status;           ///< final ps_status once FINISHED, else PS_RUNNING
-    int reserved_;        ///< 0
+    int idle;             ///< 1 when the solver computes nothing: PAUSED and every GPU block
+                          ///< waiting (0 while PAUSED: acknowledged, the evaluation in flight
+                          ///< still finishing; the state does not move), YIELDED, FINISHED
 } ps_snapshot;
 
 /**

@@ -18,7 +18,11 @@
  *   device -> host  a progress snapshot under a sequence counter (odd while
  *                   the device writes it; fenced with __threadfence_system),
  *                   and a heartbeat outside it that grows at every control
- *                   point.
+ *                   point. While the other blocks still evaluate, the
+ *                   control thread watches the command too: a PAUSE seen
+ *                   then is acknowledged at once (PAUSED published, idle 0:
+ *                   the state will not move until resumed) and obeyed at
+ *                   the evaluation's control point (idle 1).
  */
 #ifndef PS_SRC_GPU_CONTROL_H
 #define PS_SRC_GPU_CONTROL_H
@@ -35,6 +39,8 @@ enum {
 typedef struct ps_gpu_ctl {
     int command;           /* PS_GPU_CMD_*: written by the host only */
     int state;             /* PS_RUN_RUNNING or PS_RUN_PAUSED, as the kernel last published */
+    int idle;              /* with PAUSED: 1 once every block waits at a control point (0: the
+                              pause is acknowledged, the evaluation in flight still finishing) */
     uint64_t seq;          /* snapshot sequence, odd while the device writes */
     int64_t iteration, evaluations;
     double f, gnorm, step, seconds;
@@ -48,14 +54,16 @@ typedef struct ps_gpu_ctl {
  * control thread writes the next control point's word, never the same
  * word, because a grid barrier lies between two writes of one word), the
  * pause release (generation << 3 | command), the snapshot sequence and the
- * heartbeat. */
+ * heartbeat; the blocks done with their share of evaluations since the
+ * launch (zeroed before every launch). */
 enum {
     PS_GPU_CW_CMD_EVAL = 0,
     PS_GPU_CW_RELEASE = 1,
     PS_GPU_CW_SEQ = 2,
     PS_GPU_CW_BEAT = 3,
     PS_GPU_CW_CMD_DIRECTION = 4,
-    PS_GPU_CW_LEN = 5
+    PS_GPU_CW_EVAL_DONE = 5,
+    PS_GPU_CW_LEN = 6
 };
 
 #endif /* PS_SRC_GPU_CONTROL_H */

@@ -30,6 +30,7 @@
 
 #include <cooperative_groups.h>
 #include <stdint.h>
+#include <utility>
 
 #include "gpu_launch.h"
 #include "gpu_phases.cuh"
@@ -46,7 +47,11 @@ struct loop_shared {
     double ft;              /* f at the last trial, taken by its update (a launch in the
                                UPDATE phase: a.ft_in) */
     unsigned long long gen; /* pauses obeyed so far (control path) */
+    unsigned long long nev; /* evaluations of this launch (the control thread's count) */
     int cmd;                /* the command read at the last control point, to obey */
+    volatile int acked;     /* a pause acknowledged during an evaluation, not yet obeyed
+                               (the control thread's; volatile: no other thread loads it,
+                               not even speculatively) */
 };
 
 /* Copy the solver state with every thread of the block (8-byte words);
@@ -161,7 +166,7 @@ __device__ inline unsigned long long publish_begin(const args &a)
 /* The fields and the even sequence, after a __threadfence_system() that
  * followed publish_begin(). */
 __device__ inline void publish_end(const args &a, unsigned long long q, const ps_solver &S, int state,
-                                   double seconds)
+                                   double seconds, int idle = 0)
 {
     volatile ps_gpu_ctl *c = a.ctl;
     c->iteration = S.iteration;
@@ -173,16 +178,17 @@ __device__ inline void publish_end(const args &a, unsigned long long q, const ps
     c->phase = S.phase;
     c->status = S.status;
     c->state = state;
+    c->idle = idle;
     __threadfence_system();
     c->seq = q + 2;
     *(volatile unsigned long long *)&a.cw[PS_GPU_CW_SEQ] = q + 2;
 }
 
-__device__ inline void publish(const args &a, const ps_solver &S, int state, double seconds)
+__device__ inline void publish(const args &a, const ps_solver &S, int state, double seconds, int idle = 0)
 {
     const unsigned long long q = publish_begin(a);
     __threadfence_system();
-    publish_end(a, q, S, state, seconds);
+    publish_end(a, q, S, state, seconds, idle);
 }
 
 /*
@@ -199,6 +205,47 @@ __device__ inline void control_progress(const args &a, const ps_solver &S, doubl
     publish(a, S, 0 /* PS_RUN_RUNNING */, seconds);
 }
 
+/*
+ * A block has arrived at the evaluation's barrier (thread 0, with control
+ * on): one relaxed add to the count the control thread watches, after the
+ * arrival so that the barrier never waits for it.
+ */
+__device__ __forceinline__ void eval_share_done(const args &a)
+{
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(&a.cw[PS_GPU_CW_EVAL_DONE]) : "memory");
+}
+
+/*
+ * The control thread, once its block has arrived at the evaluation's
+ * barrier: watch the host's command until every block has (the count of
+ * eval_share_done reaches this launch's evaluations times the grid). A
+ * PAUSE seen here is acknowledged at once: PAUSED is published (idle 0)
+ * with the state of the control point to come, which is where every block
+ * obeys it (control_obey; the command is read again there). The count is
+ * read in a tight loop; the command's load is issued ahead and looked at
+ * only after PS_GPU_WATCH_NS, by when the round trip to host memory is
+ * over: the end of the evaluation is seen without waiting for it.
+ */
+#define PS_GPU_WATCH_NS 2000u
+__device__ inline void control_watch(const args &a, loop_shared &L, uint64_t t0)
+{
+    const volatile unsigned long long *cw = a.cw;
+    const unsigned long long target = ++L.nev * gridDim.x;
+    int c = host_command_issue(a.ctl);
+    uint64_t issued = global_ns();
+    while (cw[PS_GPU_CW_EVAL_DONE] < target) {
+        const uint64_t now = global_ns();
+        if (now - issued < PS_GPU_WATCH_NS)
+            continue;
+        if (c == PS_GPU_CMD_PAUSE && !L.acked) {
+            publish(a, L.S, 1 /* PS_RUN_PAUSED */, (double)(now - t0) * 1e-9, 0);
+            L.acked = 1;
+        }
+        c = host_command_issue(a.ctl);
+        issued = global_ns();
+    }
+}
+
 /* Sleep with a growing back-off, 1 us up to 32 us. */
 __device__ __forceinline__ void backoff(unsigned &ns)
 {
@@ -211,7 +258,8 @@ __device__ __forceinline__ void backoff(unsigned &ns)
  * Obey the command of a control point (every block, after the barrier,
  * where L.S, L.ft and the device vectors are a whole solve state).
  * PAUSE: the controller stores the state (a checkpoint may be taken while
- * paused), its control thread publishes PAUSED and sleeps until the host
+ * paused), its control thread publishes PAUSED, idle (it may have said
+ * PAUSED already, during the evaluation: control_watch), and sleeps until the host
  * changes the command; the other blocks sleep on the release word in
  * device memory. Then the new command is obeyed the same way. CANCEL ends
  * the solve (DONE, PS_CANCELLED at the last accepted point). Returns 1 for
@@ -248,7 +296,8 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
             unsigned ns = 1000u;
             if (ctrl) {
                 const double sec = (double)(p0 - t0) * 1e-9;
-                publish_end(a, q, S, 1 /* PS_RUN_PAUSED */, sec);
+                publish_end(a, q, S, 1 /* PS_RUN_PAUSED */, sec, 1 /* idle */);
+                L.acked = 0;
                 int c;
                 while ((c = host_command(a.ctl)) == PS_GPU_CMD_PAUSE)
                     backoff(ns);
@@ -293,6 +342,11 @@ __device__ __forceinline__ void control_take(const args &a, loop_shared &L, int 
 
 __device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
 {
+    if (control_thread(a) && L.acked && L.cmd != PS_GPU_CMD_PAUSE) {
+        /* resumed before it was obeyed: RUNNING again */
+        publish(a, L.S, 0 /* PS_RUN_RUNNING */, (double)(global_ns() - t0) * 1e-9);
+        L.acked = 0;
+    }
     if (L.cmd == PS_GPU_CMD_NONE)
         return EV_DONE;
     if (obey(a, L, t0))
@@ -350,9 +404,21 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
                                    uint64_t &t0, uint64_t &last)
 {
     evaluate<R>(a, a.x, d, alpha, true, smem);
-    if (control_thread(a))
-        control_progress(a, L.S, (double)(global_ns() - t0) * 1e-9);
-    grid.sync();
+    if (a.ctl) {
+        /* the grid barrier split: every block arrives, then says so
+         * (eval_share_done); the control thread watches the host's command
+         * until all have, its block's wait not delaying the others' */
+        cg::grid_group::arrival_token token = grid.barrier_arrive();
+        if (threadIdx.x == 0)
+            eval_share_done(a);
+        if (control_thread(a)) {
+            control_progress(a, L.S, (double)(global_ns() - t0) * 1e-9);
+            control_watch(a, L, t0);
+        }
+        grid.barrier_wait(std::move(token));
+    } else {
+        grid.sync();
+    }
     prof_mark(a, last, PS_PROF_EVAL);
     int cmd = 0;
     if (control_thread(a))

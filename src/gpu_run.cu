@@ -112,6 +112,7 @@ extern "C" void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
         __atomic_load(&c->seconds, &v.seconds, __ATOMIC_RELAXED);
         v.phase = __atomic_load_n(&c->phase, __ATOMIC_RELAXED);
         v.state = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+        v.idle = __atomic_load_n(&c->idle, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) == q0) {
             v.sequence = q0;
@@ -130,6 +131,9 @@ extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
     void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap);
     void *params[] = {&c->a};
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
+             PS_ERR_GPU_LAUNCH);
+    /* the count of blocks done with an evaluation starts again (control_watch) */
+    CUDA_TRY(o, cudaMemsetAsync(g->cw + PS_GPU_CW_EVAL_DONE, 0, sizeof(unsigned long long), g->ks.s),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(g->ks.ev0, g->ks.s), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(c->cfg.grid), dim3(c->cfg.block), params, c->smem, g->ks.s),

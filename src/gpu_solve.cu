@@ -46,6 +46,8 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     if (threadIdx.x == 0) {
         L.ft = a.ft_in; /* a launch in the UPDATE phase: f at the accepted trial */
         L.cmd = PS_GPU_CMD_NONE;
+        L.nev = 0;
+        L.acked = 0;
         L.gen = a.cw ? *(volatile unsigned long long *)&a.cw[PS_GPU_CW_RELEASE] >> 3 : 0;
     }
     __syncthreads();

@@ -153,6 +153,8 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
             break;
         }
     }
+    /* the host publishes PAUSED once its worker waits */
+    v.idle = v.state != PS_RUN_RUNNING;
     if (r->gpu) {
         /* while the kernel runs, its own snapshot once it is newer than
          * the host's (a relaunched kernel has not published yet); the
@@ -169,6 +171,7 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
             v.seconds = d.seconds;
             v.phase = d.phase;
             v.state = d.state;
+            v.idle = d.state == PS_RUN_PAUSED && d.idle;
         }
         v.sequence = (v.sequence << 32) + d.sequence;
         v.heartbeat += d.heartbeat;
@@ -661,14 +664,22 @@ int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
     if (r->gpu && r->state == PS_RUN_RUNNING) {
         ps_gpu_progress d;
         ps_gpu_run_progress(r->gpu, &d);
-        paused_kernel = d.state == PS_RUN_PAUSED;
+        /* a pause acknowledged during an evaluation: the kernel stores the
+         * state once every block waits (the command cannot change while
+         * the lock is held), after at most the evaluation in flight */
+        for (long i = 0; d.state == PS_RUN_PAUSED && !d.idle && i < 200000; i++) {
+            const struct timespec tick = {0, 50000};
+            nanosleep(&tick, NULL);
+            ps_gpu_run_progress(r->gpu, &d);
+        }
+        paused_kernel = d.state == PS_RUN_PAUSED && d.idle;
     }
     if (r->state == PS_RUN_RUNNING && !paused_kernel) {
         ps_log(&r->o, PS_LOG_ERROR, __FILE__, __LINE__,
                "checkpoint of a running run: pause or yield it first");
         st = PS_ERR_STATE;
     } else {
-        /* a paused kernel stored its state before it said PAUSED */
+        /* an idle paused kernel stored its state before it said so */
         if (paused_kernel)
             st = ps_gpu_run_download(r->gpu, &r->drv);
         if (!st)

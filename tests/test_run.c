@@ -165,6 +165,32 @@ static int wait_state(const ps_run *run, int want)
     }
 }
 
+/*
+ * A PAUSED run becomes idle (a GPU kernel may acknowledge a pause while an
+ * evaluation is in flight: idle once every block waits), and its progress
+ * does not move in between. Bounded.
+ */
+static void wait_idle(const ps_run *run)
+{
+    double t0 = now_s();
+    ps_snapshot ack, s;
+    assert_int_equal(ps_run_snapshot(run, &ack), 0);
+    assert_int_equal(ack.state, PS_RUN_PAUSED);
+    for (;;) {
+        assert_int_equal(ps_run_snapshot(run, &s), 0);
+        assert_int_equal(s.state, PS_RUN_PAUSED);
+        assert_int_equal(s.iteration, ack.iteration);
+        assert_int_equal(s.evaluations, ack.evaluations);
+        assert_int_equal(s.phase, ack.phase);
+        assert_memory_equal(&s.f, &ack.f, sizeof s.f);
+        if (s.idle)
+            return;
+        if (now_s() - t0 > WAIT_S)
+            fail_msg("paused run not idle within %g s", WAIT_S);
+        sleep_us(1);
+    }
+}
+
 /* Final wait, bounded. */
 static int finish(ps_run *run, ps_result *r, double *x)
 {
@@ -499,6 +525,7 @@ static int64_t blob_mid_run(const reference *ref, void **buf, size_t *len)
     } while (s.evaluations < ref->r.evaluations / 3 && s.state != PS_RUN_FINISHED);
     assert_int_equal(ps_run_pause(run), 0);
     assert_int_equal(wait_state(run, PS_RUN_PAUSED), PS_RUN_PAUSED);
+    wait_idle(run);
     assert_int_equal(ps_run_checkpoint(run, buf, len), 0);
     assert_int_equal(ps_run_snapshot(run, &s), 0);
     ps_run_free(run);

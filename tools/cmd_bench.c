@@ -40,6 +40,7 @@ static const char *const variant_names[N_GPU_VARIANTS] = {"persistent", "host lo
 typedef struct control_stats {
     int ran, pauses, yields;
     double pause_med, pause_p99, resume_med, resume_p99;
+    double idle_med, idle_p99; /* pause request -> every block waiting */
     double yield_med, yield_p99, relaunch_med, relaunch_p99;
 } control_stats;
 
@@ -447,11 +448,13 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
         fputs(",\n  \"control\": {\"size\": ", f);
         ps_json_string(f, ctl_label);
         fprintf(f, ", \"pauses\": %d, \"yields\": %d", ctl->pauses, ctl->yields);
-        const char *names[8] = {"pause_median", "pause_p99", "resume_median", "resume_p99",
-                                "yield_median", "yield_p99", "relaunch_median", "relaunch_p99"};
-        const double vals[8] = {ctl->pause_med, ctl->pause_p99, ctl->resume_med, ctl->resume_p99,
-                                ctl->yield_med, ctl->yield_p99, ctl->relaunch_med, ctl->relaunch_p99};
-        for (int i = 0; i < 8; i++) {
+        const char *names[10] = {"pause_median", "pause_p99", "pause_idle_median", "pause_idle_p99",
+                                 "resume_median", "resume_p99", "yield_median", "yield_p99",
+                                 "relaunch_median", "relaunch_p99"};
+        const double vals[10] = {ctl->pause_med, ctl->pause_p99, ctl->idle_med, ctl->idle_p99,
+                                 ctl->resume_med, ctl->resume_p99, ctl->yield_med, ctl->yield_p99,
+                                 ctl->relaunch_med, ctl->relaunch_p99};
+        for (int i = 0; i < 10; i++) {
             fprintf(f, ", \"%s_seconds\": ", names[i]);
             ps_json_number(f, vals[i]);
         }
@@ -482,9 +485,10 @@ static double quantile(double *v, int n, double q)
     return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
-/* Poll the snapshot until pred holds; returns the seconds waited, or -1
- * after 5 s or if the run finished. */
-static double await(const ps_run *run, int want_state, uint64_t beat_above)
+/* Poll the snapshot until it is in want_state with a heartbeat above
+ * beat_above (and idle, with want_idle); returns the seconds waited, or
+ * -1 after 5 s or if the run finished. */
+static double await(const ps_run *run, int want_state, uint64_t beat_above, int want_idle)
 {
     double t0 = now_seconds();
     ps_snapshot s;
@@ -492,7 +496,7 @@ static double await(const ps_run *run, int want_state, uint64_t beat_above)
         ps_run_snapshot(run, &s);
         if (s.state == PS_RUN_FINISHED)
             return -1.0;
-        if (s.state == want_state && s.heartbeat > beat_above)
+        if (s.state == want_state && s.heartbeat > beat_above && (!want_idle || s.idle))
             return now_seconds() - t0;
     } while (now_seconds() - t0 < 5.0);
     return -1.0;
@@ -509,8 +513,8 @@ static void random_gap(uint64_t *seed)
 /*
  * Steering a running solve of p (gtol = ftol = 0, no iteration limit, so
  * that it runs until cancelled): CTL_PAUSES times pause (request to the
- * kernel's published PAUSED) and resume (request to RUNNING published
- * again), then CTL_YIELDS times yield (request to YIELDED: the kernel has
+ * kernel's published PAUSED, and on to idle: every block waiting) and
+ * resume (request to RUNNING published again), then CTL_YIELDS times yield (request to YIELDED: the kernel has
  * exited and its state is copied) and relaunch (resume to the next control
  * point passed, a new heartbeat). Random gaps of up to 2 ms between them.
  */
@@ -523,27 +527,30 @@ static void bench_control(const ps_problem *p, const ps_options *o0, control_sta
     double *x = malloc(n * sizeof *x);
     double *a = malloc(CTL_PAUSES * sizeof *a), *b = malloc(CTL_PAUSES * sizeof *b);
     double *c = malloc(CTL_YIELDS * sizeof *c), *d = malloc(CTL_YIELDS * sizeof *d);
+    double *e = malloc(CTL_PAUSES * sizeof *e);
     ps_run *run = NULL;
     uint64_t seed = 12345;
     memset(cs, 0, sizeof *cs);
-    if (!x || !a || !b || !c || !d)
+    if (!x || !a || !b || !c || !d || !e)
         goto out;
     ps_problem_x0(p, x);
     if (ps_solve_start(p, &o, x, &run) != 0)
         goto out;
-    if (await(run, PS_RUN_RUNNING, 1) < 0.0) /* a control point passed: warm */
+    if (await(run, PS_RUN_RUNNING, 1, 0) < 0.0) /* a control point passed: warm */
         goto out;
     for (int i = 0; i < CTL_PAUSES; i++) {
         random_gap(&seed);
         double t0 = now_seconds();
         ps_run_pause(run);
-        double w = await(run, PS_RUN_PAUSED, 0);
-        if (w < 0.0)
+        if (await(run, PS_RUN_PAUSED, 0, 0) < 0.0)
             goto out;
         a[cs->pauses] = now_seconds() - t0;
+        if (await(run, PS_RUN_PAUSED, 0, 1) < 0.0)
+            goto out;
+        e[cs->pauses] = now_seconds() - t0;
         t0 = now_seconds();
         ps_run_resume(run);
-        if (await(run, PS_RUN_RUNNING, 0) < 0.0)
+        if (await(run, PS_RUN_RUNNING, 0, 0) < 0.0)
             goto out;
         b[cs->pauses++] = now_seconds() - t0;
     }
@@ -551,20 +558,22 @@ static void bench_control(const ps_problem *p, const ps_options *o0, control_sta
         random_gap(&seed);
         double t0 = now_seconds();
         ps_run_yield(run);
-        if (await(run, PS_RUN_YIELDED, 0) < 0.0)
+        if (await(run, PS_RUN_YIELDED, 0, 0) < 0.0)
             goto out;
         c[cs->yields] = now_seconds() - t0;
         ps_snapshot s;
         ps_run_snapshot(run, &s);
         t0 = now_seconds();
         ps_run_resume(run);
-        if (await(run, PS_RUN_RUNNING, s.heartbeat) < 0.0)
+        if (await(run, PS_RUN_RUNNING, s.heartbeat, 0) < 0.0)
             goto out;
         d[cs->yields++] = now_seconds() - t0;
     }
     cs->ran = 1;
     cs->pause_med = quantile(a, cs->pauses, 0.5);
     cs->pause_p99 = quantile(a, cs->pauses, 0.99);
+    cs->idle_med = quantile(e, cs->pauses, 0.5);
+    cs->idle_p99 = quantile(e, cs->pauses, 0.99);
     cs->resume_med = quantile(b, cs->pauses, 0.5);
     cs->resume_p99 = quantile(b, cs->pauses, 0.99);
     cs->yield_med = quantile(c, cs->yields, 0.5);
@@ -582,6 +591,7 @@ out:
     free(b);
     free(c);
     free(d);
+    free(e);
 }
 
 static void print_control(FILE *f, const char *label, const control_stats *cs)
@@ -593,6 +603,8 @@ static void print_control(FILE *f, const char *label, const control_stats *cs)
     fprintf(f, "\ncontrol (%s, a running solve; host-side times, median / 99th percentile):\n", label);
     fprintf(f, "  pause    request -> kernel published PAUSED   %9.1f / %9.1f us  (%d)\n",
             1e6 * cs->pause_med, 1e6 * cs->pause_p99, cs->pauses);
+    fprintf(f, "           request -> every block waiting (idle) %9.1f / %9.1f us\n",
+            1e6 * cs->idle_med, 1e6 * cs->idle_p99);
     fprintf(f, "  resume   request -> kernel published RUNNING  %9.1f / %9.1f us\n",
             1e6 * cs->resume_med, 1e6 * cs->resume_p99);
     fprintf(f, "  yield    request -> kernel exited, state read %9.1f / %9.1f us  (%d)\n",
