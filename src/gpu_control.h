@@ -18,11 +18,11 @@
  *   device -> host  a progress snapshot under a sequence counter (odd while
  *                   the device writes it; fenced with __threadfence_system),
  *                   and a heartbeat outside it that grows at every control
- *                   point. While the other blocks still evaluate, the
- *                   control thread watches the command too: a PAUSE seen
- *                   then is acknowledged at once (PAUSED published, idle 0:
- *                   the state will not move until resumed) and obeyed at
- *                   the evaluation's control point (idle 1).
+ *                   point. A PAUSE is acknowledged as soon as the control
+ *                   thread sees it (PAUSED published, idle 0: the state
+ *                   will not move until resumed), before the barrier, and
+ *                   obeyed after it (idle 1). While the other blocks still
+ *                   evaluate, the control thread watches the command too.
  */
 #ifndef PS_SRC_GPU_CONTROL_H
 #define PS_SRC_GPU_CONTROL_H

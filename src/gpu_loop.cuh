@@ -206,6 +206,29 @@ __device__ inline void control_progress(const args &a, const ps_solver &S, doubl
 }
 
 /*
+ * A pause acknowledged before every block obeys it (the control thread):
+ * PAUSED published with the state of the control point to come (L.S is
+ * that state already), idle 0.
+ */
+__device__ inline void control_ack(const args &a, loop_shared &L, uint64_t now, uint64_t t0)
+{
+    publish(a, L.S, 1 /* PS_RUN_PAUSED */, (double)(now - t0) * 1e-9, 0);
+    L.acked = 1;
+}
+
+/*
+ * The control thread's command for the control point after the next
+ * barrier, stored in cw[slot] for every block to read; a PAUSE is
+ * acknowledged at once.
+ */
+__device__ inline void control_post(const args &a, loop_shared &L, int slot, int cmd, uint64_t t0)
+{
+    *(volatile unsigned long long *)&a.cw[slot] = (unsigned long long)cmd;
+    if (cmd == PS_GPU_CMD_PAUSE && !L.acked)
+        control_ack(a, L, global_ns(), t0);
+}
+
+/*
  * A block has arrived at the evaluation's barrier (thread 0, with control
  * on): one relaxed add to the count the control thread watches, after the
  * arrival so that the barrier never waits for it.
@@ -219,12 +242,12 @@ __device__ __forceinline__ void eval_share_done(const args &a)
  * The control thread, once its block has arrived at the evaluation's
  * barrier: watch the host's command until every block has (the count of
  * eval_share_done reaches this launch's evaluations times the grid). A
- * PAUSE seen here is acknowledged at once: PAUSED is published (idle 0)
- * with the state of the control point to come, which is where every block
- * obeys it (control_obey; the command is read again there). The count is
- * read in a tight loop; the command's load is issued ahead and looked at
- * only after PS_GPU_WATCH_NS, by when the round trip to host memory is
- * over: the end of the evaluation is seen without waiting for it.
+ * PAUSE seen here is acknowledged at once (control_ack); every block obeys
+ * it at the control point to come (control_obey; the command is read
+ * again for it). The count is read in a tight loop; the command's load is
+ * issued ahead and looked at only after PS_GPU_WATCH_NS, by when the round
+ * trip to host memory is over: the end of the evaluation is seen without
+ * waiting for it.
  */
 #define PS_GPU_WATCH_NS 2000u
 __device__ inline void control_watch(const args &a, loop_shared &L, uint64_t t0)
@@ -237,10 +260,8 @@ __device__ inline void control_watch(const args &a, loop_shared &L, uint64_t t0)
         const uint64_t now = global_ns();
         if (now - issued < PS_GPU_WATCH_NS)
             continue;
-        if (c == PS_GPU_CMD_PAUSE && !L.acked) {
-            publish(a, L.S, 1 /* PS_RUN_PAUSED */, (double)(now - t0) * 1e-9, 0);
-            L.acked = 1;
-        }
+        if (c == PS_GPU_CMD_PAUSE && !L.acked)
+            control_ack(a, L, now, t0);
         c = host_command_issue(a.ctl);
         issued = global_ns();
     }
@@ -430,7 +451,7 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     if (blockIdx.x == 0 && threadIdx.x == 0 && ns >= 0)
         *a.elapsed = (double)(global_ns() - t0) * 1e-9;
     if (control_thread(a))
-        *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD_EVAL] = (unsigned long long)cmd;
+        control_post(a, L, PS_GPU_CW_CMD_EVAL, cmd, t0);
     grid.sync();
     prof_mark(a, last, PS_PROF_UPDATE);
     if (a.ctl) {
@@ -541,7 +562,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             form_direction(a, &S.lb, pend_alpha, pend_slot);
             pend_slot = -1;
             if (control_thread(a))
-                *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD_DIRECTION] = (unsigned long long)cmd;
+                control_post(a, L, PS_GPU_CW_CMD_DIRECTION, cmd, t0);
             grid.sync();
             if (a.ctl) {
                 // ---- control point: the state is about to evaluate the first trial ----
