@@ -4,25 +4,23 @@
  * (asynchronous runs, run.c and gpu_run.cu).
  *
  *   host -> device  command: what the kernel does at its next control
- *                   point. There are two kinds, each at a barrier the
- *                   solve already has and where the state is whole: after
- *                   the reduction of every evaluation (the state is still
- *                   before that evaluation's decision) and after the
- *                   direction of every iteration is formed (the state is
- *                   about to evaluate the first trial). One device thread
+ *                   point, one per evaluation, after the reduction's
+ *                   barrier and the sums (the state is whole there, still
+ *                   before that evaluation's decision). One device thread
  *                   (the control thread) reads the command with a
- *                   system-scope load in the phase before the barrier and
- *                   stores it in a device word of that kind, which every
- *                   block reads after the barrier, so that all obey the
- *                   same value.
+ *                   system-scope load in the reduction and stores it in a
+ *                   device word that every block reads after the barrier,
+ *                   so that all obey the same value. It also reads the
+ *                   command while the direction is formed, and watches it
+ *                   while the other blocks still evaluate.
  *   device -> host  a progress snapshot under a sequence counter (odd while
  *                   the device writes it; fenced with __threadfence_system),
- *                   and a heartbeat outside it that grows at every control
- *                   point. A PAUSE is acknowledged as soon as the control
- *                   thread sees it (PAUSED published, idle 0: the state
- *                   will not move until resumed), before the barrier, and
- *                   obeyed after it (idle 1). While the other blocks still
- *                   evaluate, the control thread watches the command too.
+ *                   and a heartbeat outside it that grows at every
+ *                   evaluation. A PAUSE is acknowledged as soon as the
+ *                   control thread reads it, at any of those three places
+ *                   (PAUSED published, idle 0: the state will not move
+ *                   until resumed), and obeyed at the control point (idle
+ *                   1).
  */
 #ifndef PS_SRC_GPU_CONTROL_H
 #define PS_SRC_GPU_CONTROL_H
@@ -49,21 +47,18 @@ typedef struct ps_gpu_ctl {
 } ps_gpu_ctl;
 
 /* Device words of the control path (device memory, unsigned long long):
- * the command read for the last control point after an evaluation and
- * after a direction (one word each: a block may still read one while the
- * control thread writes the next control point's word, never the same
- * word, because a grid barrier lies between two writes of one word), the
- * pause release (generation << 3 | command), the snapshot sequence and the
- * heartbeat; the blocks done with their share of evaluations since the
- * launch (zeroed before every launch). */
+ * the command for the next control point (written before the reduction's
+ * barrier, read after it; the next write comes after the next evaluation's
+ * barrier), the pause release (generation << 3 | command), the snapshot
+ * sequence and the heartbeat; the blocks that have arrived at an
+ * evaluation's barrier since the launch (zeroed before every launch). */
 enum {
-    PS_GPU_CW_CMD_EVAL = 0,
+    PS_GPU_CW_CMD = 0,
     PS_GPU_CW_RELEASE = 1,
     PS_GPU_CW_SEQ = 2,
     PS_GPU_CW_BEAT = 3,
-    PS_GPU_CW_CMD_DIRECTION = 4,
-    PS_GPU_CW_EVAL_DONE = 5,
-    PS_GPU_CW_LEN = 6
+    PS_GPU_CW_EVAL_DONE = 4,
+    PS_GPU_CW_LEN = 5
 };
 
 #endif /* PS_SRC_GPU_CONTROL_H */

@@ -194,15 +194,16 @@ __device__ inline void publish(const args &a, const ps_solver &S, int state, dou
 /*
  * The progress of the evaluation now running (the control thread, once
  * per evaluation, when its share is done): the heartbeat, then the
- * snapshot.
+ * snapshot (PAUSED still, idle 0, after a pause acknowledged with the
+ * direction).
  */
-__device__ inline void control_progress(const args &a, const ps_solver &S, double seconds)
+__device__ inline void control_progress(const args &a, const loop_shared &L, double seconds)
 {
     volatile unsigned long long *cw = a.cw;
     const unsigned long long beat = cw[PS_GPU_CW_BEAT] + 1;
     cw[PS_GPU_CW_BEAT] = beat;
     ((volatile ps_gpu_ctl *)a.ctl)->heartbeat = beat;
-    publish(a, S, 0 /* PS_RUN_RUNNING */, seconds);
+    publish(a, L.S, L.acked ? 1 /* PS_RUN_PAUSED */ : 0 /* PS_RUN_RUNNING */, seconds);
 }
 
 /*
@@ -218,12 +219,12 @@ __device__ inline void control_ack(const args &a, loop_shared &L, uint64_t now, 
 
 /*
  * The control thread's command for the control point after the next
- * barrier, stored in cw[slot] for every block to read; a PAUSE is
- * acknowledged at once.
+ * barrier, stored in cw[PS_GPU_CW_CMD] for every block to read; a PAUSE
+ * is acknowledged at once.
  */
-__device__ inline void control_post(const args &a, loop_shared &L, int slot, int cmd, uint64_t t0)
+__device__ inline void control_post(const args &a, loop_shared &L, int cmd, uint64_t t0)
 {
-    *(volatile unsigned long long *)&a.cw[slot] = (unsigned long long)cmd;
+    *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD] = (unsigned long long)cmd;
     if (cmd == PS_GPU_CMD_PAUSE && !L.acked)
         control_ack(a, L, global_ns(), t0);
 }
@@ -347,19 +348,14 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
 }
 
 /*
- * A control point, after the barrier that follows the control thread's
- * store of the command into cw[slot]: thread 0 takes the command into
- * L.cmd (control_take), and after the next __syncthreads every block
- * obeys it (control_obey). Returns EV_DONE (go on), EV_YIELD (store the
- * state and exit) or EV_STOPPED (cancelled: the state is DONE).
+ * The control point, after the barrier that follows the control thread's
+ * store of the command into cw[PS_GPU_CW_CMD]: thread 0 takes the command
+ * into L.cmd (with the sums: eval_scalars), and after the next
+ * __syncthreads every block obeys it (control_obey). Returns EV_DONE (go
+ * on), EV_YIELD (store the state and exit) or EV_STOPPED (cancelled: the
+ * state is DONE).
  */
 enum { EV_DONE = 0, EV_YIELD = 1, EV_STOPPED = 2 };
-
-__device__ __forceinline__ void control_take(const args &a, loop_shared &L, int slot)
-{
-    if (threadIdx.x == 0)
-        L.cmd = (int)*(volatile unsigned long long *)&a.cw[slot];
-}
 
 __device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
 {
@@ -380,9 +376,10 @@ __device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
  * the same fixed order in every block (and in the host-driven variant's
  * one-block kernel): L.sums[0] = g.d, [1] = g.g, [2] = b.b (RF power),
  * [3] = f = loss + lambda b.b; with dots (a trial), also the update's
- * dots into L.red, their g.g copied from L.sums[1].
+ * dots into L.red, their g.g copied from L.sums[1]. With cmd >= 0 (thread
+ * 0's value), L.cmd = cmd for the whole block too.
  */
-__device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared &L)
+__device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared &L, int cmd = -1)
 {
     const int m = a.memory, Q = 4 + (dots ? 4 * m : 0), GD = dot_blocks(a.nt, G);
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -401,6 +398,8 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
     if (threadIdx.x == 0) {
         L.sums[3] += a.lambda * L.sums[2];
         L.red[4 * m] = L.sums[1];
+        if (cmd >= 0)
+            L.cmd = cmd;
     }
     __syncthreads();
 }
@@ -410,9 +409,10 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
  * in every block's L.sums (and L.red). ns >= 0 (a trial): the update's dots for the
  * pair that slot ns would take too (trial_dots). Two barriers. With a.ctl,
  * the control thread publishes the progress when its share of the
- * evaluation is done, reads the host's command during the reduction, and
- * every block obeys it after the reduction's barrier: the solver state is
- * still before this evaluation's decision there, so a yield or a
+ * evaluation is done, watches the host's command until every block's is
+ * (control_watch), reads it again during the reduction, and every block
+ * obeys it after the reduction's barrier and the sums: the solver state
+ * is still before this evaluation's decision there, so a yield or a
  * checkpoint taken while paused resumes by evaluating the same point
  * again, bit for bit (the evaluation changes only gout and the partials).
  * Block 0 stores the solve's seconds in *a.elapsed (the time limit's
@@ -433,7 +433,7 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
         if (threadIdx.x == 0)
             eval_share_done(a);
         if (control_thread(a)) {
-            control_progress(a, L.S, (double)(global_ns() - t0) * 1e-9);
+            control_progress(a, L, (double)(global_ns() - t0) * 1e-9);
             control_watch(a, L, t0);
         }
         grid.barrier_wait(std::move(token));
@@ -451,20 +451,21 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     if (blockIdx.x == 0 && threadIdx.x == 0 && ns >= 0)
         *a.elapsed = (double)(global_ns() - t0) * 1e-9;
     if (control_thread(a))
-        control_post(a, L, PS_GPU_CW_CMD_EVAL, cmd, t0);
+        control_post(a, L, cmd, t0);
     grid.sync();
     prof_mark(a, last, PS_PROF_UPDATE);
+    /* the command for the control point, its load overlapping the sums' */
+    int posted = -1;
+    if (a.ctl && threadIdx.x == 0)
+        posted = (int)*(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD];
+    eval_scalars(a, gridDim.x, ns >= 0, L, posted);
+    prof_mark(a, last, PS_PROF_SUMS);
     if (a.ctl) {
-        // ---- control point (the reduction leaves the state untouched; the
-        // sums come after it, so that a pause is acknowledged sooner) ----
-        control_take(a, L, PS_GPU_CW_CMD_EVAL);
-        __syncthreads();
+        // ---- control point (the evaluation changed no state: still before its decision) ----
         const int ev = control_obey(a, L, t0);
         if (ev != EV_DONE)
             return ev;
     }
-    eval_scalars(a, gridDim.x, ns >= 0, L);
-    prof_mark(a, last, PS_PROF_SUMS);
     return EV_DONE;
 }
 
@@ -499,10 +500,9 @@ __device__ inline int take_update(const args &a, loop_shared &L, uint64_t &last,
  * update, the step applied). t0: the solve's start (global ns, for the
  * history and *a.elapsed; moved by pauses); elapsed: seconds at the last
  * update, for the time limit. With a.ctl, a control point after every
- * evaluation and after every direction (see control_take, control_obey
- * and obey); neither leaves a step pending. MODE_EVAL stops after the
- * start evaluation, with f in a.eval_out[0] and the in-kernel time of the
- * evaluation in *a.elapsed.
+ * evaluation (see control_obey and obey); it leaves no step pending.
+ * MODE_EVAL stops after the start evaluation, with f in a.eval_out[0]
+ * and the in-kernel time of the evaluation in *a.elapsed.
  */
 template <typename R>
 __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
@@ -561,19 +561,12 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 cmd = host_command_issue(a.ctl);
             form_direction(a, &S.lb, pend_alpha, pend_slot);
             pend_slot = -1;
-            if (control_thread(a))
-                control_post(a, L, PS_GPU_CW_CMD_DIRECTION, cmd, t0);
+            /* a pause read here is acknowledged (the state will not move:
+             * the trial's evaluation changes none) and obeyed at the
+             * evaluation's control point, which reads the command again */
+            if (control_thread(a) && cmd == PS_GPU_CMD_PAUSE && !L.acked)
+                control_ack(a, L, global_ns(), t0);
             grid.sync();
-            if (a.ctl) {
-                // ---- control point: the state is about to evaluate the first trial ----
-                control_take(a, L, PS_GPU_CW_CMD_DIRECTION);
-                __syncthreads();
-                const int ev = control_obey(a, L, t0);
-                if (ev == EV_YIELD)
-                    return 1;
-                if (ev == EV_STOPPED)
-                    continue; /* DONE */
-            }
             prof_mark(a, last, PS_PROF_DIRECTION);
         } else if (phase == PS_PHASE_TRIAL) {
             // ---- line search trial, with the update's dots ----
