@@ -324,12 +324,13 @@ int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
  * ps_run_free must not race with other calls on the same run.
  *
  * Backends: the CPU backend runs the solve on a POSIX thread. The GPU
- * backend runs it in the persistent kernel, whose control points lie
- * after the reduction of every evaluation and after the direction of
- * every iteration; the kernel reads requests from mapped host memory and
- * publishes its progress there, so steering it needs no launch and no
- * copy (a yield ends the kernel with its state on the device; resume
- * launches it again). solve_persistent() is the synchronous form of the
+ * backend runs it in the persistent kernel, whose control point lies
+ * after the reduction of every evaluation (a pause is acknowledged, PAUSED
+ * with ps_snapshot.idle 0, as soon as the kernel reads it, and idle once
+ * every block waits there); the kernel reads requests from mapped host
+ * memory and publishes its progress there, so steering it needs no launch
+ * and no copy (a yield ends the kernel with its state on the device;
+ * resume launches it again). solve_persistent() is the synchronous form of the
  * same path on both backends.
  */
 
@@ -381,8 +382,9 @@ int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
 int ps_run_snapshot(const ps_run *r, ps_snapshot *s);
 
 /**
- * Ask the run to pause: it stops at its next control point (state PAUSED)
- * and waits without using the CPU. Returns at once. Pausing a paused or
+ * Ask the run to pause: it stops at its next control point (state PAUSED;
+ * on the GPU, PAUSED may come first and ps_snapshot.idle once the kernel
+ * has stopped) and waits without using the CPU. Returns at once. Pausing a paused or
  * yielded run does nothing; PS_ERR_STATE once FINISHED.
  */
 int ps_run_pause(ps_run *r);
