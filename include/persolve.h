@@ -327,7 +327,7 @@ int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
  * backend runs it in the persistent kernel, whose control point lies
  * after the reduction of every evaluation (a pause is acknowledged, PAUSED
  * with ps_snapshot.idle 0, as soon as the kernel reads it, and idle once
- * every block waits there); the kernel reads requests from mapped host
+ * the kernel has stopped there); the kernel reads requests from mapped host
  * memory and publishes its progress there, so steering it needs no launch
  * and no copy (a yield ends the kernel with its state on the device;
  * resume launches it again). solve_persistent() is the synchronous form of the
@@ -359,9 +359,10 @@ typedef struct ps_snapshot {
     int state;            ///< ps_run_state
     int phase;            ///< solver phase: 0 start, 1 direction, 2 trial, 3 update, 4 done
     int status;           ///< final ps_status once FINISHED, else PS_RUNNING
-    int idle;             ///< 1 when the solver computes nothing: PAUSED and every GPU block
-                          ///< waiting (0 while PAUSED: acknowledged, the evaluation in flight
-                          ///< still finishing; the state does not move), YIELDED, FINISHED
+    int idle;             ///< 1 when the solver has stopped: PAUSED with the GPU kernel at its
+                          ///< control point and its state stored (0 while PAUSED: acknowledged,
+                          ///< the evaluation in flight still finishing; iteration, f, gnorm,
+                          ///< step, evaluations and phase do not move), YIELDED, FINISHED
 } ps_snapshot;
 
 /**

@@ -37,8 +37,9 @@ enum {
 typedef struct ps_gpu_ctl {
     int command;           /* PS_GPU_CMD_*: written by the host only */
     int state;             /* PS_RUN_RUNNING or PS_RUN_PAUSED, as the kernel last published */
-    int idle;              /* with PAUSED: 1 once every block waits at a control point (0: the
-                              pause is acknowledged, the evaluation in flight still finishing) */
+    int idle;              /* with PAUSED: 1 once the kernel stops at its control point, the
+                              state stored (0: the pause is acknowledged, the evaluation in
+                              flight still finishing) */
     uint64_t seq;          /* snapshot sequence, odd while the device writes */
     int64_t iteration, evaluations;
     double f, gnorm, step, seconds;

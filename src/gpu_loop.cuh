@@ -8,20 +8,22 @@
  *     pass of a conditional WHILE node, each running one iteration.
  * Every block keeps its own copy of the solver state in shared memory and
  * takes every decision redundantly from the same reduced values, so the
- * phases need no host and no atomics, only grid.sync().
+ * phases need no host and no atomics, only grid barriers (the one atomic
+ * count is the control path's, which no result depends on).
  *
  * Per iteration with one line-search trial, three grid barriers:
  *   direction      the accepted step applied (x, g, new pair),
- *                  d = -H g from the stored dots           | sync  (control point)
+ *                  d = -H g from the stored dots           | sync
  *   trial          evaluate at x + alpha d (partials)      | sync
  *                  reduce gradient, g_t.d and the update's
- *                  batched dots (partials)                 | sync  (control point)
+ *                  batched dots (partials)                 | sync
+ *                  sums                                    (control point)
  *                  -> accept? -> update's dots, stop? -> next direction
  * The update's dots are taken with every trial's reduction, before the
  * line search has decided (trial_dots): an accepted step costs no pass
  * and no barrier of its own, and the vectors move in the next direction
  * pass (or in a pass of their own when the solve stops there).
- * A control point (with a.ctl, asynchronous runs: gpu_control.h) costs no
+ * The control point (with a.ctl, asynchronous runs: gpu_control.h) costs no
  * barrier of its own: the control thread reads the host's command in the
  * phase before the barrier, every block takes it after the barrier.
  */
@@ -220,13 +222,19 @@ __device__ inline void control_ack(const args &a, loop_shared &L, uint64_t now, 
 /*
  * The control thread's command for the control point after the next
  * barrier, stored in cw[PS_GPU_CW_CMD] for every block to read; a PAUSE
- * is acknowledged at once.
+ * is acknowledged at once, and an acknowledged pause that the host has
+ * withdrawn since is RUNNING again (here, before the barrier, where no
+ * thread changes the state yet).
  */
 __device__ inline void control_post(const args &a, loop_shared &L, int cmd, uint64_t t0)
 {
     *(volatile unsigned long long *)&a.cw[PS_GPU_CW_CMD] = (unsigned long long)cmd;
-    if (cmd == PS_GPU_CMD_PAUSE && !L.acked)
+    if (cmd == PS_GPU_CMD_PAUSE && !L.acked) {
         control_ack(a, L, global_ns(), t0);
+    } else if (cmd != PS_GPU_CMD_PAUSE && L.acked) {
+        publish(a, L.S, 0 /* PS_RUN_RUNNING */, (double)(global_ns() - t0) * 1e-9);
+        L.acked = 0;
+    }
 }
 
 /*
@@ -281,7 +289,7 @@ __device__ __forceinline__ void backoff(unsigned &ns)
  * where L.S, L.ft and the device vectors are a whole solve state).
  * PAUSE: the controller stores the state (a checkpoint may be taken while
  * paused), its control thread publishes PAUSED, idle (it may have said
- * PAUSED already, during the evaluation: control_watch), and sleeps until the host
+ * PAUSED already: control_ack), and sleeps until the host
  * changes the command; the other blocks sleep on the release word in
  * device memory. Then the new command is obeyed the same way. CANCEL ends
  * the solve (DONE, PS_CANCELLED at the last accepted point). Returns 1 for
@@ -359,11 +367,6 @@ enum { EV_DONE = 0, EV_YIELD = 1, EV_STOPPED = 2 };
 
 __device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
 {
-    if (control_thread(a) && L.acked && L.cmd != PS_GPU_CMD_PAUSE) {
-        /* resumed before it was obeyed: RUNNING again */
-        publish(a, L.S, 0 /* PS_RUN_RUNNING */, (double)(global_ns() - t0) * 1e-9);
-        L.acked = 0;
-    }
     if (L.cmd == PS_GPU_CMD_NONE)
         return EV_DONE;
     if (obey(a, L, t0))

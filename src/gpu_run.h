@@ -1,7 +1,7 @@
 /*
  * A GPU run the host steers while its persistent kernel runs (gpu_run.cu):
  * the asynchronous runs of run.c drive it. The kernel stops at control
- * points (one per iteration) to obey the command in the control block
+ * points (one per evaluation) to obey the command in the control block
  * (gpu_control.h); between launches the whole state lives in device
  * memory and can be copied to and from a CPU driver (minimize.h), which is
  * what checkpoints store: a GPU checkpoint resumes on the CPU and back.
@@ -54,8 +54,8 @@ void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft);
 
 /*
  * The state into a driver of the same size (solver, vectors, history,
- * solve seconds), while no kernel runs or while it is paused (the
- * controller stored the state before it published PAUSED).
+ * solve seconds), while no kernel runs or while it is paused and idle
+ * (the controller stored the state before it published PAUSED, idle).
  */
 int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d);
 /* A driver's state onto the device (a resumed checkpoint); no kernel running. */

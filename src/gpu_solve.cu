@@ -2,8 +2,9 @@
  * solve_persistent() on the GPU: ONE cooperative kernel runs the whole
  * L-BFGS solve. Every block keeps its own copy of the solver state machine
  * (lbfgs_math.h) in shared memory and takes every decision redundantly
- * from the same reduced values, so phases are separated by grid.sync()
- * alone: no host round trip, no relaunch, no atomics. The phases are the
+ * from the same reduced values, so phases are separated by grid barriers
+ * alone: no host round trip, no relaunch, no atomics that a result depends
+ * on. The phases are the
  * shared loop of gpu_loop.cuh (the CUDA-graph variant runs it too, one
  * iteration per launch); the setup of the device data is the context of
  * gpu_context.cuh (shared with the comparison variants of gpu_variants.cu).

@@ -33,6 +33,14 @@
 #include "problem.h"
 #include "run.h"
 
+/* Seconds on the monotonic clock. */
+static double monotonic_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* Requests from the caller, obeyed at the next control point. */
 enum { REQ_PAUSE = 1, REQ_YIELD = 2, REQ_CANCEL = 4 };
 
@@ -664,13 +672,18 @@ int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
     if (r->gpu && r->state == PS_RUN_RUNNING) {
         ps_gpu_progress d;
         ps_gpu_run_progress(r->gpu, &d);
-        /* a pause acknowledged during an evaluation: the kernel stores the
-         * state once every block waits (the command cannot change while
-         * the lock is held), after at most the evaluation in flight */
-        for (long i = 0; d.state == PS_RUN_PAUSED && !d.idle && i < 200000; i++) {
-            const struct timespec tick = {0, 50000};
-            nanosleep(&tick, NULL);
-            ps_gpu_run_progress(r->gpu, &d);
+        /* a pause requested (the command cannot change while the lock is
+         * held): the kernel stores its state once it stops at its control
+         * point, after at most the evaluation in flight; a PAUSED it
+         * published for a pause since withdrawn may turn RUNNING first.
+         * Wait for idle, 10 s at most. */
+        if ((r->requests & (REQ_PAUSE | REQ_YIELD | REQ_CANCEL)) == REQ_PAUSE) {
+            const double t_end = monotonic_seconds() + 10.0;
+            while (!(d.state == PS_RUN_PAUSED && d.idle) && monotonic_seconds() < t_end) {
+                const struct timespec tick = {0, 20000};
+                nanosleep(&tick, NULL);
+                ps_gpu_run_progress(r->gpu, &d);
+            }
         }
         paused_kernel = d.state == PS_RUN_PAUSED && d.idle;
     }

@@ -167,8 +167,8 @@ static int wait_state(const ps_run *run, int want)
 
 /*
  * A PAUSED run becomes idle (a GPU kernel may acknowledge a pause while an
- * evaluation is in flight: idle once every block waits), and its progress
- * does not move in between. Bounded.
+ * evaluation is in flight: idle once it stops at its control point), and
+ * its progress does not move in between. Bounded.
  */
 static void wait_idle(const ps_run *run)
 {
@@ -183,6 +183,8 @@ static void wait_idle(const ps_run *run)
         assert_int_equal(s.evaluations, ack.evaluations);
         assert_int_equal(s.phase, ack.phase);
         assert_memory_equal(&s.f, &ack.f, sizeof s.f);
+        assert_memory_equal(&s.gnorm, &ack.gnorm, sizeof s.gnorm);
+        assert_memory_equal(&s.step, &ack.step, sizeof s.step);
         if (s.idle)
             return;
         if (now_s() - t0 > WAIT_S)
@@ -912,6 +914,7 @@ static void bad_input(void **state)
     assert_true(now_s() - t >= 0.04);
     assert_int_equal(ps_run_pause(run), 0);
     assert_int_equal(wait_state(run, PS_RUN_PAUSED), PS_RUN_PAUSED);
+    wait_idle(run);
     assert_int_equal(ps_run_pause(run), 0);
     assert_int_equal(ps_run_snapshot(run, &s), 0);
     ps_snapshot s2;

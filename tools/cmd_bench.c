@@ -40,7 +40,7 @@ static const char *const variant_names[N_GPU_VARIANTS] = {"persistent", "host lo
 typedef struct control_stats {
     int ran, pauses, yields;
     double pause_med, pause_p99, resume_med, resume_p99;
-    double idle_med, idle_p99; /* pause request -> every block waiting */
+    double idle_med, idle_p99; /* pause request -> kernel stopped, state stored (idle) */
     double yield_med, yield_p99, relaunch_med, relaunch_p99;
 } control_stats;
 
@@ -513,7 +513,8 @@ static void random_gap(uint64_t *seed)
 /*
  * Steering a running solve of p (gtol = ftol = 0, no iteration limit, so
  * that it runs until cancelled): CTL_PAUSES times pause (request to the
- * kernel's published PAUSED, and on to idle: every block waiting) and
+ * kernel's published PAUSED, the acknowledgement, and on to idle: the
+ * kernel stopped at its control point, the state stored) and
  * resume (request to RUNNING published again), then CTL_YIELDS times yield (request to YIELDED: the kernel has
  * exited and its state is copied) and relaunch (resume to the next control
  * point passed, a new heartbeat). Random gaps of up to 2 ms between them.
@@ -603,7 +604,7 @@ static void print_control(FILE *f, const char *label, const control_stats *cs)
     fprintf(f, "\ncontrol (%s, a running solve; host-side times, median / 99th percentile):\n", label);
     fprintf(f, "  pause    request -> kernel published PAUSED   %9.1f / %9.1f us  (%d)\n",
             1e6 * cs->pause_med, 1e6 * cs->pause_p99, cs->pauses);
-    fprintf(f, "           request -> every block waiting (idle) %9.1f / %9.1f us\n",
+    fprintf(f, "           request -> kernel stopped (idle)     %9.1f / %9.1f us\n",
             1e6 * cs->idle_med, 1e6 * cs->idle_p99);
     fprintf(f, "  resume   request -> kernel published RUNNING  %9.1f / %9.1f us\n",
             1e6 * cs->resume_med, 1e6 * cs->resume_p99);
