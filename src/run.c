@@ -41,6 +41,17 @@ static double monotonic_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Until the kernel publishes a snapshot after sequence seq (a busy wait
+ * for short waits), `seconds` at most. */
+static void gpu_await_publication(const ps_gpu_run *g, uint64_t seq, double seconds)
+{
+    const double t_end = monotonic_seconds() + seconds;
+    ps_gpu_progress d;
+    do
+        ps_gpu_run_progress(g, &d);
+    while (d.sequence == seq && monotonic_seconds() < t_end);
+}
+
 /* Requests from the caller, obeyed at the next control point. */
 enum { REQ_PAUSE = 1, REQ_YIELD = 2, REQ_CANCEL = 4 };
 
@@ -560,8 +571,18 @@ int ps_run_resume(ps_run *r)
             r->requests &= ~(REQ_PAUSE | REQ_YIELD);
         else
             st = PS_ERR_STATE;
-        if (r->gpu)
+        if (r->gpu) {
+            ps_gpu_progress d;
+            ps_gpu_run_progress(r->gpu, &d);
             gpu_command(r);
+            /* a kernel stopped at its control point publishes RUNNING as
+             * soon as it reads the resume (within its 32 us back-off):
+             * wait for that, 1 s at most, so that a pause that follows is
+             * never taken as obeyed on this pause's idle snapshot (a
+             * checkpoint would copy a running kernel's state) */
+            if (st == PS_CONVERGED && d.state == PS_RUN_PAUSED && d.idle)
+                gpu_await_publication(r->gpu, d.sequence, 1.0);
+        }
         break;
     default:
         st = PS_ERR_STATE;
