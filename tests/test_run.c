@@ -1258,6 +1258,24 @@ static void control_paths(void **state)
     ps_result_free(&r);
     ps_run_free(run);
 
+    /* pauses withdrawn after 0 to 140 us: some acknowledged while an
+     * evaluation runs and withdrawn before the control point obeys them
+     * (RUNNING published again before the reduction's barrier), some
+     * obeyed; the same end */
+    ps_problem_x0(p, x);
+    assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
+    for (int i = 0; i < 8 && ps_run_pause(run) == 0; i++) {
+        sleep_us(20 * i);
+        const int rs = ps_run_resume(run);
+        assert_true(rs == 0 || rs == PS_ERR_STATE);
+    }
+    tu_poison(x, n);
+    assert_int_equal(finish(run, &r, x), PS_MAX_ITERATIONS);
+    assert_memory_equal(x, xr, n * sizeof *x);
+    assert_memory_equal(&r.f, &ref.f, sizeof r.f);
+    ps_result_free(&r);
+    ps_run_free(run);
+
     ps_problem_x0(p, x);
     assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
     ps_run_pause(run);
