@@ -10,7 +10,7 @@
 #include "minimize.h"
 #include "options.h"
 
-static double now_seconds(void)
+double ps_monotonic_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -28,20 +28,20 @@ static double dot(const double *a, const double *b, size_t n)
 void ps_driver_clock_start(ps_driver *c)
 {
     if (c->t0 < 0.0)
-        c->t0 = now_seconds();
+        c->t0 = ps_monotonic_seconds();
 }
 
 void ps_driver_clock_stop(ps_driver *c)
 {
     if (c->t0 >= 0.0) {
-        c->elapsed += now_seconds() - c->t0;
+        c->elapsed += ps_monotonic_seconds() - c->t0;
         c->t0 = -1.0;
     }
 }
 
 double ps_driver_seconds(const ps_driver *c)
 {
-    return c->elapsed + (c->t0 >= 0.0 ? now_seconds() - c->t0 : 0.0);
+    return c->elapsed + (c->t0 >= 0.0 ? ps_monotonic_seconds() - c->t0 : 0.0);
 }
 
 int ps_driver_init(ps_driver *c, const ps_minimizer *mz, const ps_options *o,

@@ -33,23 +33,15 @@
 #include "problem.h"
 #include "run.h"
 
-/* Seconds on the monotonic clock. */
-static double monotonic_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Until the kernel publishes a snapshot after sequence seq (a busy wait
  * for short waits), `seconds` at most. */
 static void gpu_await_publication(const ps_gpu_run *g, uint64_t seq, double seconds)
 {
-    const double t_end = monotonic_seconds() + seconds;
+    const double t_end = ps_monotonic_seconds() + seconds;
     ps_gpu_progress d;
     do
         ps_gpu_run_progress(g, &d);
-    while (d.sequence == seq && monotonic_seconds() < t_end);
+    while (d.sequence == seq && ps_monotonic_seconds() < t_end);
 }
 
 /* Requests from the caller, obeyed at the next control point. */
@@ -699,8 +691,8 @@ int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
          * published for a pause since withdrawn may turn RUNNING first.
          * Wait for idle, 10 s at most. */
         if ((r->requests & (REQ_PAUSE | REQ_YIELD | REQ_CANCEL)) == REQ_PAUSE) {
-            const double t_end = monotonic_seconds() + 10.0;
-            while (!(d.state == PS_RUN_PAUSED && d.idle) && monotonic_seconds() < t_end) {
+            const double t_end = ps_monotonic_seconds() + 10.0;
+            while (!(d.state == PS_RUN_PAUSED && d.idle) && ps_monotonic_seconds() < t_end) {
                 const struct timespec tick = {0, 20000};
                 nanosleep(&tick, NULL);
                 ps_gpu_run_progress(r->gpu, &d);
