@@ -1222,6 +1222,20 @@ static void checkpoint_update_phase(void **state)
     reference_free(&ref);
 }
 
+/* control_paths: the run ends at its iteration limit with the
+ * uninterrupted solve's x (xr[n]) and f, bit for bit; frees the run. */
+static void finish_as_reference(ps_run *run, double *x, size_t n, const double *xr,
+                                const ps_result *ref)
+{
+    ps_result r;
+    tu_poison(x, n);
+    assert_int_equal(finish(run, &r, x), PS_MAX_ITERATIONS);
+    assert_memory_equal(x, xr, n * sizeof *x);
+    assert_memory_equal(&r.f, &ref->f, sizeof r.f);
+    ps_result_free(&r);
+    ps_run_free(run);
+}
+
 /*
  * One short run through every control path (the subset run under
  * compute-sanitizer, where a kernel is thousands of times slower): pause,
@@ -1251,12 +1265,7 @@ static void control_paths(void **state)
     }
     if (ps_run_yield(run) == 0 && wait_state(run, PS_RUN_YIELDED) == PS_RUN_YIELDED)
         assert_int_equal(ps_run_resume(run), 0);
-    tu_poison(x, n);
-    assert_int_equal(finish(run, &r, x), PS_MAX_ITERATIONS);
-    assert_memory_equal(x, xr, n * sizeof *x);
-    assert_memory_equal(&r.f, &ref.f, sizeof r.f);
-    ps_result_free(&r);
-    ps_run_free(run);
+    finish_as_reference(run, x, n, xr, &ref);
 
     /* pauses withdrawn after 0 to 140 us: some acknowledged while an
      * evaluation runs and withdrawn before the control point obeys them
@@ -1269,12 +1278,7 @@ static void control_paths(void **state)
         const int rs = ps_run_resume(run);
         assert_true(rs == 0 || rs == PS_ERR_STATE);
     }
-    tu_poison(x, n);
-    assert_int_equal(finish(run, &r, x), PS_MAX_ITERATIONS);
-    assert_memory_equal(x, xr, n * sizeof *x);
-    assert_memory_equal(&r.f, &ref.f, sizeof r.f);
-    ps_result_free(&r);
-    ps_run_free(run);
+    finish_as_reference(run, x, n, xr, &ref);
 
     ps_problem_x0(p, x);
     assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
