@@ -292,9 +292,11 @@ __device__ __forceinline__ void backoff(unsigned &ns)
  * PAUSED already: control_ack), and sleeps until the host
  * changes the command; the other blocks sleep on the release word in
  * device memory. Then the new command is obeyed the same way. CANCEL ends
- * the solve (DONE, PS_CANCELLED at the last accepted point). Returns 1 for
- * YIELD (the caller stores the state and the kernel exits). t0 moves by
- * the time paused: pauses do not count as solve time.
+ * the solve (DONE, PS_CANCELLED at the last accepted point). t0 moves by
+ * the time paused: pauses do not count as solve time. Returns the command
+ * obeyed last (YIELD: the caller stores the state and the kernel exits;
+ * CANCEL: the state is DONE), the same in every thread, so that no thread
+ * reads the state that thread 0 changes next.
  */
 __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
 {
@@ -352,7 +354,7 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
             ps_solver_finish(&S, PS_ST_CANCELLED);
     }
     __syncthreads();
-    return cmd == PS_GPU_CMD_YIELD;
+    return cmd;
 }
 
 /*
@@ -369,9 +371,8 @@ __device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
 {
     if (L.cmd == PS_GPU_CMD_NONE)
         return EV_DONE;
-    if (obey(a, L, t0))
-        return EV_YIELD;
-    return L.S.phase == PS_PHASE_DONE ? EV_STOPPED : EV_DONE;
+    const int cmd = obey(a, L, t0);
+    return cmd == PS_GPU_CMD_YIELD ? EV_YIELD : cmd == PS_GPU_CMD_CANCEL ? EV_STOPPED : EV_DONE;
 }
 
 /*
