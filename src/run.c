@@ -276,29 +276,44 @@ static void *worker(void *arg)
 }
 
 /*
- * The worker of a GPU run: one launch from the state on the device, then
+ * The worker of a GPU run: a launch from the state on the device, then
  * (the kernel ended: done, or yielded at a control point) the state into
- * the driver.
+ * the driver. A kernel that took a yield which the host has withdrawn or
+ * overtaken since (a resume, or a cancel, after the kernel had read the
+ * command) is not left yielded: a cancel ends the run at the state it
+ * stored, otherwise it is launched again with the current command.
  */
 static void *gpu_worker(void *arg)
 {
     ps_run *r = arg;
-    int st = ps_gpu_run_launch(r->gpu);
-    if (!st)
-        st = ps_gpu_run_sync(r->gpu);
     pthread_mutex_lock(&r->mu);
-    if (!st)
-        st = ps_gpu_run_download(r->gpu, &r->drv);
-    if (st) {
-        r->drv.error = st;
-        if (!ps_driver_done(&r->drv))
-            ps_solver_finish(&r->drv.s, st);
-    }
-    if (ps_driver_done(&r->drv)) {
-        finish(r);
-    } else {
+    for (;;) {
+        pthread_mutex_unlock(&r->mu);
+        int st = ps_gpu_run_launch(r->gpu);
+        if (!st)
+            st = ps_gpu_run_sync(r->gpu);
+        pthread_mutex_lock(&r->mu);
+        if (!st)
+            st = ps_gpu_run_download(r->gpu, &r->drv);
+        if (st) {
+            r->drv.error = st;
+            if (!ps_driver_done(&r->drv))
+                ps_solver_finish(&r->drv.s, st);
+        }
+        if (!ps_driver_done(&r->drv) && r->requests & REQ_CANCEL)
+            ps_driver_cancel(&r->drv);
+        if (ps_driver_done(&r->drv)) {
+            finish(r);
+            break;
+        }
         r->heartbeat++;
-        yielded(r);
+        if (r->requests & REQ_YIELD) {
+            yielded(r);
+            break;
+        }
+        /* the yield was withdrawn: on from the stored state */
+        gpu_command(r);
+        ps_gpu_run_set_resume(r->gpu, r->drv.elapsed, r->drv.ft);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
