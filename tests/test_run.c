@@ -465,7 +465,7 @@ static void snapshot_hammer(void **state)
     assert_same_end(&ref, &r, x);
 
     /* every publication belongs to one moment of the final history */
-    int64_t bad = 0, finished = 0;
+    int64_t bad = 0, finished = 0, midway = 0;
     for (size_t i = 0; i < h.nseen; i++) {
         const ps_snapshot *s = &h.seen[i];
         if (s->state == PS_RUN_FINISHED) {
@@ -482,6 +482,7 @@ static void snapshot_hammer(void **state)
             continue;
         }
         const ps_progress *row = &r.history[k];
+        midway++;
         if (memcmp(&s->f, &row->f, sizeof s->f) ||
             memcmp(&s->gnorm, &row->gnorm, sizeof s->gnorm) ||
             memcmp(&s->step, &row->step, sizeof s->step) ||
@@ -494,13 +495,17 @@ static void snapshot_hammer(void **state)
                        (long long)s->evaluations);
         }
     }
-    printf("snapshot: %lld reads, %zu distinct publications checked, %lld errors, "
-           "%lld inconsistent\n",
-           (long long)h.reads, h.nseen, (long long)h.errors, (long long)bad);
+    printf("snapshot: %lld reads, %zu distinct publications checked (%lld mid-solve, "
+           "against the history), %lld errors, %lld inconsistent\n",
+           (long long)h.reads, h.nseen, (long long)midway, (long long)h.errors,
+           (long long)bad);
     assert_int_equal(h.errors, 0);
     assert_int_equal(bad, 0);
     assert_true(finished >= 1);
-    assert_true(h.nseen > (size_t)r.iterations / 2);
+    /* the reader saw the solve in motion (how many of its publications it
+     * catches depends on the machine's timing: a fixed floor, not a
+     * fraction of the iterations) */
+    assert_true(midway >= 20);
     ps_result_free(&r);
     ps_run_free(run);
     free(h.seen);
