@@ -29,7 +29,9 @@ struct ps_gpu_run {
     unsigned long long *cw;  /* [PS_GPU_CW_LEN] device words */
     timed_stream ks;         /* the kernel's stream, the events that time its launches */
     cudaStream_t copies;     /* transfers while a kernel is paused on ks.s */
-    int launched;            /* a launch not yet synchronized */
+    int launched;            /* a kernel launched and not yet seen to end (set by the
+                                worker before its launch, cleared after its sync; read by
+                                a checkpoint under the run's lock: atomic loads/stores) */
     double kernel_seconds;   /* CUDA-event time of all launches */
 };
 
@@ -71,7 +73,7 @@ extern "C" void ps_gpu_run_free(ps_gpu_run *g)
 {
     if (!g)
         return;
-    if (g->launched)
+    if (__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
         cudaStreamSynchronize(g->ks.s);
     timed_stream_destroy(&g->ks);
     if (g->copies)
@@ -125,7 +127,7 @@ extern "C" void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
 
 extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
 {
-    int st = PS_CONVERGED;
+    int st = PS_CONVERGED, running = 0;
     const ps_options *o = &g->o;
     context *c = &g->c;
     void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap);
@@ -136,11 +138,17 @@ extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
     CUDA_TRY(o, cudaMemsetAsync(g->cw + PS_GPU_CW_EVAL_DONE, 0, sizeof(unsigned long long), g->ks.s),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(g->ks.ev0, g->ks.s), PS_ERR_GPU_LAUNCH);
+    /* set before the launch: the kernel may pause (and a checkpoint read
+     * its state) before the launch call returns */
+    __atomic_store_n(&g->launched, 1, __ATOMIC_RELEASE);
     CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(c->cfg.grid), dim3(c->cfg.block), params, c->smem, g->ks.s),
              PS_ERR_GPU_LAUNCH);
+    running = 1; /* from here on launched stays set, also on an error:
+                    ps_gpu_run_free then waits for the kernel's stream */
     CUDA_TRY(o, cudaEventRecord(g->ks.ev1, g->ks.s), PS_ERR_GPU_LAUNCH);
-    g->launched = 1;
 out:
+    if (!running)
+        __atomic_store_n(&g->launched, 0, __ATOMIC_RELEASE);
     return st;
 }
 
@@ -149,13 +157,15 @@ extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
     int st = PS_CONVERGED;
     const ps_options *o = &g->o;
     float ms = 0.0f;
-    if (!g->launched)
+    if (!__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
         return PS_CONVERGED;
-    g->launched = 0;
     CUDA_TRY(o, cudaEventSynchronize(g->ks.ev1), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventElapsedTime(&ms, g->ks.ev0, g->ks.ev1), PS_ERR_GPU_LAUNCH);
     g->kernel_seconds += 1e-3 * ms;
 out:
+    /* cleared once the kernel has ended (or its sync failed): while it
+     * runs, a paused kernel's seconds are its published ones (download) */
+    __atomic_store_n(&g->launched, 0, __ATOMIC_RELEASE);
     return st;
 }
 
@@ -214,7 +224,7 @@ extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
         d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
     /* solve seconds: the kernel's clock at its end, or, while a kernel is
      * paused, at the pause */
-    if (g->launched)
+    if (__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
         __atomic_load(&g->ctl->seconds, &secs[0], __ATOMIC_ACQUIRE);
     d->elapsed = secs[0];
     d->ft = secs[1]; /* written at the kernel's end and by a pause */
@@ -238,7 +248,8 @@ extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
     args &a = g->c.a;
     const size_t n = (size_t)a.n, m = (size_t)a.memory;
     size_t rows = d->history_len < (size_t)a.hist_cap ? d->history_len : (size_t)a.hist_cap;
-    PS_RETURN_ERROR_IF(o, g->launched, PS_ERR_STATE, "upload into a GPU run whose kernel is running");
+    PS_RETURN_ERROR_IF(o, __atomic_load_n(&g->launched, __ATOMIC_ACQUIRE), PS_ERR_STATE,
+                       "upload into a GPU run whose kernel is running");
     PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
                        "driver of %zu variables, memory %d; the GPU run has %zu, %zu", d->n, d->m, n, m);
     CUDA_TRY(o, cudaMemcpy(a.state, &d->s, sizeof(ps_solver), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);

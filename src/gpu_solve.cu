@@ -415,8 +415,9 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.hist = d_hist;
     a.hist_cap = hist_cap;
     a.mode = mode;
-    /* elapsed = 0: the time limit's clock before the first update */
-    CUDA_TRY(o, cudaMemset(a.elapsed, 0, sizeof(double)), PS_ERR_GPU_LAUNCH);
+    /* elapsed = 0: the time limit's clock before the first update; and
+     * eval_out (the end seconds and f of a launch) defined before one ends */
+    CUDA_TRY(o, cudaMemset(a.elapsed, 0, 3 * sizeof(double)), PS_ERR_GPU_LAUNCH);
 
     c->a = a;
     c->cfg = cfg;
