@@ -654,21 +654,27 @@ static int copy_result(ps_run *r, ps_result *res, double *x)
     return r->status;
 }
 
+/* The time `seconds` (>= 0) from now on CLOCK_MONOTONIC, the clock of the
+ * handle's condition variable. */
+static struct timespec monotonic_after(double seconds)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    const double s = seconds > 1e9 ? 1e9 : seconds;
+    const time_t whole = (time_t)s;
+    const long ns = t.tv_nsec + (long)((s - (double)whole) * 1e9);
+    t.tv_sec += whole + ns / 1000000000L;
+    t.tv_nsec = ns % 1000000000L;
+    return t;
+}
+
 int ps_run_wait(ps_run *r, double timeout_s, ps_result *res, double *x)
 {
     if (!r)
         return PS_ERR_NULL;
     if (timeout_s != timeout_s)
         return PS_ERR_NONFINITE;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    if (timeout_s > 0) {
-        double t = timeout_s > 1e9 ? 1e9 : timeout_s;
-        time_t whole = (time_t)t;
-        long ns = deadline.tv_nsec + (long)((t - (double)whole) * 1e9);
-        deadline.tv_sec += whole + ns / 1000000000L;
-        deadline.tv_nsec = ns % 1000000000L;
-    }
+    const struct timespec deadline = monotonic_after(timeout_s > 0 ? timeout_s : 0.0);
     pthread_mutex_lock(&r->mu);
     while (r->state != PS_RUN_FINISHED) {
         if (timeout_s < 0) {
@@ -697,23 +703,27 @@ int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
     pthread_mutex_lock(&r->mu);
     int st = PS_CONVERGED;
     int paused_kernel = 0;
-    if (r->gpu && r->state == PS_RUN_RUNNING) {
+    /*
+     * A GPU run stays RUNNING on the host while its kernel is paused: the
+     * kernel stores its state once it stops at its control point, after at
+     * most the evaluation in flight (a PAUSED it published for a pause
+     * since withdrawn may turn RUNNING first). With a pause the request,
+     * wait for idle, 10 s at most, in short timed waits on the condition
+     * variable: they release the lock, so that a worker whose kernel ended
+     * meanwhile (done, or a yield that a resume withdrew after the kernel
+     * had read it) can finish the run or launch the kernel again, which
+     * then pauses. Everything is looked at again after each wait.
+     */
+    const double t_end = ps_monotonic_seconds() + 10.0;
+    while (r->gpu && r->state == PS_RUN_RUNNING) {
         ps_gpu_progress d;
         ps_gpu_run_progress(r->gpu, &d);
-        /* a pause requested (the command cannot change while the lock is
-         * held): the kernel stores its state once it stops at its control
-         * point, after at most the evaluation in flight; a PAUSED it
-         * published for a pause since withdrawn may turn RUNNING first.
-         * Wait for idle, 10 s at most. */
-        if ((r->requests & (REQ_PAUSE | REQ_YIELD | REQ_CANCEL)) == REQ_PAUSE) {
-            const double t_end = ps_monotonic_seconds() + 10.0;
-            while (!(d.state == PS_RUN_PAUSED && d.idle) && ps_monotonic_seconds() < t_end) {
-                const struct timespec tick = {0, 20000};
-                nanosleep(&tick, NULL);
-                ps_gpu_run_progress(r->gpu, &d);
-            }
-        }
-        paused_kernel = d.state == PS_RUN_PAUSED && d.idle;
+        paused_kernel = d.state == PS_RUN_PAUSED && d.idle && !(r->requests & REQ_CANCEL);
+        if (paused_kernel || (r->requests & (REQ_PAUSE | REQ_YIELD | REQ_CANCEL)) != REQ_PAUSE ||
+            ps_monotonic_seconds() >= t_end)
+            break;
+        const struct timespec tick = monotonic_after(20e-6);
+        pthread_cond_timedwait(&r->cv, &r->mu, &tick);
     }
     if (r->state == PS_RUN_RUNNING && !paused_kernel) {
         ps_log(&r->o, PS_LOG_ERROR, __FILE__, __LINE__,
