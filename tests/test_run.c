@@ -132,10 +132,24 @@ static int history_prefix_equal(const ps_result *a, const ps_result *b,
     return 1;
 }
 
+/*
+ * The solve's seconds in the history never go back, also across pauses,
+ * yields and checkpoints (a resumed run's clock continues from the seconds
+ * the checkpoint stored: those of the pause or of the launch's end).
+ */
+static void assert_seconds_monotonic(const ps_result *r)
+{
+    for (size_t i = 1; i < r->history_len; i++)
+        if (!(r->history[i].seconds >= r->history[i - 1].seconds))
+            fail_msg("history seconds go back at row %zu: %.9g after %.9g", i,
+                     r->history[i].seconds, r->history[i - 1].seconds);
+}
+
 /* The run ended exactly as the reference did. */
 static void assert_same_end(const reference *ref, const ps_result *r,
                             const double *x)
 {
+    assert_seconds_monotonic(r);
     size_t n = 2 * ps_problem_nt(ref->p);
     assert_int_equal(r->status, ref->r.status);
     assert_int_equal(r->iterations, ref->r.iterations);
