@@ -300,7 +300,7 @@ static void *gpu_worker(void *arg)
             if (!ps_driver_done(&r->drv))
                 ps_solver_finish(&r->drv.s, st);
         }
-        if (!ps_driver_done(&r->drv) && r->requests & REQ_CANCEL)
+        if (r->requests & REQ_CANCEL) /* (a no-op on a solve already done) */
             ps_driver_cancel(&r->drv);
         if (ps_driver_done(&r->drv)) {
             finish(r);
