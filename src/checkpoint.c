@@ -310,8 +310,10 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
         else if (st == PS_ST_TIME_LIMIT)
             lift = o->time_limit == 0.0 || o->time_limit > h.elapsed;
         else if (st == PS_ST_CANCELLED)
-            lift = c->history_len > 0;
-        if (lift && c->history_len == (size_t)c->s.iteration + 1)
+            lift = 1;
+        /* a row per iteration done; none before the start was taken */
+        size_t rows = c->s.resume_phase == PS_PHASE_START ? 0 : (size_t)c->s.iteration + 1;
+        if (lift && c->history_len == rows)
             ps_solver_reopen(&c->s);
     }
     return PS_CONVERGED;

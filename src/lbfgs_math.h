@@ -696,17 +696,18 @@ PS_HD void ps_solver_finish(ps_solver *s, int status)
 /*
  * Undo a finish by a limit (iterations, evaluations, time) or a cancel:
  * the solve continues at the phase it stopped in, exactly as if it had
- * never stopped (the limits are checked again there). Returns 1 if the
- * state was reopened.
+ * never stopped (the limits are checked again there). A cancel may come
+ * before the start point's evaluation was taken (START): the solve then
+ * begins again, at the same point. Returns 1 if the state was reopened.
  */
 PS_HD int ps_solver_reopen(ps_solver *s)
 {
-    int st = s->status;
+    int st = s->status, rp = s->resume_phase;
     if (s->phase != PS_PHASE_DONE ||
         !(st == PS_ST_MAX_ITERATIONS || st == PS_ST_MAX_EVALUATIONS || st == PS_ST_TIME_LIMIT ||
           st == PS_ST_CANCELLED) ||
-        !(s->resume_phase == PS_PHASE_DIRECTION || s->resume_phase == PS_PHASE_TRIAL ||
-          s->resume_phase == PS_PHASE_UPDATE))
+        !(rp == PS_PHASE_DIRECTION || rp == PS_PHASE_TRIAL || rp == PS_PHASE_UPDATE ||
+          (rp == PS_PHASE_START && st == PS_ST_CANCELLED && s->iteration == 0)))
         return 0;
     s->phase = s->resume_phase;
     s->status = PS_ST_RUNNING;

@@ -216,6 +216,20 @@ static int finish(ps_run *run, ps_result *r, double *x)
     return st;
 }
 
+/* A checkpoint resumed with the reference's options ends as the reference
+ * (x: [n] scratch, poisoned first). */
+static void assert_resumes_to_end(const reference *ref, const void *buf, size_t len, double *x, size_t n)
+{
+    ps_run *run;
+    assert_int_equal(ps_solve_resume(ref->p, &ref->o, buf, len, &run), 0);
+    ps_result r;
+    tu_poison(x, n);
+    finish(run, &r, x);
+    assert_same_end(ref, &r, x);
+    ps_result_free(&r);
+    ps_run_free(run);
+}
+
 /* ---- pause, resume, yield, cancel at random moments ---- */
 
 typedef struct counts {
@@ -358,12 +372,13 @@ static void cancel_random(void **state)
     double *x = malloc(n * sizeof *x);
     uint64_t seed = 7;
     long span = (long)(1e6 * ref.r.seconds) + 1;
-    int cancelled = 0;
+    int cancelled = 0, resumed = 0, resumed_start = 0;
     for (int i = 0; i < 40; i++) {
         ps_problem_x0(ref.p, x);
         ps_run *run;
         assert_int_equal(ps_solve_start(ref.p, &ref.o, x, &run), 0);
-        sleep_us((long)(tu_next(&seed) % (uint64_t)span));
+        if (i > 0) /* the first at once */
+            sleep_us((long)(tu_next(&seed) % (uint64_t)span));
         int how = i % 3; /* 0 running, 1 paused, 2 yielded */
         if (how == 1 && ps_run_pause(run) == 0)
             wait_state(run, PS_RUN_PAUSED);
@@ -383,20 +398,28 @@ static void cancel_random(void **state)
                 assert_true(isnan(r.f));
                 assert_int_equal(r.evaluations, 0);
                 free(x0);
-                goto next;
+                resumed_start++;
+            } else {
+                /* nothing lost, nothing repeated: the reference's first rows */
+                assert_int_equal(r.iterations + 1, (int64_t)r.history_len);
+                assert_true(history_prefix_equal(&r, &ref.r, r.history_len));
+                /* x is the last accepted point */
+                double f;
+                assert_int_equal(ps_eval(ref.p, &ref.o, x, &f, NULL), 0);
+                assert_memory_equal(&f, &r.f, sizeof f);
+                assert_memory_equal(&r.f, &r.history[r.history_len - 1].f, sizeof f);
             }
-            /* nothing lost, nothing repeated: the reference's first rows */
-            assert_int_equal(r.iterations + 1, (int64_t)r.history_len);
-            assert_true(history_prefix_equal(&r, &ref.r, r.history_len));
-            /* x is the last accepted point */
-            double f;
-            assert_int_equal(ps_eval(ref.p, &ref.o, x, &f, NULL), 0);
-            assert_memory_equal(&f, &r.f, sizeof f);
-            assert_memory_equal(&r.f, &r.history[r.history_len - 1].f, sizeof f);
+            /* its checkpoint continues the solve to the reference's end,
+             * also when cancelled before its first evaluation was taken */
+            void *buf;
+            size_t len;
+            assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+            assert_resumes_to_end(&ref, buf, len, x, n);
+            free(buf);
+            resumed++;
         } else {
             assert_same_end(&ref, &r, x);
         }
-    next:;
         ps_snapshot s;
         ps_run_snapshot(run, &s);
         assert_int_equal(s.state, PS_RUN_FINISHED);
@@ -404,8 +427,12 @@ static void cancel_random(void **state)
         ps_result_free(&r);
         ps_run_free(run);
     }
-    printf("cancel: %d of 40 runs cancelled mid-solve\n", cancelled);
+    printf("cancel: %d of 40 runs cancelled mid-solve, %d continued from their checkpoints to the "
+           "reference's end (%d cancelled before their first evaluation was taken)\n",
+           cancelled, resumed, resumed_start);
     assert_true(cancelled >= 20);
+    assert_int_equal(resumed, cancelled);
+    assert_true(resumed_start >= 1); /* the run cancelled at once */
     free(x);
     reference_free(&ref);
 }
@@ -665,13 +692,8 @@ static void limits_lifted(void **state)
             assert_int_equal(ps_run_wait(run, 0.0, NULL, NULL), st);
             ps_run_free(run);
             /* the reference's limits: the reference's end */
-            assert_int_equal(ps_solve_resume(ref.p, &ref.o, buf, len, &run), 0);
+            assert_resumes_to_end(&ref, buf, len, x, n);
             free(buf);
-            tu_poison(x, n);
-            finish(run, &r, x);
-            assert_same_end(&ref, &r, x);
-            ps_result_free(&r);
-            ps_run_free(run);
             lifted++;
         }
     }
