@@ -787,6 +787,31 @@ static void test_design_checkpoint_corrupt(void **state)
 #define SIG_OPTS "--threads", "2",
 #endif
 
+/*
+ * Under compute-sanitizer (PS_GPU_TEST_QUICK, as tests/gpu/gpu_suite.sh
+ * --sanitize runs the suite) the kernels run many times slower: the run
+ * that is stopped and continued is shorter, and every bounded wait longer.
+ */
+static int sanitized(void)
+{
+    return getenv("PS_GPU_TEST_QUICK") != NULL;
+}
+
+static const char *stop_iters(void)
+{
+#ifdef PS_TEST_GPU
+    if (sanitized())
+        return "2000";
+#endif
+    return STOP_ITERS;
+}
+
+/* A bounded wait of s seconds, longer under a sanitizer. */
+static double bound_s(double s)
+{
+    return sanitized() ? 30.0 * s : s;
+}
+
 static void test_design_sigint(void **state)
 {
     (void)state;
@@ -798,7 +823,7 @@ static void test_design_sigint(void **state)
     pid_t pid = spawn_cli(args);
     sleep_s(0.5);
     kill(pid, SIGINT);
-    int code = wait_bounded(pid, 10.0);
+    int code = wait_bounded(pid, bound_s(10.0));
     run_result *r = malloc(sizeof *r);
     collect(r, code, args);
     assert_code(r, 130);
@@ -826,17 +851,17 @@ static void test_design_stop_continue(void **state)
     unlink("cli_tstp.h5");
     unlink("cli_tstp_ref.h5");
     run_result *r = run("design", SIG_PROBLEM, "--backend", BACKEND, SIG_OPTS "--max-iters",
-                        STOP_ITERS, "-o", "cli_tstp_ref.h5", "--quiet", NULL);
+                        stop_iters(), "-o", "cli_tstp_ref.h5", "--quiet", NULL);
     assert_code(r, 1);
 
     const char *args[] = {"design", SIG_PROBLEM, "--backend", BACKEND, SIG_OPTS "--max-iters",
-                          STOP_ITERS, "-o", "cli_tstp.h5", "--json", NULL};
+                          stop_iters(), "-o", "cli_tstp.h5", "--json", NULL};
     pid_t pid = spawn_cli(args);
     sleep_s(0.4);
     kill(pid, SIGTSTP);
     int stopped = 0, ws = 0;
     struct timespec nap = {0, 10 * 1000 * 1000};
-    for (int i = 0; i < 500 && !stopped; i++) {
+    for (int i = 0; i < (int)(bound_s(5.0) * 100) && !stopped; i++) {
         pid_t w = waitpid(pid, &ws, WNOHANG | WUNTRACED);
         if (w == pid && WIFSTOPPED(ws))
             stopped = 1;
@@ -857,11 +882,11 @@ static void test_design_stop_continue(void **state)
     assert_int_equal(waitpid(pid, &ws, WNOHANG | WUNTRACED), 0);
     assert_false(file_exists("cli_tstp.h5"));
     kill(pid, SIGCONT);
-    int code = wait_bounded(pid, 10.0);
+    int code = wait_bounded(pid, bound_s(10.0));
     r = malloc(sizeof *r);
     collect(r, code, args);
     assert_code(r, 1);
-    assert_true(json_number(r->out, "iterations") == atof(STOP_ITERS));
+    assert_true(json_number(r->out, "iterations") == atof(stop_iters()));
     assert_same_result("cli_tstp_ref.h5", "cli_tstp.h5", 1000);
     free(r);
 }
@@ -876,12 +901,12 @@ static void test_design_checkpoint_every(void **state)
     pid_t pid = spawn_cli(args);
     /* a periodic checkpoint appears while the run goes on */
     int seen = 0;
-    for (int i = 0; i < 300 && !seen; i++) {
+    for (int i = 0; i < (int)(bound_s(3.0) * 100) && !seen; i++) {
         sleep_s(0.01);
         seen = file_size("cli_ev.bin") > 0;
     }
     kill(pid, SIGTERM);
-    int code = wait_bounded(pid, 10.0);
+    int code = wait_bounded(pid, bound_s(10.0));
     assert_true(seen);
     assert_int_equal(code, 130);
     assert_false(file_exists("cli_ev.bin.tmp"));
