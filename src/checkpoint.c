@@ -316,5 +316,8 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
         if (lift && c->history_len == rows)
             ps_solver_reopen(&c->s);
     }
+    /* limits the new options set at or below what was already done */
+    if (!c->error)
+        ps_solver_limits_reached(&c->s);
     return PS_CONVERGED;
 }

@@ -39,7 +39,9 @@ int ps_checkpoint_save(const ps_problem *p, const ps_options *o,
 /*
  * Validate buf[len] against p and o and restore it into c, which
  * ps_driver_init set up for p and o. The limits of o replace the
- * checkpoint's. PS_ERR_CHECKPOINT with the reason logged through o, or
+ * checkpoint's (a state finished by a limit that o lifts, or cancelled, is
+ * reopened; a trial at a limit of o already reached is finished there).
+ * PS_ERR_CHECKPOINT with the reason logged through o, or
  * PS_ERR_NO_MEMORY, or 0.
  */
 int ps_checkpoint_load(const ps_problem *p, const ps_options *o,

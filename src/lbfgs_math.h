@@ -714,6 +714,34 @@ PS_HD int ps_solver_reopen(ps_solver *s)
     return 1;
 }
 
+/* The iteration and evaluation limits: the state finished (returns 1) if
+ * one is reached. */
+PS_HD int ps_solver_count_limits(ps_solver *s)
+{
+    if (s->max_iterations > 0 && s->iteration >= s->max_iterations) {
+        ps_solver_finish(s, PS_ST_MAX_ITERATIONS);
+        return 1;
+    }
+    if (s->max_evaluations > 0 && s->evaluations >= s->max_evaluations) {
+        ps_solver_finish(s, PS_ST_MAX_EVALUATIONS);
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * A state under new limits (a checkpoint resumed with other options): a
+ * trial already at the iteration or evaluation limit finishes there, as
+ * an uninterrupted run with those limits would have (the other phases
+ * check the limits before they evaluate; a trial evaluates first). A later
+ * lift continues the trial (ps_solver_reopen). Returns 1 if it finished
+ * the state.
+ */
+PS_HD int ps_solver_limits_reached(ps_solver *s)
+{
+    return s->phase == PS_PHASE_TRIAL && ps_solver_count_limits(s);
+}
+
 /* START: f and g.g at x0 (one evaluation done). */
 PS_HD void ps_solver_start(ps_solver *s, double f, double gg)
 {
@@ -744,14 +772,8 @@ PS_HD void ps_solver_start(ps_solver *s, double f, double gg)
 /* The limits; returns 1 if the solve goes on (else it is DONE). */
 PS_HD int ps_solver_direction_limits(ps_solver *s, double elapsed)
 {
-    if (s->max_iterations > 0 && s->iteration >= s->max_iterations) {
-        ps_solver_finish(s, PS_ST_MAX_ITERATIONS);
+    if (ps_solver_count_limits(s))
         return 0;
-    }
-    if (s->max_evaluations > 0 && s->evaluations >= s->max_evaluations) {
-        ps_solver_finish(s, PS_ST_MAX_EVALUATIONS);
-        return 0;
-    }
     if (s->time_limit > 0.0 && elapsed >= s->time_limit) {
         ps_solver_finish(s, PS_ST_TIME_LIMIT);
         return 0;

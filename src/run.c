@@ -467,9 +467,13 @@ static int start_on_backend(const ps_problem *p, const ps_options *opt,
     ps_run *r;
     if ((st = run_create(p, opt, x0, fell_back, &r)))
         return st;
-    if (buf && (st = ps_checkpoint_load(p, &r->o, buf, len, &r->drv))) {
-        run_destroy(r);
-        return st;
+    if (buf) {
+        if ((st = ps_checkpoint_load(p, &r->o, buf, len, &r->drv))) {
+            run_destroy(r);
+            return st;
+        }
+        /* the pulse returned if nothing is evaluated: the checkpoint's */
+        ps_objective_pulse(p, r->drv.x, r->x0);
     }
     if (use == PS_BACKEND_GPU && (st = gpu_attach(r))) {
         ps_gpu_run_free(r->gpu);

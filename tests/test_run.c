@@ -562,8 +562,11 @@ static void snapshot_hammer(void **state)
 
 /* ---- checkpoints ---- */
 
-/* A checkpoint of a run paused somewhere in the middle. */
-static int64_t blob_mid_run(const reference *ref, void **buf, size_t *len)
+/* A checkpoint of a run paused somewhere in the middle (with trial,
+ * paused again until it is before a line-search trial); its iteration and
+ * evaluations. */
+static int64_t blob_mid_run_at(const reference *ref, int trial, void **buf, size_t *len,
+                               int64_t *evaluations)
 {
     size_t n = 2 * ps_problem_nt(ref->p);
     double *x = malloc(n * sizeof *x);
@@ -577,14 +580,30 @@ static int64_t blob_mid_run(const reference *ref, void **buf, size_t *len)
         assert_int_equal(ps_run_snapshot(run, &s), 0);
         assert_true(now_s() - t0 < WAIT_S);
     } while (s.evaluations < ref->r.evaluations / 3 && s.state != PS_RUN_FINISHED);
-    assert_int_equal(ps_run_pause(run), 0);
-    assert_int_equal(wait_state(run, PS_RUN_PAUSED), PS_RUN_PAUSED);
-    wait_idle(run);
+    for (;;) {
+        assert_int_equal(ps_run_pause(run), 0);
+        assert_int_equal(wait_state(run, PS_RUN_PAUSED), PS_RUN_PAUSED);
+        wait_idle(run);
+        assert_int_equal(ps_run_snapshot(run, &s), 0);
+        if (!trial || s.phase == 2 /* trial */)
+            break;
+        assert_true(now_s() - t0 < WAIT_S);
+        assert_int_equal(ps_run_resume(run), 0);
+        assert_int_equal(wait_state(run, PS_RUN_RUNNING), PS_RUN_RUNNING);
+    }
     assert_int_equal(ps_run_checkpoint(run, buf, len), 0);
-    assert_int_equal(ps_run_snapshot(run, &s), 0);
     ps_run_free(run);
     free(x);
+    if (evaluations)
+        *evaluations = s.evaluations;
     return s.iteration;
+}
+
+/* A checkpoint of the reference's solve paused a third of the way; its
+ * iteration. */
+static int64_t blob_mid_run(const reference *ref, void **buf, size_t *len)
+{
+    return blob_mid_run_at(ref, 0, buf, len, NULL);
 }
 
 static void checkpoint_round_trip(void **state)
@@ -700,6 +719,104 @@ static void limits_lifted(void **state)
     printf("limits lifted: %d checkpoints continued bit-identically (%d stopped "
            "inside a line search)\n", lifted, mid_search);
     assert_true(mid_search > 0);
+    free(x);
+    reference_free(&ref);
+}
+
+/*
+ * A checkpoint resumed with a limit it has already reached stops before
+ * it evaluates again (with the state's own count), and that run's
+ * checkpoint, resumed with the reference's options, ends as the reference.
+ */
+static void limits_reached(void **state)
+{
+    reference ref;
+    reference_make(&ref, SPEC);
+    size_t n = 2 * ps_problem_nt(ref.p);
+    double *x = malloc(n * sizeof *x);
+    void *buf;
+    size_t len;
+    int64_t evals = 0;
+    int64_t it = blob_mid_run_at(&ref, 1, &buf, &len, &evals);
+    for (int kind = 0; kind < 4; kind++) {
+        ps_options o = ref.o;
+        if (kind == 0)
+            o.max_iterations = it;
+        else if (kind == 1)
+            o.max_evaluations = evals;
+        else if (kind == 2)
+            o.max_iterations = it > 1 ? it - 1 : 1; /* below: stops, nothing undone */
+        else
+            o.max_evaluations = evals > 1 ? evals - 1 : 1;
+        ps_run *run;
+        assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
+        ps_result r;
+        int st = finish(run, &r, x);
+        assert_int_equal(st, kind % 2 == 0 ? PS_MAX_ITERATIONS : PS_MAX_EVALUATIONS);
+        assert_int_equal(r.iterations, it);
+        assert_int_equal(r.evaluations, evals);
+        assert_int_equal((int64_t)r.history_len, it + 1);
+        ps_result_free(&r);
+        void *b2;
+        size_t l2;
+        assert_int_equal(ps_run_checkpoint(run, &b2, &l2), 0);
+        ps_run_free(run);
+        assert_resumes_to_end(&ref, b2, l2, x, n);
+        free(b2);
+    }
+    printf("limits reached: a checkpoint at iteration %lld, %lld evaluations, stopped at once under "
+           "four limits and continued to the reference's end\n", (long long)it, (long long)evals);
+    free(buf);
+    free(x);
+    reference_free(&ref);
+}
+
+/*
+ * A run resumed from a checkpoint taken before the start evaluation, and
+ * cancelled before it evaluates, gives the checkpoint's start point as
+ * its x (not the problem's).
+ */
+static void resumed_start_point(void **state)
+{
+    reference ref;
+    reference_make(&ref, SPEC);
+    size_t n = 2 * ps_problem_nt(ref.p);
+    double *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
+    ps_problem_x0(ref.p, x0);
+    for (size_t i = 0; i < n; i++)
+        x0[i] = 0.5 * x0[i] + 1e-3;
+    int before = 0;
+    for (int k = 0; k < 5; k++) {
+        ps_run *run;
+        assert_int_equal(ps_solve_start(ref.p, &ref.o, x0, &run), 0);
+        assert_int_equal(ps_run_cancel(run), 0);
+        ps_result r;
+        int st = finish(run, &r, x);
+        ps_result_free(&r);
+        if (st != PS_CANCELLED) { /* it ended first */
+            ps_run_free(run);
+            continue;
+        }
+        void *buf;
+        size_t len;
+        assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+        ps_run_free(run);
+        assert_int_equal(ps_solve_resume(ref.p, &ref.o, buf, len, &run), 0);
+        free(buf);
+        assert_int_equal(ps_run_cancel(run), 0);
+        tu_poison(x, n);
+        st = finish(run, &r, x);
+        if (st == PS_CANCELLED && r.history_len == 0)
+            before++;
+        /* evaluated or not, no step was taken: x is the start point */
+        if (st == PS_CANCELLED)
+            assert_memory_equal(x, x0, n * sizeof *x);
+        ps_result_free(&r);
+        ps_run_free(run);
+    }
+    printf("resumed start point: %d of 5 resumed runs cancelled before their first evaluation\n", before);
+    assert_true(before >= 1);
+    free(x0);
     free(x);
     reference_free(&ref);
 }
@@ -1061,6 +1178,8 @@ static void progress_cancel(void **state)
         cmocka_unit_test(snapshot_hammer),    \
         cmocka_unit_test(checkpoint_round_trip), \
         cmocka_unit_test(limits_lifted),      \
+        cmocka_unit_test(limits_reached),     \
+        cmocka_unit_test(resumed_start_point), \
         cmocka_unit_test(checkpoint_options), \
         cmocka_unit_test(checkpoint_refused)
 
