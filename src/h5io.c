@@ -777,6 +777,12 @@ static int h5_begin(const h5ctx *c, h5out *o)
     static unsigned counter;
     size_t len = strlen(c->path) + 64;
     o->file = -1;
+    o->tmp = NULL;
+    /* the rename replaces the path itself: only a regular file (or none) */
+    struct stat ls;
+    if (lstat(c->path, &ls) == 0 && !S_ISREG(ls.st_mode))
+        return h5_fail(c, PS_ERR_FILE, "cannot write: %s",
+                       S_ISLNK(ls.st_mode) ? "is a symbolic link" : "not a regular file");
     o->tmp = malloc(len);
     if (!o->tmp)
         return h5_fail(c, PS_ERR_NO_MEMORY, "out of memory");

@@ -478,18 +478,19 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
         if (code == '?' || code == ':') {
             const char *typed =
                 optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-            const char *where = cmdname ? cmdname : "persolve";
+            /* "design: ..." or, before a command, just the message (the
+             * caller prefixes "persolve: ") */
+            const char *where = cmdname ? cmdname : "";
             if (code == ':')
                 return usage_error(err, errlen, "%s: missing value", typed);
             if (optopt != 0 && strncmp(typed, "--", 2) == 0)
                 return usage_error(err, errlen, "%s: does not take a value",
                                    typed);
             if (optopt > 0 && optopt < 256)
-                return usage_error(err, errlen, "%s: unknown option '-%c'",
-                                   where, optopt);
-            return usage_error(err, errlen,
-                               "%s: unknown or ambiguous option '%s'", where,
-                               typed);
+                return usage_error(err, errlen, "%s%sunknown option '-%c'", where,
+                                   cmdname ? ": " : "", optopt);
+            return usage_error(err, errlen, "%s%sunknown or ambiguous option '%s'", where,
+                               cmdname ? ": " : "", typed);
         }
         st = parse_option(cli, opts, code, optarg, err, errlen);
         if (st != PS_CLI_OK)
@@ -730,8 +731,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --checkpoint FILE\n"
                 "                      write the run's state to FILE at the end (also\n"
                 "                      after Ctrl-C) and every --every seconds, each\n"
-                "                      time replacing FILE atomically (FILE.tmp, fsync,\n"
-                "                      rename); a run stopped by a limit is saved\n"
+                "                      time replacing FILE atomically (a new\n"
+                "                      FILE.tmp-PID-N, fsync, rename); a run stopped by\n"
+                "                      a limit is saved\n"
                 "                      before the limit, so a resume with a higher\n"
                 "                      limit continues it\n"
                 "      --every S       also write the checkpoint every S seconds of\n"

@@ -54,10 +54,13 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
  * The output file: `given` if not NULL, else base + suffix in the current
  * directory. Fails (PS_EXIT_INPUT, message printed) when the file's
  * directory does not exist or is not writable, so a solve is never run
- * for a result that cannot be saved.
+ * for a result that cannot be saved. With `replaced` (a file written
+ * beside and renamed over the path: results, checkpoints), also when the
+ * path exists and is not a writable regular file (a symbolic link, a
+ * device, a FIFO), which the rename would replace.
  */
 int ps_cli_output_path(const char *given, const char *base, const char *suffix,
-                       char *buf, size_t len);
+                       int replaced, char *buf, size_t len);
 
 /* JSON: a quoted, escaped string; a number (non-finite as null). */
 void ps_json_string(FILE *f, const char *s);

@@ -649,7 +649,7 @@ int ps_cmd_bench(const ps_cli *cli)
     if (run_gpu && ps_gpu_describe(0, gpu_name, sizeof gpu_name) != 0)
         snprintf(gpu_name, sizeof gpu_name, "GPU 0");
     if (cli->json_file &&
-        (code = ps_cli_output_path(cli->json_file, "", "", json_path, sizeof json_path)) != PS_EXIT_OK)
+        (code = ps_cli_output_path(cli->json_file, "", "", 0, json_path, sizeof json_path)) != PS_EXIT_OK)
         return code;
 
     nsizes = ps_cli_bench_sizes(cli->sizes ? cli->sizes : "S,M,L,T", list, PS_BENCH_MAX_SIZES, err,

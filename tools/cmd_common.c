@@ -98,7 +98,7 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
 }
 
 int ps_cli_output_path(const char *given, const char *base, const char *suffix,
-                       char *buf, size_t len)
+                       int replaced, char *buf, size_t len)
 {
     int n = given ? snprintf(buf, len, "%s", given)
                   : snprintf(buf, len, "%s%s", base, suffix);
@@ -133,6 +133,21 @@ int ps_cli_output_path(const char *given, const char *base, const char *suffix,
     if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) {
         ps_cli_error("%s: cannot write: is a directory", buf);
         return PS_EXIT_INPUT;
+    }
+    if (replaced && lstat(buf, &st) == 0) {
+        if (S_ISLNK(st.st_mode)) {
+            ps_cli_error("%s: cannot write: is a symbolic link (the file is replaced, "
+                         "not written through: give the path it points to)", buf);
+            return PS_EXIT_INPUT;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            ps_cli_error("%s: cannot write: not a regular file", buf);
+            return PS_EXIT_INPUT;
+        }
+        if (access(buf, W_OK) != 0) {
+            ps_cli_error("%s: cannot write: %s", buf, strerror(errno));
+            return PS_EXIT_INPUT;
+        }
     }
     return PS_EXIT_OK;
 }

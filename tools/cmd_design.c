@@ -216,17 +216,25 @@ static void print_text(const ps_cli *cli, const ps_options *o,
 
 /* ---- checkpoint files ------------------------------------------------ */
 
-/* Write buf to path atomically: path.tmp in the same directory, fsync,
- * rename over path, fsync of the directory. why[] gets the reason. */
+/* Write buf to path atomically: a new temporary file beside it
+ * (path.tmp-PID-N, never an existing file), fsync, rename over path, fsync
+ * of the directory. why[] gets the reason. */
 static int write_atomic(const char *path, const void *buf, size_t len,
                         char *why, size_t whylen)
 {
+    static unsigned counter;
     char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        snprintf(why, whylen, "%s: file name too long", path);
-        return -1;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", path, (long)getpid(), counter++) >=
+            (int)sizeof tmp) {
+            snprintf(why, whylen, "%s: file name too long", path);
+            return -1;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST)
+            break;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
         return -1;
@@ -440,6 +448,17 @@ static int final_checkpoint(design_run *d)
     return PS_EXIT_OK;
 }
 
+/* Whether paths a and b name the same file (the same name, or both exist
+ * and are one inode). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (strcmp(a, b) == 0)
+        return 1;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
 static void backend_error(const ps_options *o, int st, const ps_cli_log *log,
                           const char *what)
 {
@@ -460,7 +479,7 @@ int ps_cmd_design(const ps_cli *cli)
     char base[256], out[4096], ckpt[4096], err[1024];
     progress_ctx pc = {0, 0, 0.0};
     design_run d;
-    int code;
+    int code, ck_code = PS_EXIT_OK;
 
     memset(&r, 0, sizeof r);
     memset(&d, 0, sizeof d);
@@ -469,13 +488,31 @@ int ps_cmd_design(const ps_cli *cli)
     install_signals();
     if ((code = ps_cli_load_problem(cli->input, &p, base, sizeof base)) != PS_EXIT_OK)
         return code;
-    if ((code = ps_cli_output_path(cli->output, base, "_result.h5", out,
+    if ((code = ps_cli_output_path(cli->output, base, "_result.h5", 1, out,
                                    sizeof out)) != PS_EXIT_OK)
         goto done;
     if (cli->checkpoint &&
-        (code = ps_cli_output_path(cli->checkpoint, base, "", ckpt,
+        (code = ps_cli_output_path(cli->checkpoint, base, "", 1, ckpt,
                                    sizeof ckpt)) != PS_EXIT_OK)
         goto done;
+    /* the files written never replace the input problem or each other */
+    struct stat ist;
+    int input_file = stat(cli->input, &ist) == 0;
+    if (input_file && same_file(out, cli->input)) {
+        ps_cli_error("-o %s: is the input problem file", out);
+        code = PS_EXIT_USAGE;
+        goto done;
+    }
+    if (cli->checkpoint && input_file && same_file(ckpt, cli->input)) {
+        ps_cli_error("--checkpoint %s: is the input problem file", ckpt);
+        code = PS_EXIT_USAGE;
+        goto done;
+    }
+    if (cli->checkpoint && same_file(ckpt, out)) {
+        ps_cli_error("--checkpoint %s: is also the result file (-o)", ckpt);
+        code = PS_EXIT_USAGE;
+        goto done;
+    }
     if (cli->resume &&
         (code = read_whole_file(cli->resume, &in_blob, &in_len)) != PS_EXIT_OK)
         goto done;
@@ -513,13 +550,8 @@ int ps_cmd_design(const ps_cli *cli)
         st = ps_run_wait(d.run, -1.0, &r, x);
         signal(SIGTSTP, SIG_DFL);
         clear_progress(&pc);
-        if (cli->checkpoint) {
-            int ck = final_checkpoint(&d);
-            if (ck != PS_EXIT_OK) {
-                code = ck;
-                goto done;
-            }
-        }
+        if (cli->checkpoint) /* a failure is reported; the result is still written */
+            ck_code = final_checkpoint(&d);
     } else if (st == PS_ERR_CHECKPOINT) {
         ps_cli_error("%s: %s", cli->resume,
                      log.msg[0] ? log.msg : ps_strerror(st));
@@ -561,6 +593,8 @@ int ps_cmd_design(const ps_cli *cli)
     if (wst != 0) {
         ps_cli_error("%s", err);
         code = PS_EXIT_INPUT;
+    } else if (ck_code != PS_EXIT_OK) {
+        code = ck_code;
     }
     const char *written = wst == 0 ? out : NULL;
     double f0 = r.history && r.history_len > 0 ? r.history[0].f : NAN;

@@ -23,7 +23,7 @@ int ps_cmd_eval(const ps_cli *cli)
         return code;
     if ((code = ps_cli_load_problem(cli->input, &p, base, sizeof base)) != PS_EXIT_OK)
         return code;
-    if ((code = ps_cli_output_path(cli->output, base, "_eval.h5", out,
+    if ((code = ps_cli_output_path(cli->output, base, "_eval.h5", 1, out,
                                    sizeof out)) != PS_EXIT_OK)
         goto done;
 
@@ -67,6 +67,13 @@ int ps_cmd_eval(const ps_cli *cli)
     for (size_t i = 0; i < 2 * nt; i++)
         s += g[i] * g[i];
     double gnorm = sqrt(s);
+    if (!isfinite(f) || !isfinite(gnorm)) {
+        ps_cli_error("evaluation: %s is not finite (%g) at this pulse: its values or the "
+                     "problem's overflow the model",
+                     isfinite(f) ? "the gradient's norm" : "F", isfinite(f) ? gnorm : f);
+        code = PS_EXIT_SOLVER;
+        goto done;
+    }
 
     st = ps_h5_write_eval(out, p, x, f, g, m, err, sizeof err);
     if (st != 0) {

@@ -19,7 +19,7 @@ int ps_cmd_preset(const ps_cli *cli)
     const char *colon = strchr(cli->input, ':');
     size_t n = colon ? (size_t)(colon - cli->input) : strlen(cli->input);
     snprintf(base, sizeof base, "%.*s", (int)n, cli->input);
-    int code = ps_cli_output_path(cli->output, base, ".h5", out, sizeof out);
+    int code = ps_cli_output_path(cli->output, base, ".h5", 1, out, sizeof out);
     if (code == PS_EXIT_OK) {
         st = ps_h5_write_problem(out, p, err, sizeof err);
         if (st != 0) {

@@ -170,7 +170,7 @@ int ps_cmd_tune(const ps_cli *cli)
         return PS_EXIT_NO_GPU;
     }
     if (cli->json_file &&
-        (code = ps_cli_output_path(cli->json_file, "", "", json_path, sizeof json_path)) != PS_EXIT_OK)
+        (code = ps_cli_output_path(cli->json_file, "", "", 0, json_path, sizeof json_path)) != PS_EXIT_OK)
         return code;
     /* S, M, L, T name the benchmark sizes; anything else is a preset spec or a file */
     if (ps_cli_bench_sizes(cli->input, &sz, 1, why, sizeof why) != 1)

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -269,6 +270,35 @@ static int file_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+/* Whether a file whose name begins with `prefix` exists in the working
+ * directory (a leftover temporary file). */
+static int prefix_exists(const char *prefix)
+{
+    DIR *d = opendir(".");
+    assert_non_null(d);
+    int found = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        found |= strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return found;
+}
+
+/* Set element [i][j] of the [d0][d1] dataset `name` of `path` to v_ij. */
+static void h5_set(const char *path, const char *name, hsize_t d0, hsize_t d1,
+                   size_t i, size_t j, double v_ij)
+{
+    double *v = h5_read(path, name, d0, d1);
+    v[i * d1 + j] = v_ij;
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+    free(v);
 }
 
 /* ---- help, version, usage errors ------------------------------------ */
@@ -701,7 +731,7 @@ static void test_design_checkpoint_resume(void **state)
     assert_code(r, 1);
     assert_contains(r->out, "checkpoint   cli_ck.bin");
     assert_true(file_size("cli_ck.bin") > 0);
-    assert_false(file_exists("cli_ck.bin.tmp"));
+    assert_false(prefix_exists("cli_ck.bin.tmp"));
     assert_true(h5_attr("cli_ck_1.h5", "/result", "iterations") == 8);
 
     /* a new process continues it to 30 iterations: the same run */
@@ -909,7 +939,7 @@ static void test_design_checkpoint_every(void **state)
     int code = wait_bounded(pid, bound_s(10.0));
     assert_true(seen);
     assert_int_equal(code, 130);
-    assert_false(file_exists("cli_ev.bin.tmp"));
+    assert_false(prefix_exists("cli_ev.bin.tmp"));
     run_result *r = run("design", "--help", NULL);
     assert_contains(r->out, "--checkpoint FILE");
     assert_contains(r->out, "--every S");
@@ -921,6 +951,56 @@ static void test_design_checkpoint_every(void **state)
 }
 
 /* ---- malformed input, info -------------------------------------------- */
+
+/* Files are written beside their path and renamed over it: a path that is
+ * not a regular file, or one of the command's other files, is refused
+ * before anything runs, and stays as it was. */
+static void test_output_paths(void **state)
+{
+    (void)state;
+    unlink("cli_fifo");
+    unlink("cli_link.h5");
+    unlink("cli_nan_eval.h5");
+    assert_int_equal(mkfifo("cli_fifo", 0644), 0);
+    assert_int_equal(symlink("cli_link_target.h5", "cli_link.h5"), 0);
+    run_result *r = run("preset", "slice1d:nz=10,nt=10", "-o", "cli_fifo", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_fifo: cannot write: not a regular file");
+    struct stat st;
+    assert_int_equal(lstat("cli_fifo", &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    r = run("preset", "slice1d:nz=10,nt=10", "-o", "cli_link.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_link.h5: cannot write: is a symbolic link");
+    assert_int_equal(lstat("cli_link.h5", &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    unlink("cli_fifo");
+    unlink("cli_link.h5");
+
+    r = run("preset", "slice1d:nz=10,nt=10", "-o", "cli_in.h5", NULL);
+    assert_code(r, 0);
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--max-iters", "2", "--checkpoint",
+            "cli_in.h5", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--checkpoint cli_in.h5: is the input problem file");
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--max-iters", "2", "-o", "./cli_in.h5",
+            NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "-o ./cli_in.h5: is the input problem file");
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--max-iters", "2", "--checkpoint",
+            "cli_same.out", "-o", "cli_same.out", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--checkpoint cli_same.out: is also the result file (-o)");
+    r = run("eval", "cli_in.h5", "--backend", "cpu", NULL); /* the problem is intact */
+    assert_code(r, 0);
+
+    /* a pulse that overflows the model: F is NaN, which eval reports as a failure */
+    h5_set("cli_in.h5", "/pulse/b1", 10, 2, 7, 1, 1e200);
+    r = run("eval", "cli_in.h5", "--backend", "cpu", "-o", "cli_nan_eval.h5", NULL);
+    assert_code(r, 4);
+    assert_contains(r->err, "is not finite");
+    assert_false(file_exists("cli_nan_eval.h5"));
+}
 
 static void test_malformed_file(void **state)
 {
@@ -1166,6 +1246,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_design_stop_continue),
         cmocka_unit_test(test_design_checkpoint_every),
         cmocka_unit_test(test_malformed_file),
+        cmocka_unit_test(test_output_paths),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),
         cmocka_unit_test(test_tune),
