@@ -3,6 +3,7 @@
  * "NAME[:key=value,...]".
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,8 @@ static void *xcalloc(size_t n, size_t size, double **slot)
 static int preset_common(ps_problem_desc *d, size_t ns, size_t nt, double dt,
                          double *buf[8], double **r, double **tg, double **g)
 {
+    if (ns > PS_MAX_NS || nt > PS_MAX_NT) /* before anything is allocated */
+        return PS_ERR_SIZE;
     if (!(*r = xcalloc(3 * ns, sizeof **r, &buf[0])) ||
         !(*tg = xcalloc(3 * ns, sizeof **tg, &buf[1])) ||
         !(*g = xcalloc(3 * nt, sizeof **g, &buf[2])))
@@ -70,8 +73,10 @@ static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
     double gb = PS_GAMMA_BAR_DEFAULT;
     size_t ns = n * n;
     double *r, *tg, *g, *df, *s;
-    if (preset_common(d, ns, nt, dt, buf, &r, &tg, &g) ||
-        !(df = xcalloc(ns, sizeof *df, &buf[3])) ||
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    if (st)
+        return st;
+    if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
         !(s = xcalloc(ns, sizeof *s, &buf[4])))
         return PS_ERR_NO_MEMORY;
     double rdisc = fov / 4.0;
@@ -116,8 +121,10 @@ static int build_slice1d(const preset_param *prm, ps_problem_desc *d,
     double tbw = param(prm, "tbw"), trans = param(prm, "trans");
     double gb = PS_GAMMA_BAR_DEFAULT;
     double *r, *tg, *g, *w, *b1;
-    if (preset_common(d, nz, nt, dt, buf, &r, &tg, &g) ||
-        !(w = xcalloc(nz, sizeof *w, &buf[3])) ||
+    int st = preset_common(d, nz, nt, dt, buf, &r, &tg, &g);
+    if (st)
+        return st;
+    if (!(w = xcalloc(nz, sizeof *w, &buf[3])) ||
         !(b1 = xcalloc(2 * nt, sizeof *b1, &buf[4])))
         return PS_ERR_NO_MEMORY;
     for (size_t i = 0; i < nz; i++) {
@@ -167,8 +174,10 @@ static int build_inversion(const preset_param *prm, ps_problem_desc *d,
     double dt = param(prm, "dt");
     size_t ns = ndf * nb1;
     double *r, *tg, *g, *df, *s, *b1;
-    if (preset_common(d, ns, nt, dt, buf, &r, &tg, &g) ||
-        !(df = xcalloc(ns, sizeof *df, &buf[3])) ||
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    if (st)
+        return st;
+    if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
         !(s = xcalloc(ns, sizeof *s, &buf[4])) ||
         !(b1 = xcalloc(2 * nt, sizeof *b1, &buf[5])))
         return PS_ERR_NO_MEMORY;
@@ -226,6 +235,30 @@ static int perr(char *err, size_t len, const char *fmt, ...)
     return PS_ERR_PRESET;
 }
 
+int ps_is_decimal(const char *s)
+{
+    int digits = 0;
+    if (*s == '+' || *s == '-')
+        s++;
+    for (; *s >= '0' && *s <= '9'; s++)
+        digits++;
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
 /* Parse "key=value" pairs separated by ',' into prm (a copy of the defaults). */
 static int parse_overrides(const char *name, const char *list,
                            preset_param *prm, char *err, size_t errlen)
@@ -235,7 +268,7 @@ static int parse_overrides(const char *name, const char *list,
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
         char item[128];
-        if (n == 0 || n >= sizeof item)
+        if (n == 0 || n >= sizeof item || (end && end[1] == '\0'))
             return perr(err, errlen, "preset '%s': empty or too long override "
                         "near '%.40s'", name, p);
         memcpy(item, p, n);
@@ -262,18 +295,25 @@ static int parse_overrides(const char *name, const char *list,
         char *stop;
         errno = 0;
         double v = strtod(val, &stop);
-        if (*val == '\0' || *stop != '\0' || errno || !isfinite(v))
+        if (!ps_is_decimal(val) || *stop != '\0')
             return perr(err, errlen, "preset '%s': %s='%s' is not a number",
                         name, key, val);
+        if (errno == ERANGE || !isfinite(v))
+            return perr(err, errlen, "preset '%s': %s=%s is out of range", name,
+                        key, val);
         if (q->integer && (v < 1 || v != floor(v) || v > 1e8))
             return perr(err, errlen, "preset '%s': %s=%s must be a whole number "
-                        ">= 1", name, key, val);
+                        "from 1 to 1e8", name, key, val);
         if (q->positive && !(v > 0))
             return perr(err, errlen, "preset '%s': %s=%s must be > 0", name,
                         key, val);
-        if ((strcmp(key, "lambda") == 0 || strcmp(key, "b1_max") == 0) && v < 0)
+        if ((strcmp(key, "lambda") == 0 || strcmp(key, "b1_max") == 0 ||
+             strcmp(key, "trans") == 0) && v < 0)
             return perr(err, errlen, "preset '%s': %s=%s must be >= 0", name,
                         key, val);
+        if (strcmp(key, "flip") == 0 && fabs(v) > 360.0)
+            return perr(err, errlen, "preset '%s': flip=%s must be within "
+                        "[-360, 360] degrees", name, val);
         q->value = v;
         p += n;
         if (*p == ',')
@@ -316,13 +356,17 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
         d.b1_max = bm > 0 ? bm : PS_B1MAX_NONE;
         char msg[200];
         st = ps_problem_validate(&d, msg, sizeof msg);
-        if (st)
-            perr(err, errlen, "preset '%s': %s", def->name, msg);
+        if (st) /* the parameters given make an invalid problem */
+            perr(err, errlen, "preset '%s': %s, from the parameters '%s'", def->name, msg,
+                 colon ? colon + 1 : "");
         else
             st = ps_problem_create(&d, out);
     }
     for (int i = 0; i < 8; i++)
         free(buf[i]);
+    if (st == PS_ERR_SIZE && !(err && errlen && err[0]))
+        perr(err, errlen, "preset '%s': the parameters '%s' make more than 2^31 spins "
+             "or 2^26 time steps", def->name, colon ? colon + 1 : "");
     if (st == PS_ERR_NO_MEMORY)
         perr(err, errlen, "preset '%s': out of memory", def->name);
     else if (st)

@@ -9,8 +9,6 @@
 
 #include "problem.h"
 
-#define PS_MAX_NS ((size_t)1 << 31)
-#define PS_MAX_NT ((size_t)1 << 26)
 
 void ps_problem_desc_init(ps_problem_desc *d)
 {
@@ -75,9 +73,10 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
         return fail(msg, len, PS_ERR_NULL, "problem description is NULL");
     if (d->ns == 0 || d->nt == 0)
         return fail(msg, len, PS_ERR_SIZE, "%s is 0", d->ns == 0 ? "ns" : "nt");
-    if (d->ns > PS_MAX_NS || d->nt > PS_MAX_NT)
-        return fail(msg, len, PS_ERR_SIZE, "ns = %zu or nt = %zu is too large",
-                    d->ns, d->nt);
+    if (d->ns > PS_MAX_NS)
+        return fail(msg, len, PS_ERR_SIZE, "ns = %zu is too large (at most 2^31 spins)", d->ns);
+    if (d->nt > PS_MAX_NT)
+        return fail(msg, len, PS_ERR_SIZE, "nt = %zu is too large (at most 2^26 time steps)", d->nt);
     if (!d->r)
         return fail(msg, len, PS_ERR_NULL, "r (spin positions) is NULL");
     if (!d->target)

@@ -474,6 +474,20 @@ static void test_bad_presets(void **state)
     bad("inversion:nt", "nt"); /* not key=value */
     bad("spiral2d:lambda=-1", "lambda");
     bad("slice1d:b1_max=-0.1", "b1_max");
+    /* only plain decimal numbers, and nothing after a last ',' */
+    bad("slice1d:nz=0x10", "0x10");
+    bad("slice1d:nz= 10", " 10");
+    bad("slice1d:nz=10,", "nz=10,");
+    bad("slice1d:dt=1e-320", "out of range"); /* underflows */
+    bad("slice1d:nz=1e9", "from 1 to 1e8");
+    bad("slice1d:trans=-5", "trans");
+    bad("spiral2d:flip=1e308", "flip");
+    /* sizes past the problem's limits, refused before anything is allocated */
+    bad("spiral2d:n=50000", "n=50000");
+    bad("inversion:ndf=100000000,nb1=100", "ndf=100000000,nb1=100");
+    /* parameters that make the arrays non-finite: named with the message */
+    bad("spiral2d:res=1e-300", "res=1e-300");
+    bad("slice1d:tbw=1e308", "tbw=1e308");
 }
 
 int main(void)

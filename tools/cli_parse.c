@@ -3,6 +3,7 @@
  * subcommand. Fills ps_cli and its ps_options; prints nothing.
  */
 #include "cli_parse.h"
+#include "problem.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -221,10 +222,10 @@ static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return 1;
 }
 
-/* Whole string is a finite number >= 0. */
+/* Whole string is a finite decimal number >= 0. */
 static int parse_nonneg(const char *s, double *out)
 {
-    if (!s || !*s)
+    if (!s || !ps_is_decimal(s))
         return 0;
     char *end = NULL;
     errno = 0;

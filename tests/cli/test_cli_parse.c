@@ -146,6 +146,10 @@ static void test_bad_values(void **state)
     expect_usage("--time-limit", "'-1'",
                  parse(&c, "design", "x", "--time-limit", "-1", NULL));
     expect_usage("--gtol", "'inf'", parse(&c, "design", "x", "--gtol", "inf", NULL));
+    /* plain decimal numbers only */
+    expect_usage("--gtol", "'0x1p3'", parse(&c, "design", "x", "--gtol", "0x1p3", NULL));
+    expect_usage("--gtol", "' 1e-3'", parse(&c, "design", "x", "--gtol", " 1e-3", NULL));
+    expect_usage("--time-limit", "'1e'", parse(&c, "design", "x", "--time-limit", "1e", NULL));
     expect_usage("--ftol", "''", parse(&c, "design", "x", "--ftol", "", NULL));
     expect_usage("--backend", "'GPU'", parse(&c, "design", "x", "--backend", "GPU", NULL));
     expect_usage("--precision", "'half'",
