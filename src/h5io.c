@@ -39,6 +39,8 @@
 
 #include <hdf5.h>
 
+#include "problem.h"
+
 /* Error context: the file name goes in front of every message. */
 typedef struct h5ctx {
     const char *path;
@@ -226,6 +228,13 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
     if (dims[0] == 0) {
         status = h5_fail(c, PS_ERR_SIZE, "%s: wrong shape: %s = 0 rows",
                          name, rows_sym);
+        goto done;
+    }
+    /* rows past the problem's limits: refused before anything is allocated */
+    const size_t limit = strcmp(rows_sym, "Nt") == 0 ? PS_MAX_NT : PS_MAX_NS;
+    if (dims[0] > (hsize_t)limit) {
+        status = h5_fail(c, PS_ERR_SIZE, "%s: %llu rows, more than the %s limit of 2^%d", name,
+                         (unsigned long long)dims[0], rows_sym, limit == PS_MAX_NT ? 26 : 31);
         goto done;
     }
     size_t n = (size_t)dims[0];

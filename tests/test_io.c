@@ -508,6 +508,23 @@ static void replace_dset(const char *path, const char *name, hid_t type,
     H5Fclose(f);
 }
 
+/* Replace dataset `name` by a chunked float64 one of shape [d0,d1] that is
+ * never written (a few bytes on disk whatever its size). */
+static void huge_dset(const char *path, const char *name, hsize_t d0, hsize_t d1)
+{
+    hid_t f = open_rw(path);
+    assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
+    hsize_t dims[2] = {d0, d1}, chunk[2] = {1024, d1};
+    hid_t sp = H5Screate_simple(2, dims, NULL), pl = H5Pcreate(H5P_DATASET_CREATE);
+    assert_true(H5Pset_chunk(pl, 2, chunk) >= 0);
+    hid_t ds = H5Dcreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    H5Dclose(ds);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
 /* Set element i of the float64 dataset `name` to v. */
 static void poke(const char *path, const char *name, size_t i, double v)
 {
@@ -608,6 +625,14 @@ static void test_wrong_shape(void **state)
     write_full(path);
     replace_dset(path, "/spins/t1", H5T_IEEE_F64LE, 0, 0, 0, 1.0);
     expect_read_error(path, PS_ERR_FILE, "/spins/t1", "scalar");
+
+    /* row counts past the problem's limits: refused before any allocation */
+    write_full(path);
+    huge_dset(path, "/spins/r", ((hsize_t)1 << 31) + 1, 3);
+    expect_read_error(path, PS_ERR_SIZE, "/spins/r", "more than the Ns limit of 2^31");
+    write_full(path);
+    huge_dset(path, "/pulse/g", ((hsize_t)1 << 26) + 1, 3);
+    expect_read_error(path, PS_ERR_SIZE, "/pulse/g", "more than the Nt limit of 2^26");
 
     /* read_pulse with the wrong Nt */
     write_full(path);
