@@ -371,14 +371,23 @@ static void cancel_random(void **state)
     size_t n = 2 * ps_problem_nt(ref.p);
     double *x = malloc(n * sizeof *x);
     uint64_t seed = 7;
-    long span = (long)(1e6 * ref.r.seconds) + 1;
     int cancelled = 0, resumed = 0, resumed_start = 0;
     for (int i = 0; i < 40; i++) {
         ps_problem_x0(ref.p, x);
         ps_run *run;
         assert_int_equal(ps_solve_start(ref.p, &ref.o, x, &run), 0);
-        if (i > 0) /* the first at once */
-            sleep_us((long)(tu_next(&seed) % (uint64_t)span));
+        /* at a random point of the solve (not a random time: the count of
+         * runs cancelled mid-solve must not depend on the machine's load);
+         * the first at once */
+        if (i > 0) {
+            int64_t target = (int64_t)(tu_next(&seed) % (uint64_t)(ref.r.evaluations * 9 / 10));
+            double t0 = now_s();
+            ps_snapshot s;
+            do {
+                assert_int_equal(ps_run_snapshot(run, &s), 0);
+                assert_true(now_s() - t0 < WAIT_S);
+            } while (s.evaluations < target && s.state != PS_RUN_FINISHED);
+        }
         int how = i % 3; /* 0 running, 1 paused, 2 yielded */
         if (how == 1 && ps_run_pause(run) == 0)
             wait_state(run, PS_RUN_PAUSED);

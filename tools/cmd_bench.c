@@ -658,6 +658,14 @@ int ps_cmd_bench(const ps_cli *cli)
         ps_cli_error("--sizes: %s", err);
         return PS_EXIT_USAGE;
     }
+    /* every size's problem must load before anything is printed */
+    for (int s = 0; s < nsizes; s++) {
+        ps_problem *p = NULL;
+        char base[256];
+        if ((code = ps_cli_load_problem(list[s].spec, &p, base, sizeof base)) != PS_EXIT_OK)
+            return code;
+        ps_problem_free(p);
+    }
     sizes = calloc((size_t)nsizes, sizeof *sizes);
     if (!sizes) {
         ps_cli_error("out of memory");

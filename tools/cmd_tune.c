@@ -162,13 +162,6 @@ int ps_cmd_tune(const ps_cli *cli)
     if ((code = ps_cli_check_options(&o, &log)) != PS_EXIT_OK)
         return code;
     o.log = tune_log;
-    int st = ps_gpu_usable(&o);
-    if (st != 0) {
-        const char *reason = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st);
-        ps_cli_error("tune: no usable GPU (%s): launch shapes can only be measured on a GPU; "
-                     "without one, solves run on the CPU and need no tuning", reason);
-        return PS_EXIT_NO_GPU;
-    }
     if (cli->json_file &&
         (code = ps_cli_output_path(cli->json_file, "", "", 0, json_path, sizeof json_path)) != PS_EXIT_OK)
         return code;
@@ -177,6 +170,14 @@ int ps_cmd_tune(const ps_cli *cli)
         snprintf(sz.spec, sizeof sz.spec, "%s", cli->input);
     if ((code = ps_cli_load_problem(sz.spec, &p, base, sizeof base)) != PS_EXIT_OK)
         return code;
+    int st = ps_gpu_usable(&o);
+    if (st != 0) {
+        const char *reason = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st);
+        ps_cli_error("tune: no usable GPU (%s): launch shapes can only be measured on a GPU; "
+                     "without one, solves run on the CPU and need no tuning", reason);
+        ps_problem_free(p);
+        return PS_EXIT_NO_GPU;
+    }
 
     ps_tune_settings s;
     tune_progress tp = {isatty(STDERR_FILENO)};
