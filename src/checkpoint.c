@@ -242,8 +242,14 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
     ps_solver s;
     memcpy(&s, b + HEADER_LEN, sizeof s);
     REFUSE_IF(s.m != o->memory || s.lb.m != o->memory || s.past != o->past ||
-                  s.max_ls != o->max_linesearch,
+                  s.max_ls != o->max_linesearch || memcmp(&s.gtol, &h.gtol, sizeof s.gtol) ||
+                  memcmp(&s.ftol, &h.ftol, sizeof s.ftol) || memcmp(&s.c1, &h.c1, sizeof s.c1) ||
+                  memcmp(&s.c2, &h.c2, sizeof s.c2) || memcmp(&s.fnoise, &h.fnoise, sizeof s.fnoise),
               "solver settings do not match the header");
+    /* a state past its start has a finite f and gradient norm */
+    int started = s.phase != PS_PHASE_START && !(s.phase == PS_PHASE_DONE && h.history_len == 0);
+    REFUSE_IF(started && !h.error && !(isfinite(s.f) && isfinite(s.gnorm) && s.gnorm >= 0.0),
+              "non-finite solver state (f %g, gradient norm %g)", s.f, s.gnorm);
     REFUSE_IF(s.phase < PS_PHASE_START || s.phase > PS_PHASE_DONE || s.phase != h.phase,
               "bad solver phase %d", s.phase);
     REFUSE_IF(s.lb.k < 0 || s.lb.k > s.m || s.lb.newest < 0 || s.lb.newest >= s.m,
@@ -281,6 +287,13 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
     cu.q = b + HEADER_LEN + sizeof s;
     get(&cu, c->x, n * sizeof(double));
     get(&cu, c->g, n * sizeof(double));
+    /* the point, and its gradient once evaluated, are finite */
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(c->x[i]) || (started && !h.error && !isfinite(c->g[i]))) {
+            free(hist);
+            REFUSE_IF(1, "non-finite %s[%zu]", isfinite(c->x[i]) ? "g" : "x", i);
+        }
+    }
     get(&cu, c->xt, n * sizeof(double));
     get(&cu, c->gt, n * sizeof(double));
     get(&cu, c->d, n * sizeof(double));

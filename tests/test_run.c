@@ -10,6 +10,7 @@
  * yielded run giving the GPU to other work, checkpoints moving between the
  * backends).
  */
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -921,7 +922,7 @@ static void checkpoint_refused(void **state)
     reference_make(&ref, SPEC);
     void *blob;
     size_t len;
-    blob_mid_run(&ref, &blob, &len);
+    int64_t at = blob_mid_run(&ref, &blob, &len);
     const unsigned char *b = blob;
     unsigned char *work = malloc(len + 1);
     printf("checkpoint: %zu bytes\n", len);
@@ -967,6 +968,21 @@ static void checkpoint_refused(void **state)
     assert_true(refused(&ref, work, len));
     printf("wrong version: %s\n", last_log);
     assert_non_null(strstr(last_log, "version"));
+
+    /* a NaN in the point, with a valid checksum (the vectors x, g, xt, gt,
+     * d, S, Y end where the history's rows begin) */
+    {
+        size_t n = 2 * ps_problem_nt(ref.p), m = (size_t)ref.o.memory;
+        size_t x0 = len - 8 - (size_t)(at + 1) * sizeof(ps_progress) - (5 * n + 2 * m * n) * sizeof(double);
+        memcpy(work, b, len);
+        double nan = NAN;
+        memcpy(work + x0 + 3 * sizeof(double), &nan, sizeof nan);
+        sum = fnv1a(work, len - 8);
+        memcpy(work + len - 8, &sum, sizeof sum);
+        assert_true(refused(&ref, work, len));
+        printf("forged x: %s\n", last_log);
+        assert_non_null(strstr(last_log, "non-finite x[3]"));
+    }
 
     /* not a checkpoint at all */
     uint64_t seed = 3;
