@@ -444,8 +444,8 @@ int ps_run_checkpoint(const ps_run *r, void **buf, size_t *len);
  * stopped, bit-identical to a solve that was never stopped; any other
  * finished checkpoint resumes as a finished run with the same outcome. A
  * limit of o that the checkpoint has already reached stops the run before
- * it evaluates again (PS_MAX_ITERATIONS or PS_MAX_EVALUATIONS; later raised,
- * it continues the same way). A run that ends before it evaluates gives the
+ * it evaluates again (PS_MAX_ITERATIONS, PS_MAX_EVALUATIONS or
+ * PS_TIME_LIMIT; later raised, it continues the same way). A run that ends before it evaluates gives the
  * checkpoint's point as its x (ps_run_wait). Returns
  * PS_ERR_CHECKPOINT (with the reason logged through o) for a corrupted,
  * truncated, foreign-problem, wrong-version or mismatching blob.

@@ -331,6 +331,6 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
     }
     /* limits the new options set at or below what was already done */
     if (!c->error)
-        ps_solver_limits_reached(&c->s);
+        ps_solver_limits_reached(&c->s, h.elapsed);
     return PS_CONVERGED;
 }

@@ -731,15 +731,23 @@ PS_HD int ps_solver_count_limits(ps_solver *s)
 
 /*
  * A state under new limits (a checkpoint resumed with other options): a
- * trial already at the iteration or evaluation limit finishes there, as
- * an uninterrupted run with those limits would have (the other phases
- * check the limits before they evaluate; a trial evaluates first). A later
- * lift continues the trial (ps_solver_reopen). Returns 1 if it finished
- * the state.
+ * trial already at the iteration, evaluation or time limit (elapsed: the
+ * solve's seconds so far) finishes there, as an uninterrupted run with
+ * those limits would have (the other phases check the limits before they
+ * evaluate; a trial evaluates first). A later lift continues the trial
+ * (ps_solver_reopen). Returns 1 if it finished the state.
  */
-PS_HD int ps_solver_limits_reached(ps_solver *s)
+PS_HD int ps_solver_limits_reached(ps_solver *s, double elapsed)
 {
-    return s->phase == PS_PHASE_TRIAL && ps_solver_count_limits(s);
+    if (s->phase != PS_PHASE_TRIAL)
+        return 0;
+    if (ps_solver_count_limits(s))
+        return 1;
+    if (s->time_limit > 0.0 && elapsed >= s->time_limit) {
+        ps_solver_finish(s, PS_ST_TIME_LIMIT);
+        return 1;
+    }
+    return 0;
 }
 
 /* START: f and g.g at x0 (one evaluation done). */

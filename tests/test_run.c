@@ -750,7 +750,7 @@ static void limits_reached(void **state)
     size_t len;
     int64_t evals = 0;
     int64_t it = blob_mid_run_at(&ref, 1, &buf, &len, &evals);
-    for (int kind = 0; kind < 4; kind++) {
+    for (int kind = 0; kind < 5; kind++) {
         ps_options o = ref.o;
         if (kind == 0)
             o.max_iterations = it;
@@ -758,13 +758,16 @@ static void limits_reached(void **state)
             o.max_evaluations = evals;
         else if (kind == 2)
             o.max_iterations = it > 1 ? it - 1 : 1; /* below: stops, nothing undone */
-        else
+        else if (kind == 3)
             o.max_evaluations = evals > 1 ? evals - 1 : 1;
+        else
+            o.time_limit = 1e-9; /* the checkpoint's solve took longer */
         ps_run *run;
         assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
         ps_result r;
         int st = finish(run, &r, x);
-        assert_int_equal(st, kind % 2 == 0 ? PS_MAX_ITERATIONS : PS_MAX_EVALUATIONS);
+        assert_int_equal(st, kind == 4 ? PS_TIME_LIMIT
+                             : kind % 2 == 0 ? PS_MAX_ITERATIONS : PS_MAX_EVALUATIONS);
         assert_int_equal(r.iterations, it);
         assert_int_equal(r.evaluations, evals);
         assert_int_equal((int64_t)r.history_len, it + 1);
@@ -777,7 +780,7 @@ static void limits_reached(void **state)
         free(b2);
     }
     printf("limits reached: a checkpoint at iteration %lld, %lld evaluations, stopped at once under "
-           "four limits and continued to the reference's end\n", (long long)it, (long long)evals);
+           "five limits and continued to the reference's end\n", (long long)it, (long long)evals);
     free(buf);
     free(x);
     reference_free(&ref);
