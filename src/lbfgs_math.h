@@ -714,9 +714,9 @@ PS_HD int ps_solver_reopen(ps_solver *s)
     return 1;
 }
 
-/* The iteration and evaluation limits: the state finished (returns 1) if
- * one is reached. */
-PS_HD int ps_solver_count_limits(ps_solver *s)
+/* The iteration, evaluation and time limits (elapsed: the solve's seconds
+ * so far): the state finished (returns 1) if one is reached. */
+PS_HD int ps_solver_stop_limits(ps_solver *s, double elapsed)
 {
     if (s->max_iterations > 0 && s->iteration >= s->max_iterations) {
         ps_solver_finish(s, PS_ST_MAX_ITERATIONS);
@@ -724,6 +724,10 @@ PS_HD int ps_solver_count_limits(ps_solver *s)
     }
     if (s->max_evaluations > 0 && s->evaluations >= s->max_evaluations) {
         ps_solver_finish(s, PS_ST_MAX_EVALUATIONS);
+        return 1;
+    }
+    if (s->time_limit > 0.0 && elapsed >= s->time_limit) {
+        ps_solver_finish(s, PS_ST_TIME_LIMIT);
         return 1;
     }
     return 0;
@@ -739,15 +743,7 @@ PS_HD int ps_solver_count_limits(ps_solver *s)
  */
 PS_HD int ps_solver_limits_reached(ps_solver *s, double elapsed)
 {
-    if (s->phase != PS_PHASE_TRIAL)
-        return 0;
-    if (ps_solver_count_limits(s))
-        return 1;
-    if (s->time_limit > 0.0 && elapsed >= s->time_limit) {
-        ps_solver_finish(s, PS_ST_TIME_LIMIT);
-        return 1;
-    }
-    return 0;
+    return s->phase == PS_PHASE_TRIAL && ps_solver_stop_limits(s, elapsed);
 }
 
 /* START: f and g.g at x0 (one evaluation done). */
@@ -780,13 +776,7 @@ PS_HD void ps_solver_start(ps_solver *s, double f, double gg)
 /* The limits; returns 1 if the solve goes on (else it is DONE). */
 PS_HD int ps_solver_direction_limits(ps_solver *s, double elapsed)
 {
-    if (ps_solver_count_limits(s))
-        return 0;
-    if (s->time_limit > 0.0 && elapsed >= s->time_limit) {
-        ps_solver_finish(s, PS_ST_TIME_LIMIT);
-        return 0;
-    }
-    return 1;
+    return !ps_solver_stop_limits(s, elapsed);
 }
 
 /* The line search along d, from the coefficients' g.d. */
