@@ -13,13 +13,43 @@
 
 #include "h5io.h"
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0. */
+static int utf8_len(const unsigned char *s)
+{
+    int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] > 0xf4)
+        return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/*
+ * One line on stderr: "persolve: " and the message, which may quote text
+ * from a file: control characters and bytes that are not UTF-8 are
+ * written as \xNN.
+ */
 void ps_cli_error(const char *fmt, ...)
 {
+    char msg[8192];
     va_list ap;
-    fputs("persolve: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fputs("persolve: ", stderr);
+    for (const unsigned char *q = (const unsigned char *)msg; *q;) {
+        int n = utf8_len(q);
+        if (n == 0 || (n == 1 && (*q < 0x20 || *q == 0x7f))) {
+            fprintf(stderr, "\\x%02x", *q);
+            q++;
+        } else {
+            fwrite(q, 1, (size_t)n, stderr);
+            q += n;
+        }
+    }
     fputc('\n', stderr);
 }
 

@@ -393,6 +393,12 @@ static void test_unknown_preset(void **state)
     assert_code(r, 3);
     assert_contains(r->err, "nosuchpreset");
     assert_contains(r->err, "No such file"); /* both reasons */
+    /* text quoted in a message: control bytes and bytes that are not UTF-8
+     * escaped, UTF-8 kept */
+    r = run("eval", "cli_no\x01\xff\xc3\xa9.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_no\\x01\\xff\xc3\xa9.h5");
+    assert_null(strchr(r->err, '\x01'));
     r = run("preset", "nosuchpreset", "-o", "cli_never.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "nosuchpreset");
