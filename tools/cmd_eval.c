@@ -50,6 +50,21 @@ int ps_cmd_eval(const ps_cli *cli)
         goto done;
     }
 
+    /* a pulse past the problem's peak constraint is evaluated as given */
+    ps_problem_desc pd;
+    if (ps_problem_describe(p, &pd) == 0 && isfinite(pd.b1_max)) {
+        size_t over = 0;
+        double peak = 0.0;
+        for (size_t k = 0; k < nt; k++) {
+            double a = hypot(x[k], x[nt + k]);
+            peak = a > peak ? a : peak;
+            over += a > pd.b1_max;
+        }
+        if (over)
+            ps_cli_error("warning: the pulse exceeds b1_max = %g G at %zu of %zu steps (peak %g G); "
+                         "F is evaluated at the pulse as given", pd.b1_max, over, nt, peak);
+    }
+
     double f = NAN;
     st = ps_eval(p, &o, x, &f, g);
     if (st == 0)

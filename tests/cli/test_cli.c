@@ -956,6 +956,22 @@ static void test_design_checkpoint_every(void **state)
     assert_contains(r->err, "--every: requires --checkpoint");
 }
 
+/* eval at a pulse past the problem's b1_max: evaluated, with a warning */
+static void test_eval_b1max_warning(void **state)
+{
+    (void)state;
+    run_result *r = run("preset", "slice1d:nz=20,nt=30,b1_max=0.001", "-o", "cli_b1.h5", NULL);
+    assert_code(r, 0);
+    r = run("eval", "cli_b1.h5", "--backend", "cpu", "-o", "cli_b1_eval.h5", NULL);
+    assert_code(r, 0);
+    assert_contains(r->err, "warning: the pulse exceeds b1_max = 0.001 G");
+    r = run("preset", "slice1d:nz=20,nt=30,b1_max=10", "-o", "cli_b1.h5", NULL);
+    assert_code(r, 0);
+    r = run("eval", "cli_b1.h5", "--backend", "cpu", "-o", "cli_b1_eval.h5", NULL);
+    assert_code(r, 0);
+    assert_null(strstr(r->err, "warning"));
+}
+
 /* ---- malformed input, info -------------------------------------------- */
 
 /* Files are written beside their path and renamed over it: a path that is
@@ -1253,6 +1269,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_design_checkpoint_every),
         cmocka_unit_test(test_malformed_file),
         cmocka_unit_test(test_output_paths),
+        cmocka_unit_test(test_eval_b1max_warning),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),
         cmocka_unit_test(test_tune),
