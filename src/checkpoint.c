@@ -246,8 +246,10 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
                   memcmp(&s.ftol, &h.ftol, sizeof s.ftol) || memcmp(&s.c1, &h.c1, sizeof s.c1) ||
                   memcmp(&s.c2, &h.c2, sizeof s.c2) || memcmp(&s.fnoise, &h.fnoise, sizeof s.fnoise),
               "solver settings do not match the header");
-    /* a state past its start has a finite f and gradient norm */
-    int started = s.phase != PS_PHASE_START && !(s.phase == PS_PHASE_DONE && h.history_len == 0);
+    /* a state past its start has a finite f and gradient norm (unless its
+     * start point's objective was not finite: that run ended there) */
+    int started = s.phase != PS_PHASE_START && !(s.phase == PS_PHASE_DONE && h.history_len == 0) &&
+                  s.status != PS_ST_ERR_OBJECTIVE;
     REFUSE_IF(started && !h.error && !(isfinite(s.f) && isfinite(s.gnorm) && s.gnorm >= 0.0),
               "non-finite solver state (f %g, gradient norm %g)", s.f, s.gnorm);
     REFUSE_IF(s.phase < PS_PHASE_START || s.phase > PS_PHASE_DONE || s.phase != h.phase,

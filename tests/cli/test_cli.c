@@ -1022,6 +1022,16 @@ static void test_output_paths(void **state)
     assert_code(r, 4);
     assert_contains(r->err, "is not finite");
     assert_false(file_exists("cli_nan_eval.h5"));
+    /* a solve from there fails at its start; its checkpoint resumes to the same failure */
+    unlink("cli_nan.bin");
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--checkpoint", "cli_nan.bin", "-o",
+            "cli_nan_r.h5", NULL);
+    assert_code(r, 4);
+    assert_contains(r->err, "not finite at the start point");
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--resume", "cli_nan.bin", "-o",
+            "cli_nan_r.h5", NULL);
+    assert_code(r, 4);
+    assert_contains(r->err, "not finite at the start point");
 }
 
 static void test_malformed_file(void **state)
