@@ -780,10 +780,26 @@ typedef struct h5out {
     char *tmp;
 } h5out;
 
+int ps_create_temp_beside(const char *path, int mode, char *tmp, size_t len)
+{
+    static unsigned counter;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        int n = snprintf(tmp, len, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
+        if (n < 0 || (size_t)n >= len) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    return fd;
+}
+
 static int h5_begin(const h5ctx *c, h5out *o)
 {
     char why[200];
-    static unsigned counter;
     size_t len = strlen(c->path) + 64;
     o->file = -1;
     o->tmp = NULL;
@@ -795,14 +811,7 @@ static int h5_begin(const h5ctx *c, h5out *o)
     o->tmp = malloc(len);
     if (!o->tmp)
         return h5_fail(c, PS_ERR_NO_MEMORY, "out of memory");
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(o->tmp, len, "%s.tmp-%ld-%u", c->path, (long)getpid(),
-                 counter++);
-        fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
+    int fd = ps_create_temp_beside(c->path, 0666, o->tmp, len);
     if (fd < 0) {
         int e = errno;
         free(o->tmp);

@@ -9,7 +9,6 @@
 
 #include "problem.h"
 
-
 void ps_problem_desc_init(ps_problem_desc *d)
 {
     if (!d)

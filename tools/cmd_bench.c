@@ -60,6 +60,7 @@ typedef struct bench_row {
 
 typedef struct bench_size {
     ps_bench_size sz;
+    ps_problem *p;        /* its problem, loaded before anything is printed */
     size_t ns, nt;
     double eval_s;        /* GPU: median in-kernel time of one evaluation (0: none) */
     double eval_launch_s; /* GPU: median time of one evaluation launch */
@@ -475,6 +476,7 @@ static void free_size(bench_size *b)
         free(b->rows[i].samples);
         free(b->rows[i].x);
     }
+    ps_problem_free(b->p);
 }
 
 /* p-quantile of v[n] (sorted in place), nearest rank. */
@@ -658,18 +660,22 @@ int ps_cmd_bench(const ps_cli *cli)
         ps_cli_error("--sizes: %s", err);
         return PS_EXIT_USAGE;
     }
-    /* every size's problem must load before anything is printed */
-    for (int s = 0; s < nsizes; s++) {
-        ps_problem *p = NULL;
-        char base[256];
-        if ((code = ps_cli_load_problem(list[s].spec, &p, base, sizeof base)) != PS_EXIT_OK)
-            return code;
-        ps_problem_free(p);
-    }
     sizes = calloc((size_t)nsizes, sizeof *sizes);
     if (!sizes) {
         ps_cli_error("out of memory");
         return PS_EXIT_SOLVER;
+    }
+    /* every size's problem is loaded before anything is printed */
+    for (int s = 0; s < nsizes && code == PS_EXIT_OK; s++) {
+        char base[256];
+        sizes[s].sz = list[s];
+        code = ps_cli_load_problem(list[s].spec, &sizes[s].p, base, sizeof base);
+    }
+    if (code != PS_EXIT_OK) {
+        for (int s = 0; s < nsizes; s++)
+            free_size(&sizes[s]);
+        free(sizes);
+        return code;
     }
     ps_cli_utc_now(date, sizeof date);
 
@@ -689,11 +695,7 @@ int ps_cmd_bench(const ps_cli *cli)
 
     for (int s = 0; s < nsizes; s++) {
         bench_size *b = &sizes[s];
-        ps_problem *p = NULL;
-        char base[256];
-        b->sz = list[s];
-        if ((code = ps_cli_load_problem(b->sz.spec, &p, base, sizeof base)) != PS_EXIT_OK)
-            break;
+        const ps_problem *p = b->p;
         b->ns = ps_problem_ns(p);
         b->nt = ps_problem_nt(p);
         size_t n = 2 * b->nt;
@@ -762,7 +764,6 @@ int ps_cmd_bench(const ps_cli *cli)
             if (row->ran)
                 b->cpu_eval_s = cpu_eval_seconds(p, &o, row->x, cli->repeats < 3 ? cli->repeats : 3);
         }
-        ps_problem_free(p);
         print_size(stdout, b, cli->iters);
         if (ctl_size == s)
             print_control(stdout, b->sz.label, &ctl);

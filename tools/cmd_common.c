@@ -16,11 +16,10 @@
 /* Length of the valid UTF-8 sequence at s (1-4), or 0. */
 static int utf8_len(const unsigned char *s)
 {
-    int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
     if (s[0] < 0x80)
         return 1;
-    if (s[0] > 0xf4)
-        return 0;
+    /* lead bytes: c2-df two, e0-ef three, f0-f4 four; others none */
+    const int n = s[0] < 0xc2 || s[0] > 0xf4 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : 4;
     for (int i = 1; i < n; i++)
         if ((s[i] & 0xc0) != 0x80)
             return 0;

@@ -222,18 +222,11 @@ static void print_text(const ps_cli *cli, const ps_options *o,
 static int write_atomic(const char *path, const void *buf, size_t len,
                         char *why, size_t whylen)
 {
-    static unsigned counter;
     char tmp[4200];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", path, (long)getpid(), counter++) >=
-            (int)sizeof tmp) {
-            snprintf(why, whylen, "%s: file name too long", path);
-            return -1;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST)
-            break;
+    int fd = ps_create_temp_beside(path, 0644, tmp, sizeof tmp);
+    if (fd < 0 && errno == ENAMETOOLONG) {
+        snprintf(why, whylen, "%s: file name too long", path);
+        return -1;
     }
     if (fd < 0) {
         snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
