@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpu.h"
+#include "cuda/gpu.h"
 
 /* 1 (after saying so) when no GPU is usable: the caller returns 77. */
 static inline int tu_no_gpu(void)

@@ -1,5 +1,5 @@
 /*
- * persolve bench: the GPU solve driven three ways (gpu_launch.h: the
+ * persolve bench: the GPU solve driven three ways (cuda/launch.h: the
  * persistent kernel, a host-driven loop of ordinary kernels, a CUDA graph
  * with a conditional WHILE node) side by side in one process on the
  * benchmark sizes, optionally with the CPU backend as a fourth row; a text
@@ -24,10 +24,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu.h"
-#include "gpu_launch.h"
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
 
-#define N_GPU_VARIANTS 4 /* the three of gpu_launch.h, then the persistent kernel with control points */
+#define N_GPU_VARIANTS 4 /* the three of cuda/launch.h, then the persistent kernel with control points */
 #define CTL_VARIANT 3
 #define CTL_PAUSES 1000  /* pause/resume cycles timed (a 99th percentile of 200 is the second longest) */
 #define CTL_YIELDS 100   /* yield/resume cycles timed */
@@ -259,7 +259,7 @@ static double prof_part(const bench_size *b, int optimizer)
 
 /*
  * Where the persistent kernel's time goes: one more run with the phase
- * profile on (block 0 adds the time between its marks, gpu_launch.h),
+ * profile on (block 0 adds the time between its marks, cuda/launch.h),
  * per iteration. The marks add a little time of their own.
  */
 static void profile_phases(const ps_problem *p, const ps_options *o, bench_size *b)

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h5io.h"
+#include "io/h5io.h"
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0. */
 static int utf8_len(const unsigned char *s)

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h5io.h"
+#include "io/h5io.h"
 
 /* Set by the handlers, read by the main loop (or the progress callback). */
 static volatile sig_atomic_t ps_design_signal = 0; /* SIGINT or SIGTERM */

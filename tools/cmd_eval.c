@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5io.h"
+#include "io/h5io.h"
 
 int ps_cmd_eval(const ps_cli *cli)
 {

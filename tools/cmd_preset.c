@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "h5io.h"
+#include "io/h5io.h"
 
 int ps_cmd_preset(const ps_cli *cli)
 {

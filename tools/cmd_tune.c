@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpu.h"
+#include "cuda/gpu.h"
 
 /* The progress line on a terminal while the shapes are measured. */
 typedef struct tune_progress {

@@ -2,16 +2,16 @@
  * The direction and update decisions of the GPU kernels for
  * test_direction.c: one block per state, the state (and the update's
  * dots) copied into shared memory, warp 0 running ps_solver_direction_warp
- * or ps_solver_update_warp out of line (as gpu_loop.cuh's decide_direction
+ * or ps_solver_update_warp out of line (as cuda/loop.cuh's decide_direction
  * and decide_update) while the block's other warp waits at the barrier.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
 
 extern "C" {
-#include "lbfgs_math.h"
+#include "opt/lbfgs_math.h"
 }
-#include "warp_direction.h"
+#include "unit/warp_direction.h"
 
 static __device__ __noinline__ void decide(ps_solver *S, double elapsed)
 {

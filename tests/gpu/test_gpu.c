@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "gpu.h"
-#include "gpu_launch.h"
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
 #include "gpu_suite.h"
-#include "objective.h"
+#include "cpu/objective.h"
 #include "persolve.h"
 #include "test_util.h"
 

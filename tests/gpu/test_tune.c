@@ -23,12 +23,12 @@
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
-#include "gpu.h"
-#include "gpu_launch.h"
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
 #include "gpu_suite.h"
 #include "persolve.h"
 #include "test_util.h"
-#include "tune_cache.h"
+#include "tune/cache.h"
 
 /* ---- the log ---------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * The three drivers of the GPU solve (gpu_launch.h: the persistent kernel,
+ * The three drivers of the GPU solve (cuda/launch.h: the persistent kernel,
  * the host-driven loop of ordinary kernels, the CUDA graph with a
  * conditional WHILE node) run the same phases with the same launch shape,
  * so they must give bit-identical iterates: the history (f, |g|, step and
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "gpu.h"
-#include "gpu_launch.h"
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
 #include "gpu_suite.h"
 #include "persolve.h"
 #include "test_util.h"

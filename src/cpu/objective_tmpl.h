@@ -1,0 +1,131 @@
+/*
+ * Precision template for cpu/objective.c: one spin's forward simulation and
+ * checkpointed backward sweep. Included once per PS_REAL with PS_SFX.
+ *
+ * Backward sweep: the forward pass keeps M at the start of every segment
+ * of K steps (K ~ sqrt(Nt)); the backward pass replays each segment from
+ * its checkpoint into a K-state buffer and walks it in reverse through the
+ * adjoint step. Memory per spin is O(Nt/K + K) instead of O(Nt), and, unlike
+ * reversing the rotations, replay stays exact with relaxation (undoing
+ * relaxation would divide by E1, E2 and amplify rounding).
+ */
+
+typedef struct PS_SFX(spin_ws) {
+    PS_REAL *u, *v;   /* [nt] pulse, G */
+    PS_REAL *gdt;     /* [nt][3] dt gamma G_k, rad/cm */
+    PS_REAL *ckpt;    /* [nseg][3] segment-start states */
+    PS_REAL *seg;     /* [K][3] replayed states M_{k-1} */
+} PS_SFX(spin_ws);
+
+/* Per-spin constants: rotation of one step is theta = (gs u, gs v, gdt.r + wz). */
+typedef struct PS_SFX(spin_par) {
+    PS_REAL r[3], gs, wz, a1, a2; /* relaxation decrements 1 - exp(-dt/T) */
+    int relax;
+} PS_SFX(spin_par);
+
+PS_HD void PS_SFX(spin_theta)(const PS_SFX(spin_ws) *ws,
+                              const PS_SFX(spin_par) *sp, size_t k,
+                              PS_REAL th[3])
+{
+    const PS_REAL *gk = ws->gdt + 3 * k;
+    PS_REAL gz = gk[0] * sp->r[0] + gk[1] * sp->r[1] + gk[2] * sp->r[2];
+    PS_SFX(ps_theta)(sp->gs, ws->u[k], ws->v[k], gz, sp->wz, th);
+}
+
+/* M_Nt from m0 (in/out m[3]); keeps checkpoints every K steps if ckpt. */
+static void PS_SFX(spin_forward)(const PS_SFX(spin_ws) *ws,
+                                 const PS_SFX(spin_par) *sp, size_t nt,
+                                 size_t K, PS_REAL m[3], int ckpt)
+{
+    PS_REAL th[3];
+    for (size_t k = 0; k < nt; k++) {
+        if (ckpt && k % K == 0) {
+            PS_REAL *c = ws->ckpt + 3 * (k / K);
+            c[0] = m[0];
+            c[1] = m[1];
+            c[2] = m[2];
+        }
+        PS_SFX(spin_theta)(ws, sp, k, th);
+        PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
+    }
+}
+
+/*
+ * Backward sweep with lam = dL/dM_Nt; adds dL/du_k, dL/dv_k of this spin to
+ * gacc[k], gacc[nt + k] (double accumulation).
+ */
+static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
+                                  const PS_SFX(spin_par) *sp, size_t nt,
+                                  size_t K, PS_REAL lam[3], double *gacc)
+{
+    PS_REAL th[3], gth[3];
+    size_t nseg = (nt + K - 1) / K;
+    double gs = (double)sp->gs;
+    for (size_t s = nseg; s-- > 0;) {
+        size_t k0 = s * K, k1 = k0 + K < nt ? k0 + K : nt;
+        PS_REAL m[3] = {ws->ckpt[3 * s], ws->ckpt[3 * s + 1],
+                        ws->ckpt[3 * s + 2]};
+        for (size_t k = k0; k < k1; k++) {
+            PS_REAL *b = ws->seg + 3 * (k - k0);
+            b[0] = m[0];
+            b[1] = m[1];
+            b[2] = m[2];
+            PS_SFX(spin_theta)(ws, sp, k, th);
+            PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
+        }
+        for (size_t k = k1; k-- > k0;) {
+            PS_SFX(spin_theta)(ws, sp, k, th);
+            PS_SFX(ps_bloch_adjoint)(th, ws->seg + 3 * (k - k0), lam,
+                                     sp->relax, sp->a1, sp->a2, gth);
+            gacc[k] += (double)gth[0] * gs;
+            gacc[nt + k] += (double)gth[1] * gs;
+        }
+    }
+}
+
+/*
+ * Loss of spins [j0, j1) and, if gacc, their gradient added to gacc[2nt].
+ * mout[ns][3] (may be NULL) receives M_Nt.
+ */
+static double PS_SFX(lane_eval)(const ps_problem *p, const PS_SFX(spin_ws) *ws,
+                                size_t K, size_t j0, size_t j1, double *gacc,
+                                double *mout)
+{
+    double loss = 0.0;
+    double gamma = 2.0 * PS_PI_D * p->gamma_bar;
+    for (size_t j = j0; j < j1; j++) {
+        PS_SFX(spin_par) sp;
+        sp.r[0] = (PS_REAL)p->r[3 * j];
+        sp.r[1] = (PS_REAL)p->r[3 * j + 1];
+        sp.r[2] = (PS_REAL)p->r[3 * j + 2];
+        sp.gs = (PS_REAL)(p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0));
+        sp.wz = (PS_REAL)(p->dt * 2.0 * PS_PI_D * (p->df ? p->df[j] : 0.0));
+        sp.relax = p->t1 || p->t2;
+        double a1, a2, b;
+        ps_relax_decrements(p->dt, p->t1 ? p->t1[j] : 0.0, &a1, &b);
+        ps_relax_decrements(p->dt, p->t2 ? p->t2[j] : 0.0, &a2, &b);
+        sp.a1 = (PS_REAL)a1;
+        sp.a2 = (PS_REAL)a2;
+        PS_REAL m[3] = {0, 0, 1};
+        if (p->m0) {
+            m[0] = (PS_REAL)p->m0[3 * j];
+            m[1] = (PS_REAL)p->m0[3 * j + 1];
+            m[2] = (PS_REAL)p->m0[3 * j + 2];
+        }
+        PS_SFX(spin_forward)(ws, &sp, p->nt, K, m, gacc != NULL);
+        double md[3] = {m[0], m[1], m[2]}, lamd[3];
+        double w = p->w ? p->w[j] : 1.0;
+        loss += ps_spin_loss((int)p->loss, w, md, p->target + 3 * j, lamd);
+        if (mout) {
+            mout[3 * j] = md[0];
+            mout[3 * j + 1] = md[1];
+            mout[3 * j + 2] = md[2];
+        }
+        if (gacc && w != 0.0) {
+            PS_REAL lam[3] = {(PS_REAL)lamd[0], (PS_REAL)lamd[1],
+                              (PS_REAL)lamd[2]};
+            PS_SFX(spin_backward)(ws, &sp, p->nt, K, lam, gacc);
+        }
+    }
+    return loss;
+}

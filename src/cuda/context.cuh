@@ -1,0 +1,115 @@
+/*
+ * A problem and a start point set up on the device for one GPU run: the
+ * buffers of the args struct (cuda/phases.cuh), the resolved launch shape
+ * and the solver state in its START phase. Shared by the persistent kernel
+ * (cuda/solve.cu) and the comparison variants (cuda/variants.cu), so that
+ * all of them run on identical data with an identical launch shape.
+ */
+#ifndef PS_SRC_GPU_CONTEXT_CUH
+#define PS_SRC_GPU_CONTEXT_CUH
+
+#include <cuda_runtime.h>
+
+#include "cuda/launch.h"
+#include "cuda/phases.cuh"
+
+extern "C" {
+#include "common/log.h"
+}
+
+/*
+ * Inside a function with `int st` and an `out:` label: on a CUDA error,
+ * log the call and its error, set st = status and jump to out.
+ */
+#define CUDA_TRY(o, call, status)                                                          \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) {                                                           \
+            ps_log((o), PS_LOG_ERROR, __FILE__, __LINE__, "%s: %s", #call,                 \
+                   cudaGetErrorString(e_));                                                \
+            cudaGetLastError();                                                            \
+            st = (status);                                                                 \
+            goto out;                                                                      \
+        }                                                                                  \
+    } while (0)
+
+namespace ps_gpu {
+
+/*
+ * A stream and the two events that time the work on it: created together,
+ * released together on every path out (a member still NULL was never
+ * created and is skipped). The comparison variants and a GPU run's kernel
+ * stream share it.
+ */
+struct timed_stream {
+    cudaStream_t s;
+    cudaEvent_t ev0, ev1;
+};
+
+inline int timed_stream_create(timed_stream *ts, const ps_options *o)
+{
+    int st = PS_CONVERGED;
+    CUDA_TRY(o, cudaStreamCreateWithFlags(&ts->s, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ts->ev0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ts->ev1), PS_ERR_GPU_LAUNCH);
+out:
+    return st;
+}
+
+/* Milliseconds from ev0 to ev1; the caller has waited for ev1. */
+inline double timed_stream_ms(const timed_stream *ts)
+{
+    float t = 0.0f;
+    cudaEventElapsedTime(&t, ts->ev0, ts->ev1);
+    return t;
+}
+
+inline void timed_stream_destroy(timed_stream *ts)
+{
+    if (ts->ev0)
+        cudaEventDestroy(ts->ev0);
+    if (ts->ev1)
+        cudaEventDestroy(ts->ev1);
+    if (ts->s)
+        cudaStreamDestroy(ts->s);
+}
+
+struct context {
+    args a;            /* device pointers and sizes, mode */
+    ps_gpu_config cfg; /* resolved launch shape: grid G, block, sb, segs, regcap */
+    size_t smem;       /* dynamic shared memory of an evaluation block, bytes */
+    int precision;     /* PS_PRECISION_* of the spin loop */
+    /* allocations (a points into them) */
+    void *d_spin, *d_gdt;
+    double *d_target, *d_w, *d_m0, *d_vec, *d_part;
+    ps_solver *d_state;
+    ps_progress *d_hist;
+    unsigned long long *d_clock; /* [1] global ns at the solve's start (graph variant) */
+};
+
+/*
+ * Resolve the launch shape, allocate and upload. mode MODE_SOLVE: x[2 nt]
+ * are optimizer variables; MODE_EVAL: the physical pulse, want_m: keep
+ * room for M_Nt. On error everything is released and c is zeroed.
+ */
+int context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in, int mode,
+                   const double *x, int want_m, context *c);
+
+/* After a solve: the final state, x (optimizer variables) and the history
+ * into r (status, counts, f, gnorm, backend). Returns r->status or an error. */
+int context_result(const context *c, const ps_options *o, double *x, ps_result *r);
+
+void context_destroy(context *c);
+
+/* Host monotonic clock, seconds. */
+double wall_seconds(void);
+
+/* The comparison variants on a set-up context (cuda/variants.cu): the solve
+ * from the START state to DONE, the final state left on the device
+ * (context_result reads it); *ms: CUDA-event time of the solve. */
+int solve_host_loop(context *c, const ps_options *o, double *ms);
+int solve_graph(context *c, const ps_options *o, double *ms);
+
+} // namespace ps_gpu
+
+#endif /* PS_SRC_GPU_CONTEXT_CUH */

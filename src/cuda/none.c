@@ -1,0 +1,155 @@
+/* GPU backend entries for builds without CUDA: no device, clear status. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
+#include "cuda/run.h"
+#include "common/log.h"
+
+int ps_gpu_device_count(void)
+{
+    return 0;
+}
+
+int ps_gpu_device_describe(int index, char *buf, size_t len)
+{
+    if (buf && len)
+        snprintf(buf, len, "no GPU (built without CUDA)");
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_usable(const ps_options *o)
+{
+    ps_log(o, PS_LOG_INFO, __FILE__, __LINE__,
+           "this build of persolve has no CUDA backend");
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_eval(const ps_problem *p, const ps_options *o, const double *x,
+                double *f, double *grad, double *m)
+{
+    return ps_gpu_usable(o);
+}
+
+int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
+                         const ps_gpu_config *cfg, int variant, double *x,
+                         ps_result *r)
+{
+    return ps_gpu_usable(o);
+}
+
+int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
+                       const ps_gpu_config *cfg, const double *x, int repeats,
+                       double *kernel_seconds, double *launch_seconds)
+{
+    return ps_gpu_usable(o);
+}
+
+/* GPU runs (cuda/run.h): never created without CUDA. */
+int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
+                      const ps_gpu_config *cfg, const double *z,
+                      ps_gpu_run **out)
+{
+    *out = NULL;
+    return ps_gpu_usable(o);
+}
+
+void ps_gpu_run_free(ps_gpu_run *g)
+{
+}
+
+int ps_gpu_run_launch(ps_gpu_run *g)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_run_sync(ps_gpu_run *g)
+{
+    return PS_ERR_NO_GPU;
+}
+
+void ps_gpu_run_command(ps_gpu_run *g, int cmd)
+{
+}
+
+void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
+{
+    memset(out, 0, sizeof *out);
+}
+
+double ps_gpu_run_kernel_seconds(const ps_gpu_run *g)
+{
+    return 0.0;
+}
+
+void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len)
+{
+    if (buf && len)
+        buf[0] = '\0';
+}
+
+void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft)
+{
+}
+
+int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_device_identity(int index, ps_gpu_identity *id)
+{
+    memset(id, 0, sizeof *id);
+    return PS_ERR_NO_GPU;
+}
+
+/* The launch-shape queries the tuning module links against; without CUDA
+ * they are never reached past ps_gpu_usable(). */
+int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
+                          const ps_gpu_config *in, ps_gpu_config *out)
+{
+    return ps_gpu_usable(o);
+}
+
+int ps_gpu_min_segments(const ps_problem *p)
+{
+    return 1;
+}
+
+size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt)
+{
+    return 0;
+}
+
+int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info)
+{
+    memset(info, 0, sizeof *info);
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem)
+{
+    return 0; /* nothing fits */
+}
+
+int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
+                        const ps_gpu_config *cfg, double *x, ps_result *r)
+{
+    return ps_gpu_usable(o);
+}
+
+int ps_gpu_profile_enable(int on)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF])
+{
+    return PS_ERR_NO_GPU;
+}

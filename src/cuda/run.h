@@ -1,0 +1,64 @@
+/*
+ * A GPU run the host steers while its persistent kernel runs (cuda/run.cu):
+ * the asynchronous runs of opt/run.c drive it. The kernel stops at control
+ * points (one per evaluation) to obey the command in the control block
+ * (cuda/control.h); between launches the whole state lives in device
+ * memory and can be copied to and from a CPU driver (opt/driver.h), which is
+ * what checkpoints store: a GPU checkpoint resumes on the CPU and back.
+ */
+#ifndef PS_SRC_GPU_RUN_H
+#define PS_SRC_GPU_RUN_H
+
+#include <stdint.h>
+
+#include "cuda/control.h"
+#include "cuda/launch.h"
+#include "opt/driver.h"
+#include "persolve.h"
+
+typedef struct ps_gpu_run ps_gpu_run;
+
+/* The progress the kernel published last (a consistent copy). */
+typedef struct ps_gpu_progress {
+    uint64_t sequence, heartbeat;
+    int64_t iteration, evaluations;
+    double f, gnorm, step, seconds;
+    int phase, state; /* state: PS_RUN_RUNNING or PS_RUN_PAUSED */
+    int idle;         /* PAUSED and every block waiting at a control point */
+} ps_gpu_progress;
+
+/* Device data for p from the optimizer variables z[2 nt], solver in START,
+ * control on; cfg NULL: the launch shape ps_gpu_resolve_config picks (the
+ * options' forced fields, else the tune cache, else the heuristic).
+ * Nothing is launched. */
+int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
+                      const ps_gpu_config *cfg, const double *z,
+                      ps_gpu_run **out);
+/* Waits for a launched kernel, then releases everything. */
+void ps_gpu_run_free(ps_gpu_run *g);
+
+/* One cooperative launch on the run's stream, from the stored state. */
+int ps_gpu_run_launch(ps_gpu_run *g);
+/* Wait for the launched kernel (no-op if none). */
+int ps_gpu_run_sync(ps_gpu_run *g);
+/* The command the kernel obeys at its next control point (PS_GPU_CMD_*). */
+void ps_gpu_run_command(ps_gpu_run *g, int cmd);
+void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out);
+/* Sum of the CUDA-event times of the launches so far. */
+double ps_gpu_run_kernel_seconds(const ps_gpu_run *g);
+/* "NAME (grid G x B, SB spins x P segments, float32)" */
+void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len);
+/* Before a relaunch (after a yield): solve seconds so far, and f at the
+ * accepted trial when the state is in its UPDATE phase. */
+void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft);
+
+/*
+ * The state into a driver of the same size (solver, vectors, history,
+ * solve seconds), while no kernel runs or while it is paused and idle
+ * (the controller stored the state before it published PAUSED, idle).
+ */
+int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d);
+/* A driver's state onto the device (a resumed checkpoint); no kernel running. */
+int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d);
+
+#endif /* PS_SRC_GPU_RUN_H */

@@ -1,0 +1,1011 @@
+/*
+ * HDF5 problem, result and eval files (SPEC section 3).
+ *
+ * Layout (all numbers float64 unless said otherwise, row-major as h5py
+ * shows them):
+ *
+ *   /spins/r       [Ns,3] cm           /spins/target [Ns,3]
+ *   /spins/df      [Ns]   Hz  (opt)    /spins/b1     [Ns]  B1 scale (opt)
+ *   /spins/w       [Ns]       (opt)    /spins/m0     [Ns,3]         (opt)
+ *   /spins/t1      [Ns]   s   (opt)    /spins/t2     [Ns]  s        (opt)
+ *   /pulse/g       [Nt,3] G/cm         /pulse/b1     [Nt,2] (u, v) G (opt)
+ *   root attributes: dt (s), gamma_bar (Hz/G, opt), lambda (opt),
+ *                    loss (string "full"|"xy"|"mls"|"z", opt), b1_max (G, opt)
+ *
+ *   result: + /result/m [Ns,3], /result/history [rows,6] and attributes
+ *             status, iterations, evaluations, f, backend, device on /result
+ *   eval:   + /eval/gradient [Nt,2] (dF/du, dF/dv), attribute f on /eval,
+ *             /result/m [Ns,3]
+ *
+ * Ns is the row count of /spins/r and Nt the row count of /pulse/g; every
+ * other array must agree with them. Files are written to a temporary name
+ * in the destination directory and renamed into place, so a crash never
+ * leaves a half-written file under the final name.
+ */
+#include "io/h5io.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "model/problem.h"
+
+/* Error context: the file name goes in front of every message. */
+typedef struct h5ctx {
+    const char *path;
+    char *err;
+    size_t errlen;
+} h5ctx;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int h5_fail(const h5ctx *c, int status, const char *fmt, ...)
+{
+    if (c->err && c->errlen > 0) {
+        int n = snprintf(c->err, c->errlen, "%s: ", c->path ? c->path : "(null)");
+        if (n < 0)
+            n = 0;
+        if ((size_t)n < c->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return status;
+}
+
+static void h5_quiet(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+/* Deepest description on HDF5's error stack (the most specific reason). */
+static herr_t h5_walk_cb(unsigned n, const H5E_error2_t *e, void *user)
+{
+    char *buf = user;
+    (void)n;
+    if (e && e->desc && e->desc[0]) {
+        snprintf(buf, 200, "%s", e->desc);
+    }
+    return 0;
+}
+
+static const char *h5_reason(char *buf)
+{
+    buf[0] = '\0';
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_walk_cb, buf);
+    H5Eclear2(H5E_DEFAULT);
+    if (!buf[0])
+        snprintf(buf, 200, "HDF5 error");
+    return buf;
+}
+
+static void h5_close_id(hid_t *id, herr_t (*fn)(hid_t))
+{
+    if (*id >= 0)
+        fn(*id);
+    *id = -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Does the object at absolute path `path` exist? Checks every component. */
+static int h5_exists(hid_t file, const char *path)
+{
+    char buf[256];
+    size_t len = strlen(path);
+    if (len >= sizeof buf)
+        return 0;
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char save = buf[i];
+            buf[i] = '\0';
+            htri_t e = H5Lexists(file, buf, H5P_DEFAULT);
+            buf[i] = save;
+            if (e <= 0) {
+                H5Eclear2(H5E_DEFAULT);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static const char *h5_class_name(H5T_class_t cls)
+{
+    switch (cls) {
+    case H5T_INTEGER:   return "integer";
+    case H5T_FLOAT:     return "float";
+    case H5T_TIME:      return "time";
+    case H5T_STRING:    return "string";
+    case H5T_BITFIELD:  return "bitfield";
+    case H5T_OPAQUE:    return "opaque";
+    case H5T_COMPOUND:  return "compound";
+    case H5T_REFERENCE: return "reference";
+    case H5T_ENUM:      return "enum";
+    case H5T_VLEN:      return "variable-length";
+    case H5T_ARRAY:     return "array";
+    default:            return "unknown type";
+    }
+}
+
+/* "[400,2]" for a shape; "scalar" for rank 0. */
+static void h5_shape_str(char *buf, size_t len, int rank, const hsize_t *dims)
+{
+    if (rank <= 0) {
+        snprintf(buf, len, "scalar");
+        return;
+    }
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, len - n, "[");
+    for (int i = 0; i < rank && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%llu", i ? "," : "",
+                              (unsigned long long)dims[i]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
+/*
+ * Read the float64 dataset `name` of shape [rows] (cols == 0) or
+ * [rows,cols]. rows == 0 on entry accepts any row count and returns it in
+ * *rows_out; `rows_sym` names the expected row count in messages ("Ns").
+ * A missing optional dataset gives *out = NULL and status 0.
+ */
+static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
+                         int required, size_t rows, const char *rows_sym,
+                         size_t cols, double **out, size_t *rows_out)
+{
+    int status = 0;
+    hid_t dset = -1, type = -1, space = -1;
+    char why[200];
+    *out = NULL;
+
+    if (!h5_exists(file, name)) {
+        if (!required)
+            return 0;
+        return h5_fail(c, PS_ERR_FILE, "%s: missing dataset (required)", name);
+    }
+    dset = H5Dopen2(file, name, H5P_DEFAULT);
+    if (dset < 0) {
+        status = h5_fail(c, PS_ERR_FILE, "%s: cannot open as a dataset: %s",
+                         name, h5_reason(why));
+        goto done;
+    }
+    type = H5Dget_type(dset);
+    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+    if (cls != H5T_FLOAT) {
+        status = h5_fail(c, PS_ERR_FILE,
+                         "%s: wrong type: expected float64, got %s", name,
+                         h5_class_name(cls));
+        goto done;
+    }
+    space = H5Dget_space(dset);
+    int want_rank = cols ? 2 : 1;
+    int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    hsize_t dims[H5S_MAX_RANK] = {0};
+    if (rank < 0 || H5Sget_simple_extent_type(space) == H5S_NULL) {
+        status = h5_fail(c, PS_ERR_FILE, "%s: cannot read its shape: %s",
+                         name, h5_reason(why));
+        goto done;
+    }
+    if (rank > 0)
+        H5Sget_simple_extent_dims(space, dims, NULL);
+    int bad = rank != want_rank || (rows && dims[0] != rows) ||
+              (cols && dims[1] != cols);
+    if (bad) {
+        char got[96], want[96];
+        h5_shape_str(got, sizeof got, rank, dims);
+        if (cols && rows)
+            snprintf(want, sizeof want, "[%s,%zu] = [%zu,%zu]", rows_sym,
+                     cols, rows, cols);
+        else if (cols)
+            snprintf(want, sizeof want, "[%s,%zu]", rows_sym, cols);
+        else if (rows)
+            snprintf(want, sizeof want, "[%s] = [%zu]", rows_sym, rows);
+        else
+            snprintf(want, sizeof want, "[%s]", rows_sym);
+        status = h5_fail(c, PS_ERR_FILE,
+                         "%s: wrong shape: expected %s, got %s", name, want,
+                         got);
+        goto done;
+    }
+    if (dims[0] == 0) {
+        status = h5_fail(c, PS_ERR_SIZE, "%s: wrong shape: %s = 0 rows",
+                         name, rows_sym);
+        goto done;
+    }
+    /* rows past the problem's limits: refused before anything is allocated */
+    const size_t limit = strcmp(rows_sym, "Nt") == 0 ? PS_MAX_NT : PS_MAX_NS;
+    if (dims[0] > (hsize_t)limit) {
+        status = h5_fail(c, PS_ERR_SIZE, "%s: %llu rows, more than the %s limit of 2^%d", name,
+                         (unsigned long long)dims[0], rows_sym, limit == PS_MAX_NT ? 26 : 31);
+        goto done;
+    }
+    size_t n = (size_t)dims[0];
+    size_t total = n * (cols ? cols : 1);
+    if ((hsize_t)n != dims[0] || total / (cols ? cols : 1) != n ||
+        total > SIZE_MAX / sizeof(double)) {
+        status = h5_fail(c, PS_ERR_SIZE, "%s: too large (%llu rows)", name,
+                         (unsigned long long)dims[0]);
+        goto done;
+    }
+    double *buf = malloc(total * sizeof(double));
+    if (!buf) {
+        status = h5_fail(c, PS_ERR_NO_MEMORY, "%s: out of memory for %zu values",
+                         name, total);
+        goto done;
+    }
+    if (H5Dread(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+        free(buf);
+        status = h5_fail(c, PS_ERR_FILE,
+                         "%s: cannot read data (truncated or corrupted file?): %s",
+                         name, h5_reason(why));
+        goto done;
+    }
+    *out = buf;
+    if (rows_out)
+        *rows_out = n;
+done:
+    h5_close_id(&space, H5Sclose);
+    h5_close_id(&type, H5Tclose);
+    h5_close_id(&dset, H5Dclose);
+    return status;
+}
+
+/* Check that an attribute's dataspace holds exactly one element. */
+static int h5_attr_one(hid_t attr)
+{
+    hid_t space = H5Aget_space(attr);
+    if (space < 0)
+        return 0;
+    hssize_t n = H5Sget_simple_extent_npoints(space);
+    H5Sclose(space);
+    return n == 1;
+}
+
+/*
+ * Open the attribute `name` of loc and check that it holds one element of
+ * class `cls` (`cls_text` and `shape_text` say what was expected in the
+ * messages). Returns 0 with *attr = -1 when it is absent and not required;
+ * on success *attr and *type are open and the caller closes them, on
+ * failure nothing is left open.
+ */
+static int h5_open_attr(hid_t loc, const h5ctx *c, const char *name,
+                        int required, H5T_class_t cls, const char *cls_text,
+                        const char *shape_text, hid_t *attr, hid_t *type)
+{
+    int status = 0;
+    char why[200];
+    *attr = -1;
+    *type = -1;
+    htri_t e = H5Aexists(loc, name);
+    if (e <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        if (!required)
+            return 0;
+        return h5_fail(c, PS_ERR_FILE, "attribute %s: missing (required)", name);
+    }
+    *attr = H5Aopen(loc, name, H5P_DEFAULT);
+    if (*attr < 0) {
+        status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot open: %s", name,
+                         h5_reason(why));
+        goto fail;
+    }
+    *type = H5Aget_type(*attr);
+    H5T_class_t got = *type >= 0 ? H5Tget_class(*type) : H5T_NO_CLASS;
+    if (got != cls) {
+        status = h5_fail(c, PS_ERR_FILE,
+                         "attribute %s: wrong type: expected %s, got %s", name,
+                         cls_text, h5_class_name(got));
+        goto fail;
+    }
+    if (!h5_attr_one(*attr)) {
+        status = h5_fail(c, PS_ERR_FILE,
+                         "attribute %s: wrong shape: expected %s", name,
+                         shape_text);
+        goto fail;
+    }
+    return 0;
+fail:
+    h5_close_id(type, H5Tclose);
+    h5_close_id(attr, H5Aclose);
+    return status;
+}
+
+/* Read the float root attribute `name`; *present = 0 if it is absent. */
+static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
+                               int required, double *out, int *present)
+{
+    hid_t attr, type;
+    char why[200];
+    *present = 0;
+    int status = h5_open_attr(loc, c, name, required, H5T_FLOAT, "float64",
+                              "a scalar", &attr, &type);
+    if (status || attr < 0)
+        return status;
+    if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0)
+        status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot read: %s",
+                         name, h5_reason(why));
+    else
+        *present = 1;
+    h5_close_id(&type, H5Tclose);
+    h5_close_id(&attr, H5Aclose);
+    return status;
+}
+
+/* Read a string attribute (fixed or variable length) into buf[len]. */
+static int h5_read_attr_string(hid_t loc, const h5ctx *c, const char *name,
+                               char *buf, size_t len, int *present)
+{
+    hid_t attr, type, mem = -1;
+    char why[200];
+    *present = 0;
+    int status = h5_open_attr(loc, c, name, 0, H5T_STRING, "a string",
+                              "a scalar string", &attr, &type);
+    if (status || attr < 0)
+        return status;
+    mem = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mem, H5Tget_cset(type)); /* ASCII <-> UTF-8 do not convert */
+    if (H5Tis_variable_str(type) > 0) {
+        char *s = NULL;
+        H5Tset_size(mem, H5T_VARIABLE);
+        if (H5Aread(attr, mem, &s) < 0) {
+            status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot read: %s",
+                             name, h5_reason(why));
+            goto done;
+        }
+        snprintf(buf, len, "%s", s ? s : "");
+        H5free_memory(s);
+    } else {
+        size_t sz = H5Tget_size(type);
+        char *tmp = calloc(sz + 1, 1);
+        if (!tmp) {
+            status = h5_fail(c, PS_ERR_NO_MEMORY, "attribute %s: out of memory",
+                             name);
+            goto done;
+        }
+        H5Tset_size(mem, sz + 1);
+        H5Tset_strpad(mem, H5T_STR_NULLTERM);
+        if (H5Aread(attr, mem, tmp) < 0) {
+            free(tmp);
+            status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot read: %s",
+                             name, h5_reason(why));
+            goto done;
+        }
+        snprintf(buf, len, "%s", tmp);
+        free(tmp);
+    }
+    *present = 1;
+done:
+    h5_close_id(&mem, H5Tclose);
+    h5_close_id(&type, H5Tclose);
+    h5_close_id(&attr, H5Aclose);
+    return status;
+}
+
+/* Open `path` read-only with a precise message for each way it can fail. */
+static hid_t h5_open_read(const h5ctx *c, int *status)
+{
+    struct stat st;
+    char why[200];
+    *status = 0;
+    if (!c->path) {
+        *status = PS_ERR_NULL;
+        return -1;
+    }
+    if (stat(c->path, &st) != 0) {
+        *status = h5_fail(c, PS_ERR_FILE, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        *status = h5_fail(c, PS_ERR_FILE, "cannot open: is a directory");
+        return -1;
+    }
+    if (access(c->path, R_OK) != 0) {
+        *status = h5_fail(c, PS_ERR_FILE, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    htri_t is = H5Fis_hdf5(c->path);
+    if (is == 0) {
+        H5Eclear2(H5E_DEFAULT);
+        *status = h5_fail(c, PS_ERR_FILE,
+                          "not an HDF5 file (no HDF5 signature; %lld bytes)",
+                          (long long)st.st_size);
+        return -1;
+    }
+    hid_t file = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) {
+        *status = h5_fail(c, PS_ERR_FILE,
+                          "cannot open as HDF5 (truncated or corrupted file): %s",
+                          h5_reason(why));
+        return -1;
+    }
+    return file;
+}
+
+/*
+ * Map the field a ps_problem_validate message names ("df[12] is NaN") to
+ * where it lives in the file. Returns NULL if no known field is named.
+ */
+static const char *h5_field_location(const char *msg)
+{
+    static const struct {
+        const char *field, *where;
+    } map[] = {
+        {"r", "/spins/r"},           {"target", "/spins/target"},
+        {"df", "/spins/df"},         {"b1scale", "/spins/b1"},
+        {"w", "/spins/w"},           {"m0", "/spins/m0"},
+        {"t1", "/spins/t1"},         {"t2", "/spins/t2"},
+        {"g", "/pulse/g"},           {"b1", "/pulse/b1"},
+        {"dt", "attribute dt"},      {"gamma_bar", "attribute gamma_bar"},
+        {"lambda", "attribute lambda"}, {"loss", "attribute loss"},
+        {"b1_max", "attribute b1_max"}, {"ns", "/spins/r"},
+        {"nt", "/pulse/g"},
+    };
+    const char *p = msg;
+    while (*p) {
+        while (*p && !(isalnum((unsigned char)*p) || *p == '_'))
+            p++;
+        const char *s = p;
+        while (*p && (isalnum((unsigned char)*p) || *p == '_'))
+            p++;
+        size_t n = (size_t)(p - s);
+        for (size_t i = 0; n && i < sizeof map / sizeof map[0]; i++)
+            if (strlen(map[i].field) == n && !strncmp(map[i].field, s, n))
+                return map[i].where;
+    }
+    return NULL;
+}
+
+/*
+ * The problem's datasets in the order they are read: the dataset, whether
+ * it must be there, its rows (Ns spins or Nt steps), its columns (0: a
+ * vector) and the field of ps_problem_desc it fills. /spins/r and
+ * /pulse/g come first and set Ns and Nt, which every later one must match.
+ */
+typedef struct h5_dataset {
+    const char *path;
+    int required;
+    int per_step; /* Nt rows, else Ns */
+    size_t cols;
+    size_t field; /* offsetof the pointer in ps_problem_desc */
+} h5_dataset;
+
+static const h5_dataset h5_problem_datasets[] = {
+    {"/spins/r", 1, 0, 3, offsetof(ps_problem_desc, r)},
+    {"/pulse/g", 1, 1, 3, offsetof(ps_problem_desc, g)},
+    {"/spins/target", 1, 0, 3, offsetof(ps_problem_desc, target)},
+    {"/spins/df", 0, 0, 0, offsetof(ps_problem_desc, df)},
+    {"/spins/b1", 0, 0, 0, offsetof(ps_problem_desc, b1scale)},
+    {"/spins/w", 0, 0, 0, offsetof(ps_problem_desc, w)},
+    {"/spins/m0", 0, 0, 3, offsetof(ps_problem_desc, m0)},
+    {"/spins/t1", 0, 0, 0, offsetof(ps_problem_desc, t1)},
+    {"/spins/t2", 0, 0, 0, offsetof(ps_problem_desc, t2)},
+    {"/pulse/b1", 0, 1, 2, offsetof(ps_problem_desc, b1)},
+};
+
+#define H5_NDATASETS (sizeof h5_problem_datasets / sizeof h5_problem_datasets[0])
+
+int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
+                       size_t errlen)
+{
+    h5ctx c = {path, err, errlen};
+    double *arrays[H5_NDATASETS] = {NULL};
+    ps_problem_desc d;
+    int st = 0, present = 0;
+    size_t ns = 0, nt = 0;
+    char loss[64];
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out)
+        return PS_ERR_NULL;
+    *out = NULL;
+    if (!path)
+        return h5_fail(&c, PS_ERR_NULL, "no file name");
+    h5_quiet();
+    hid_t file = h5_open_read(&c, &st);
+    if (file < 0)
+        return st;
+
+    ps_problem_desc_init(&d);
+    for (size_t i = 0; i < H5_NDATASETS; i++) {
+        const h5_dataset *ds = &h5_problem_datasets[i];
+        /* Ns or Nt is 0 until its first dataset is read: that one accepts
+         * any row count and sets it, the later ones must match it */
+        size_t *rows = ds->per_step ? &nt : &ns;
+        if ((st = h5_read_array(file, &c, ds->path, ds->required, *rows,
+                                ds->per_step ? "Nt" : "Ns", ds->cols,
+                                &arrays[i], rows)))
+            goto done;
+        *(const double **)((char *)&d + ds->field) = arrays[i];
+    }
+
+    double v;
+    if ((st = h5_read_attr_double(file, &c, "dt", 1, &v, &present)))
+        goto done;
+    d.dt = v;
+    if ((st = h5_read_attr_double(file, &c, "gamma_bar", 0, &v, &present)))
+        goto done;
+    if (present)
+        d.gamma_bar = v;
+    if ((st = h5_read_attr_double(file, &c, "lambda", 0, &v, &present)))
+        goto done;
+    if (present)
+        d.lambda = v;
+    if ((st = h5_read_attr_double(file, &c, "b1_max", 0, &v, &present)))
+        goto done;
+    if (present)
+        d.b1_max = v;
+    if ((st = h5_read_attr_string(file, &c, "loss", loss, sizeof loss, &present)))
+        goto done;
+    if (present && ps_loss_parse(loss, &d.loss) != 0) {
+        st = h5_fail(&c, PS_ERR_LOSS,
+                     "attribute loss: unknown loss '%s' (expected full, xy, "
+                     "mls or z)", loss);
+        goto done;
+    }
+
+    d.ns = ns;
+    d.nt = nt;
+
+    char msg[256] = "";
+    st = ps_problem_validate(&d, msg, sizeof msg);
+    if (st != 0) {
+        const char *where = h5_field_location(msg);
+        if (where)
+            st = h5_fail(&c, st, "%s: %s", where, msg[0] ? msg : ps_strerror(st));
+        else
+            st = h5_fail(&c, st, "%s", msg[0] ? msg : ps_strerror(st));
+        goto done;
+    }
+    st = ps_problem_create(&d, out);
+    if (st != 0)
+        st = h5_fail(&c, st, "%s", ps_strerror(st));
+done:
+    for (size_t i = 0; i < H5_NDATASETS; i++)
+        free(arrays[i]);
+    H5Fclose(file);
+    return st;
+}
+
+int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
+                     size_t errlen)
+{
+    h5ctx c = {path, err, errlen};
+    double *b1 = NULL;
+    int st = 0;
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (!x)
+        return PS_ERR_NULL;
+    if (!path)
+        return h5_fail(&c, PS_ERR_NULL, "no file name");
+    if (nt == 0)
+        return h5_fail(&c, PS_ERR_SIZE, "/pulse/b1: Nt = 0");
+    h5_quiet();
+    hid_t file = h5_open_read(&c, &st);
+    if (file < 0)
+        return st;
+    st = h5_read_array(file, &c, "/pulse/b1", 1, nt, "Nt", 2, &b1, NULL);
+    if (st == 0) {
+        for (size_t k = 0; k < nt; k++) {
+            if (!isfinite(b1[2 * k]) || !isfinite(b1[2 * k + 1])) {
+                st = h5_fail(&c, PS_ERR_NONFINITE,
+                             "/pulse/b1: row %zu is not finite (%g, %g)", k,
+                             b1[2 * k], b1[2 * k + 1]);
+                break;
+            }
+            x[k] = b1[2 * k];
+            x[nt + k] = b1[2 * k + 1];
+        }
+    }
+    free(b1);
+    H5Fclose(file);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int h5_write_array(hid_t loc, const h5ctx *c, const char *name,
+                          size_t rows, size_t cols, const double *data)
+{
+    char why[200];
+    hsize_t dims[2] = {rows, cols};
+    hid_t space = H5Screate_simple(cols ? 2 : 1, dims, NULL);
+    hid_t dset = space >= 0 ? H5Dcreate2(loc, name, H5T_IEEE_F64LE, space,
+                                         H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+                            : -1;
+    int ok = dset >= 0;
+    if (ok && rows > 0)
+        ok = H5Dwrite(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                      data) >= 0;
+    int st = ok ? 0 : h5_fail(c, PS_ERR_FILE, "%s: cannot write: %s", name,
+                              h5_reason(why));
+    h5_close_id(&dset, H5Dclose);
+    h5_close_id(&space, H5Sclose);
+    return st;
+}
+
+/* Write a scalar attribute of file type ftype from memory type mtype. */
+static int h5_write_attr(hid_t loc, const h5ctx *c, const char *name,
+                         hid_t ftype, hid_t mtype, const void *value)
+{
+    char why[200];
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = space >= 0 ? H5Acreate2(loc, name, ftype, space, H5P_DEFAULT,
+                                         H5P_DEFAULT)
+                            : -1;
+    int ok = attr >= 0 && H5Awrite(attr, mtype, value) >= 0;
+    int st = ok ? 0 : h5_fail(c, PS_ERR_FILE, "attribute %s: cannot write: %s",
+                              name, h5_reason(why));
+    h5_close_id(&attr, H5Aclose);
+    h5_close_id(&space, H5Sclose);
+    return st;
+}
+
+static int h5_write_attr_double(hid_t loc, const h5ctx *c, const char *name,
+                                double v)
+{
+    return h5_write_attr(loc, c, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+static int h5_write_attr_int64(hid_t loc, const h5ctx *c, const char *name,
+                               int64_t v)
+{
+    return h5_write_attr(loc, c, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+}
+
+static int h5_write_attr_int(hid_t loc, const h5ctx *c, const char *name, int v)
+{
+    return h5_write_attr(loc, c, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v);
+}
+
+/* Variable-length UTF-8 string: what h5py writes for a Python str. */
+static int h5_write_attr_string(hid_t loc, const h5ctx *c, const char *name,
+                                const char *s)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type < 0)
+        return h5_fail(c, PS_ERR_FILE, "attribute %s: cannot create type", name);
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+    const char *v = s ? s : "";
+    int st = h5_write_attr(loc, c, name, type, type, &v);
+    H5Tclose(type);
+    return st;
+}
+
+static hid_t h5_group(hid_t file, const h5ctx *c, const char *name, int *st)
+{
+    char why[200];
+    hid_t g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        *st = h5_fail(c, PS_ERR_FILE, "%s: cannot create group: %s", name,
+                      h5_reason(why));
+    return g;
+}
+
+/* x in solver layout (u_1..u_Nt, v_1..v_Nt) -> rows (u_k, v_k). */
+static double *h5_rows_from_x(const double *x, size_t nt)
+{
+    double *b = malloc(2 * nt * sizeof(double));
+    if (!b)
+        return NULL;
+    for (size_t k = 0; k < nt; k++) {
+        b[2 * k] = x[k];
+        b[2 * k + 1] = x[nt + k];
+    }
+    return b;
+}
+
+/*
+ * The problem's groups and root attributes. x (solver layout) replaces the
+ * problem's start pulse as /pulse/b1 when not NULL.
+ */
+static int h5_write_problem_body(hid_t file, const h5ctx *c,
+                                 const ps_problem_desc *d, const double *x)
+{
+    int st = 0;
+    double *rows = NULL;
+    hid_t spins = h5_group(file, c, "/spins", &st);
+    hid_t pulse = spins >= 0 ? h5_group(file, c, "/pulse", &st) : -1;
+    if (st)
+        goto done;
+    size_t ns = d->ns, nt = d->nt;
+    if ((st = h5_write_array(spins, c, "r", ns, 3, d->r)) ||
+        (st = h5_write_array(spins, c, "target", ns, 3, d->target)) ||
+        (d->df && (st = h5_write_array(spins, c, "df", ns, 0, d->df))) ||
+        (d->b1scale && (st = h5_write_array(spins, c, "b1", ns, 0, d->b1scale))) ||
+        (d->w && (st = h5_write_array(spins, c, "w", ns, 0, d->w))) ||
+        (d->m0 && (st = h5_write_array(spins, c, "m0", ns, 3, d->m0))) ||
+        (d->t1 && (st = h5_write_array(spins, c, "t1", ns, 0, d->t1))) ||
+        (d->t2 && (st = h5_write_array(spins, c, "t2", ns, 0, d->t2))) ||
+        (st = h5_write_array(pulse, c, "g", nt, 3, d->g)))
+        goto done;
+    const double *b1 = d->b1;
+    if (x) {
+        rows = h5_rows_from_x(x, nt);
+        if (!rows) {
+            st = h5_fail(c, PS_ERR_NO_MEMORY, "/pulse/b1: out of memory");
+            goto done;
+        }
+        b1 = rows;
+    }
+    if (b1 && (st = h5_write_array(pulse, c, "b1", nt, 2, b1)))
+        goto done;
+    const char *loss = ps_loss_name(d->loss);
+    if ((st = h5_write_attr_double(file, c, "dt", d->dt)) ||
+        (st = h5_write_attr_double(file, c, "gamma_bar",
+                                   d->gamma_bar > 0 ? d->gamma_bar
+                                                    : PS_GAMMA_BAR_DEFAULT)) ||
+        (st = h5_write_attr_double(file, c, "lambda", d->lambda)) ||
+        (st = h5_write_attr_string(file, c, "loss", loss ? loss : "full")))
+        goto done;
+    if (isfinite(d->b1_max) &&
+        (st = h5_write_attr_double(file, c, "b1_max", d->b1_max)))
+        goto done;
+done:
+    free(rows);
+    h5_close_id(&pulse, H5Gclose);
+    h5_close_id(&spins, H5Gclose);
+    return st;
+}
+
+/*
+ * A file being written: the temporary name beside the destination, renamed
+ * into place by h5_commit() once everything is on disk.
+ */
+typedef struct h5out {
+    hid_t file;
+    char *tmp;
+} h5out;
+
+int ps_create_temp_beside(const char *path, int mode, char *tmp, size_t len)
+{
+    static unsigned counter;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        int n = snprintf(tmp, len, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
+        if (n < 0 || (size_t)n >= len) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    return fd;
+}
+
+static int h5_begin(const h5ctx *c, h5out *o)
+{
+    char why[200];
+    size_t len = strlen(c->path) + 64;
+    o->file = -1;
+    o->tmp = NULL;
+    /* the rename replaces the path itself: only a regular file (or none) */
+    struct stat ls;
+    if (lstat(c->path, &ls) == 0 && !S_ISREG(ls.st_mode))
+        return h5_fail(c, PS_ERR_FILE, "cannot write: %s",
+                       S_ISLNK(ls.st_mode) ? "is a symbolic link" : "not a regular file");
+    o->tmp = malloc(len);
+    if (!o->tmp)
+        return h5_fail(c, PS_ERR_NO_MEMORY, "out of memory");
+    int fd = ps_create_temp_beside(c->path, 0666, o->tmp, len);
+    if (fd < 0) {
+        int e = errno;
+        free(o->tmp);
+        o->tmp = NULL;
+        return h5_fail(c, PS_ERR_FILE, "cannot create: %s", strerror(e));
+    }
+    close(fd);
+    o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (o->file < 0) {
+        int st = h5_fail(c, PS_ERR_FILE, "cannot create HDF5 file: %s",
+                         h5_reason(why));
+        unlink(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+        return st;
+    }
+    return 0;
+}
+
+/* Close, flush to disk and rename into place (st == 0), or discard. */
+static int h5_end(const h5ctx *c, h5out *o, int st)
+{
+    char why[200];
+    if (o->file >= 0 && H5Fclose(o->file) < 0 && st == 0)
+        st = h5_fail(c, PS_ERR_FILE, "cannot close: %s", h5_reason(why));
+    o->file = -1;
+    if (st == 0) {
+        int fd = open(o->tmp, O_RDONLY);
+        if (fd >= 0) {
+            if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+                st = h5_fail(c, PS_ERR_FILE, "cannot sync: %s", strerror(errno));
+            close(fd);
+        }
+    }
+    if (st == 0 && rename(o->tmp, c->path) != 0)
+        st = h5_fail(c, PS_ERR_FILE, "cannot rename %s into place: %s", o->tmp,
+                     strerror(errno));
+    if (st != 0)
+        unlink(o->tmp);
+    free(o->tmp);
+    o->tmp = NULL;
+    return st;
+}
+
+/* Common checks of the write functions; fills *d. */
+static int h5_write_prepare(const h5ctx *c, const ps_problem *p,
+                            ps_problem_desc *d)
+{
+    if (c->err && c->errlen)
+        c->err[0] = '\0';
+    if (!c->path)
+        return h5_fail(c, PS_ERR_NULL, "no file name");
+    if (!p)
+        return h5_fail(c, PS_ERR_NULL, "no problem");
+    h5_quiet();
+    int st = ps_problem_describe(p, d);
+    if (st != 0)
+        return h5_fail(c, st, "cannot describe the problem: %s", ps_strerror(st));
+    return 0;
+}
+
+int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
+                        size_t errlen)
+{
+    h5ctx c = {path, err, errlen};
+    ps_problem_desc d;
+    h5out o;
+    int st = h5_write_prepare(&c, p, &d);
+    if (st || (st = h5_begin(&c, &o)))
+        return st;
+    st = h5_write_problem_body(o.file, &c, &d, NULL);
+    return h5_end(&c, &o, st);
+}
+
+static const char *h5_backend_name(ps_backend b)
+{
+    switch (b) {
+    case PS_BACKEND_CPU: return "cpu";
+    case PS_BACKEND_GPU: return "gpu";
+    case PS_BACKEND_AUTO: return "auto";
+    }
+    return "unknown";
+}
+
+int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
+                       const double *m, const ps_result *r, char *err,
+                       size_t errlen)
+{
+    h5ctx c = {path, err, errlen};
+    ps_problem_desc d;
+    h5out o;
+    double *hist = NULL;
+    hid_t res = -1, dset = -1;
+    char why[200];
+    int st = h5_write_prepare(&c, p, &d);
+    if (st)
+        return st;
+    if (!x || !m || !r)
+        return h5_fail(&c, PS_ERR_NULL, "no pulse, magnetization or result");
+    if ((st = h5_begin(&c, &o)))
+        return st;
+    if ((st = h5_write_problem_body(o.file, &c, &d, x)))
+        goto done;
+    res = h5_group(o.file, &c, "/result", &st);
+    if (st)
+        goto done;
+    if ((st = h5_write_array(res, &c, "m", d.ns, 3, m)))
+        goto done;
+
+    /* /result/history [rows][6]: iteration, f, gnorm, step, evaluations, s */
+    size_t rows = r->history ? r->history_len : 0;
+    hist = malloc((rows ? rows : 1) * 6 * sizeof(double));
+    if (!hist) {
+        st = h5_fail(&c, PS_ERR_NO_MEMORY, "/result/history: out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        const ps_progress *h = &r->history[i];
+        hist[6 * i + 0] = (double)h->iteration;
+        hist[6 * i + 1] = h->f;
+        hist[6 * i + 2] = h->gnorm;
+        hist[6 * i + 3] = h->step;
+        hist[6 * i + 4] = (double)h->evaluations;
+        hist[6 * i + 5] = h->seconds;
+    }
+    if ((st = h5_write_array(res, &c, "history", rows, 6, hist)))
+        goto done;
+    dset = H5Dopen2(res, "history", H5P_DEFAULT);
+    if (dset < 0) {
+        st = h5_fail(&c, PS_ERR_FILE, "/result/history: cannot reopen: %s",
+                     h5_reason(why));
+        goto done;
+    }
+    if ((st = h5_write_attr_string(dset, &c, "columns",
+                                   "iteration,f,gnorm,step,evaluations,"
+                                   "seconds")))
+        goto done;
+
+    if ((st = h5_write_attr_int(res, &c, "status", r->status)) ||
+        (st = h5_write_attr_string(res, &c, "status_text",
+                                   ps_strerror(r->status))) ||
+        (st = h5_write_attr_int64(res, &c, "iterations", r->iterations)) ||
+        (st = h5_write_attr_int64(res, &c, "evaluations", r->evaluations)) ||
+        (st = h5_write_attr_double(res, &c, "f", r->f)) ||
+        (st = h5_write_attr_double(res, &c, "gnorm", r->gnorm)) ||
+        (st = h5_write_attr_double(res, &c, "seconds", r->seconds)) ||
+        (st = h5_write_attr_string(res, &c, "backend",
+                                   h5_backend_name(r->backend))) ||
+        (st = h5_write_attr_string(res, &c, "device", r->device)) ||
+        (st = h5_write_attr_int(res, &c, "fell_back", r->fell_back)))
+        goto done;
+done:
+    free(hist);
+    h5_close_id(&dset, H5Dclose);
+    h5_close_id(&res, H5Gclose);
+    return h5_end(&c, &o, st);
+}
+
+int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
+                     double f, const double *grad, const double *m,
+                     char *err, size_t errlen)
+{
+    h5ctx c = {path, err, errlen};
+    ps_problem_desc d;
+    h5out o;
+    double *rows = NULL;
+    hid_t ev = -1, res = -1;
+    int st = h5_write_prepare(&c, p, &d);
+    if (st)
+        return st;
+    if (!x || !grad || !m)
+        return h5_fail(&c, PS_ERR_NULL, "no pulse, gradient or magnetization");
+    if ((st = h5_begin(&c, &o)))
+        return st;
+    if ((st = h5_write_problem_body(o.file, &c, &d, x)))
+        goto done;
+    ev = h5_group(o.file, &c, "/eval", &st);
+    if (st)
+        goto done;
+    rows = h5_rows_from_x(grad, d.nt);
+    if (!rows) {
+        st = h5_fail(&c, PS_ERR_NO_MEMORY, "/eval/gradient: out of memory");
+        goto done;
+    }
+    if ((st = h5_write_array(ev, &c, "gradient", d.nt, 2, rows)) ||
+        (st = h5_write_attr_double(ev, &c, "f", f)))
+        goto done;
+    res = h5_group(o.file, &c, "/result", &st);
+    if (st)
+        goto done;
+    st = h5_write_array(res, &c, "m", d.ns, 3, m);
+done:
+    free(rows);
+    h5_close_id(&res, H5Gclose);
+    h5_close_id(&ev, H5Gclose);
+    return h5_end(&c, &o, st);
+}

@@ -1,0 +1,375 @@
+/*
+ * The presets of SPEC section 2, generated exactly from their formulas:
+ * "NAME[:key=value,...]".
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/problem.h"
+
+#define PS_PI 3.14159265358979323846
+
+typedef struct preset_param {
+    const char *key;
+    double value;
+    int integer; /* must be a whole number >= 1 */
+    int positive; /* must be > 0 (reals) */
+} preset_param;
+
+typedef struct preset_def {
+    const char *name;
+    preset_param params[10];
+    int (*build)(const preset_param *prm, ps_problem_desc *d, double *buf[8]);
+} preset_def;
+
+static double param(const preset_param *prm, const char *key)
+{
+    for (; prm->key; prm++)
+        if (strcmp(prm->key, key) == 0)
+            return prm->value;
+    return 0.0;
+}
+
+static void *xcalloc(size_t n, size_t size, double **slot)
+{
+    *slot = calloc(n, size);
+    return *slot;
+}
+
+/*
+ * What every preset has: ns spins, nt steps of dt, and the zeroed arrays r
+ * and target [ns][3] and g [nt][3], set in d and owned by buf[0..2]. A
+ * preset's own arrays take buf[3] on.
+ */
+static int preset_common(ps_problem_desc *d, size_t ns, size_t nt, double dt,
+                         double *buf[8], double **r, double **tg, double **g)
+{
+    if (ns > PS_MAX_NS || nt > PS_MAX_NT) /* before anything is allocated */
+        return PS_ERR_SIZE;
+    if (!(*r = xcalloc(3 * ns, sizeof **r, &buf[0])) ||
+        !(*tg = xcalloc(3 * ns, sizeof **tg, &buf[1])) ||
+        !(*g = xcalloc(3 * nt, sizeof **g, &buf[2])))
+        return PS_ERR_NO_MEMORY;
+    d->ns = ns;
+    d->nt = nt;
+    d->r = *r;
+    d->target = *tg;
+    d->g = *g;
+    d->dt = dt;
+    return PS_CONVERGED;
+}
+
+/* spiral2d: 2D spiral-in excitation of a disc (SPEC section 2). */
+static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
+                          double *buf[8])
+{
+    size_t n = (size_t)param(prm, "n"), nt = (size_t)param(prm, "nt");
+    double fov = param(prm, "fov"), dt = param(prm, "dt");
+    double flip = param(prm, "flip") * PS_PI / 180.0, res = param(prm, "res");
+    double gb = PS_GAMMA_BAR_DEFAULT;
+    size_t ns = n * n;
+    double *r, *tg, *g, *df, *s;
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    if (st)
+        return st;
+    if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
+        !(s = xcalloc(ns, sizeof *s, &buf[4])))
+        return PS_ERR_NO_MEMORY;
+    double rdisc = fov / 4.0;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < n; k++) {
+            size_t j = i * n + k;
+            double x = ((double)i - (double)n / 2.0 + 0.5) * fov / (double)n;
+            double y = ((double)k - (double)n / 2.0 + 0.5) * fov / (double)n;
+            r[3 * j] = x;
+            r[3 * j + 1] = y;
+            r[3 * j + 2] = 0.0;
+            df[j] = 40.0 * x / fov - 20.0 * y / fov;
+            s[j] = 1.0 - 0.2 * (x * x + y * y) / (fov * fov);
+            int in = x * x + y * y < rdisc * rdisc;
+            tg[3 * j] = 0.0;
+            tg[3 * j + 1] = in ? sin(flip) : 0.0;
+            tg[3 * j + 2] = in ? cos(flip) : 1.0;
+        }
+    }
+    /* spiral-in: kr = kmax (1 - t/T), th = 2 pi turns (1 - t/T) */
+    double T = (double)nt * dt, kmax = 1.0 / (2.0 * res), turns = fov * kmax;
+    double krp = -kmax / T, thp = -2.0 * PS_PI * turns / T;
+    for (size_t k = 0; k < nt; k++) {
+        double t = (double)k * dt;
+        double kr = kmax * (1.0 - t / T), th = 2.0 * PS_PI * turns * (1.0 - t / T);
+        g[3 * k] = -(krp * cos(th) - kr * thp * sin(th)) / gb;
+        g[3 * k + 1] = -(krp * sin(th) + kr * thp * cos(th)) / gb;
+        g[3 * k + 2] = 0.0;
+    }
+    d->df = df;
+    d->b1scale = s;
+    d->loss = PS_LOSS_FULL;
+    return PS_CONVERGED;
+}
+
+/* slice1d: 1D slice-selective 90 with a Hamming-windowed sinc start. */
+static int build_slice1d(const preset_param *prm, ps_problem_desc *d,
+                         double *buf[8])
+{
+    size_t nz = (size_t)param(prm, "nz"), nt = (size_t)param(prm, "nt");
+    double dt = param(prm, "dt"), thk = param(prm, "thk");
+    double tbw = param(prm, "tbw"), trans = param(prm, "trans");
+    double gb = PS_GAMMA_BAR_DEFAULT;
+    double *r, *tg, *g, *w, *b1;
+    int st = preset_common(d, nz, nt, dt, buf, &r, &tg, &g);
+    if (st)
+        return st;
+    if (!(w = xcalloc(nz, sizeof *w, &buf[3])) ||
+        !(b1 = xcalloc(2 * nt, sizeof *b1, &buf[4])))
+        return PS_ERR_NO_MEMORY;
+    for (size_t i = 0; i < nz; i++) {
+        double z = -2.0 + 4.0 * (double)i / (double)nz;
+        r[3 * i + 2] = z;
+        double az = fabs(z);
+        if (az < thk / 2.0) {
+            tg[3 * i + 1] = 1.0;
+            w[i] = 1.0;
+        } else {
+            tg[3 * i + 2] = 1.0;
+            w[i] = az > thk / 2.0 + trans ? 1.0 : 0.0;
+        }
+    }
+    double T = (double)nt * dt;
+    double gz = tbw / T / (gb * thk);
+    double sum = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        g[3 * k + 2] = gz;
+        double tc = ((double)k + 0.5) * dt - T / 2.0;
+        double a = tbw * tc / T;
+        double sinc = a == 0.0 ? 1.0 : sin(PS_PI * a) / (PS_PI * a);
+        b1[2 * k] = sinc * (0.54 + 0.46 * cos(2.0 * PS_PI * tc / T));
+        sum += b1[2 * k];
+    }
+    /* scale so that 2 pi gamma-bar dt sum_k u_k = pi/2 */
+    double scale = (PS_PI / 2.0) / (2.0 * PS_PI * gb * dt * sum);
+    for (size_t k = 0; k < nt; k++)
+        b1[2 * k] *= scale;
+    d->w = w;
+    d->b1 = b1;
+    d->loss = PS_LOSS_MLS;
+    return PS_CONVERGED;
+}
+
+static double linspace(double a, double b, size_t n, size_t i)
+{
+    return n == 1 ? a : a + (b - a) * (double)i / (double)(n - 1);
+}
+
+/* inversion: adiabatic-style inversion over off-resonance and B1 scale. */
+static int build_inversion(const preset_param *prm, ps_problem_desc *d,
+                           double *buf[8])
+{
+    size_t ndf = (size_t)param(prm, "ndf"), nb1 = (size_t)param(prm, "nb1");
+    size_t nt = (size_t)param(prm, "nt");
+    double dt = param(prm, "dt");
+    size_t ns = ndf * nb1;
+    double *r, *tg, *g, *df, *s, *b1;
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    if (st)
+        return st;
+    if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
+        !(s = xcalloc(ns, sizeof *s, &buf[4])) ||
+        !(b1 = xcalloc(2 * nt, sizeof *b1, &buf[5])))
+        return PS_ERR_NO_MEMORY;
+    for (size_t i = 0; i < ndf; i++) {
+        for (size_t k = 0; k < nb1; k++) {
+            size_t j = i * nb1 + k; /* df-major */
+            df[j] = linspace(-200.0, 200.0, ndf, i);
+            s[j] = linspace(0.9, 1.0, nb1, k);
+            tg[3 * j + 2] = -1.0;
+        }
+    }
+    for (size_t k = 0; k < nt; k++)
+        b1[2 * k] = 0.05;
+    d->df = df;
+    d->b1scale = s;
+    d->b1 = b1;
+    d->loss = PS_LOSS_Z;
+    return PS_CONVERGED;
+}
+
+/* Keys common to every preset: lambda (>= 0) and b1_max (> 0, 0 = none). */
+#define COMMON_PARAMS {"lambda", 0.0, 0, 0}, {"b1_max", 0.0, 0, 0}
+
+static const preset_def presets[] = {
+    {"spiral2d",
+     {{"n", 64, 1, 1}, {"nt", 2000, 1, 1}, {"fov", 24, 0, 1}, {"dt", 4e-6, 0, 1},
+      {"flip", 30, 0, 0}, {"res", 1.5, 0, 1}, COMMON_PARAMS, {NULL, 0, 0, 0}},
+     build_spiral2d},
+    {"slice1d",
+     {{"nz", 400, 1, 1}, {"nt", 500, 1, 1}, {"dt", 4e-6, 0, 1}, {"thk", 0.5, 0, 1},
+      {"tbw", 4, 0, 1}, {"trans", 0.1, 0, 0}, COMMON_PARAMS, {NULL, 0, 0, 0}},
+     build_slice1d},
+    {"inversion",
+     {{"ndf", 201, 1, 1}, {"nb1", 10, 1, 1}, {"nt", 375, 1, 1}, {"dt", 4e-6, 0, 1},
+      COMMON_PARAMS, {NULL, 0, 0, 0}},
+     build_inversion},
+};
+
+static const char *const preset_name_list[] = {"spiral2d", "slice1d",
+                                               "inversion", NULL};
+
+const char *const *ps_preset_names(void)
+{
+    return preset_name_list;
+}
+
+static int perr(char *err, size_t len, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return PS_ERR_PRESET;
+}
+
+int ps_is_decimal(const char *s)
+{
+    int digits = 0;
+    if (*s == '+' || *s == '-')
+        s++;
+    for (; *s >= '0' && *s <= '9'; s++)
+        digits++;
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* Parse "key=value" pairs separated by ',' into prm (a copy of the defaults). */
+static int parse_overrides(const char *name, const char *list,
+                           preset_param *prm, char *err, size_t errlen)
+{
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char item[128];
+        if (n == 0 || n >= sizeof item || (end && end[1] == '\0'))
+            return perr(err, errlen, "preset '%s': empty or too long override "
+                        "near '%.40s'", name, p);
+        memcpy(item, p, n);
+        item[n] = '\0';
+        char *eq = strchr(item, '=');
+        if (!eq)
+            return perr(err, errlen, "preset '%s': override '%s' is not "
+                        "key=value", name, item);
+        *eq = '\0';
+        const char *key = item, *val = eq + 1;
+        preset_param *q = prm;
+        while (q->key && strcmp(q->key, key) != 0)
+            q++;
+        if (!q->key) {
+            char keys[256] = "";
+            for (preset_param *k = prm; k->key; k++) {
+                strncat(keys, k->key, sizeof keys - strlen(keys) - 1);
+                if (k[1].key)
+                    strncat(keys, ", ", sizeof keys - strlen(keys) - 1);
+            }
+            return perr(err, errlen, "preset '%s': unknown key '%s' (keys: %s)",
+                        name, key, keys);
+        }
+        char *stop;
+        errno = 0;
+        double v = strtod(val, &stop);
+        if (!ps_is_decimal(val) || *stop != '\0')
+            return perr(err, errlen, "preset '%s': %s='%s' is not a number",
+                        name, key, val);
+        if (errno == ERANGE || !isfinite(v))
+            return perr(err, errlen, "preset '%s': %s=%s is out of range", name,
+                        key, val);
+        if (q->integer && (v < 1 || v != floor(v) || v > 1e8))
+            return perr(err, errlen, "preset '%s': %s=%s must be a whole number "
+                        "from 1 to 1e8", name, key, val);
+        if (q->positive && !(v > 0))
+            return perr(err, errlen, "preset '%s': %s=%s must be > 0", name,
+                        key, val);
+        if ((strcmp(key, "lambda") == 0 || strcmp(key, "b1_max") == 0 ||
+             strcmp(key, "trans") == 0) && v < 0)
+            return perr(err, errlen, "preset '%s': %s=%s must be >= 0", name,
+                        key, val);
+        if (strcmp(key, "flip") == 0 && fabs(v) > 360.0)
+            return perr(err, errlen, "preset '%s': flip=%s must be within "
+                        "[-360, 360] degrees", name, val);
+        q->value = v;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return PS_CONVERGED;
+}
+
+int ps_preset_create(const char *spec, ps_problem **out, char *err,
+                     size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!spec || !out)
+        return PS_ERR_NULL;
+    *out = NULL;
+    const char *colon = strchr(spec, ':');
+    size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+    const preset_def *def = NULL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strlen(presets[i].name) == nlen &&
+            strncmp(presets[i].name, spec, nlen) == 0)
+            def = &presets[i];
+    if (!def)
+        return perr(err, errlen, "unknown preset '%.*s' (presets: spiral2d, "
+                    "slice1d, inversion)", (int)nlen, spec);
+    preset_param prm[10];
+    memcpy(prm, def->params, sizeof prm);
+    int st = colon ? parse_overrides(def->name, colon + 1, prm, err, errlen) : 0;
+    if (st)
+        return st;
+
+    ps_problem_desc d;
+    ps_problem_desc_init(&d);
+    double *buf[8] = {NULL};
+    st = def->build(prm, &d, buf);
+    if (st == PS_CONVERGED) {
+        d.lambda = param(prm, "lambda");
+        double bm = param(prm, "b1_max");
+        d.b1_max = bm > 0 ? bm : PS_B1MAX_NONE;
+        char msg[200];
+        st = ps_problem_validate(&d, msg, sizeof msg);
+        if (st) /* the parameters given make an invalid problem */
+            perr(err, errlen, "preset '%s': %s, from the parameters '%s'", def->name, msg,
+                 colon ? colon + 1 : "");
+        else
+            st = ps_problem_create(&d, out);
+    }
+    for (int i = 0; i < 8; i++)
+        free(buf[i]);
+    if (st == PS_ERR_SIZE && !(err && errlen && err[0]))
+        perr(err, errlen, "preset '%s': the parameters '%s' make more than 2^31 spins "
+             "or 2^26 time steps", def->name, colon ? colon + 1 : "");
+    if (st == PS_ERR_NO_MEMORY)
+        perr(err, errlen, "preset '%s': out of memory", def->name);
+    else if (st)
+        st = PS_ERR_PRESET;
+    return st;
+}

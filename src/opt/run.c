@@ -1,0 +1,764 @@
+/*
+ * Asynchronous runs. On the CPU backend a worker thread drives the solver
+ * state machine (opt/driver.h) one phase at a time and stops at the control
+ * point between two phases to publish progress and obey requests. On the
+ * GPU backend the persistent kernel has the control points (cuda/run.h):
+ * requests become the command in its control block, progress comes from
+ * the snapshot the kernel publishes, and a worker thread waits for each
+ * launch to end (yield or done) and copies the device state into the
+ * handle's driver, which then serves results and checkpoints exactly as on
+ * the CPU (so a checkpoint moves between the backends).
+ *
+ * Locking: the mutex guards the requests, the state, the driver while no
+ * worker runs, and the writer side of the snapshot. The snapshot is a
+ * seqlock: the writer makes the sequence odd, writes the fields, makes it
+ * even again; a reader retries until it saw the same even sequence before
+ * and after its copy. Fields are relaxed atomics so that the race is
+ * defined behaviour (Boehm, "Can seqlocks get along with programming
+ * language memory models?", MSPC 2012).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "opt/checkpoint.h"
+#include "cuda/gpu.h"
+#include "cuda/run.h"
+#include "common/log.h"
+#include "opt/driver.h"
+#include "cpu/objective.h"
+#include "model/problem.h"
+#include "opt/run.h"
+
+/* Until the kernel publishes a snapshot after sequence seq (a busy wait
+ * for short waits), `seconds` at most. */
+static void gpu_await_publication(const ps_gpu_run *g, uint64_t seq, double seconds)
+{
+    const double t_end = ps_monotonic_seconds() + seconds;
+    ps_gpu_progress d;
+    do
+        ps_gpu_run_progress(g, &d);
+    while (d.sequence == seq && ps_monotonic_seconds() < t_end);
+}
+
+/* Requests from the caller, obeyed at the next control point. */
+enum { REQ_PAUSE = 1, REQ_YIELD = 2, REQ_CANCEL = 4 };
+
+/* The published snapshot: every field a relaxed atomic (doubles as bits). */
+typedef struct snap_store {
+    _Atomic uint64_t seq;
+    _Atomic int64_t iteration, evaluations;
+    _Atomic uint64_t f, gnorm, step, seconds, heartbeat;
+    _Atomic int state, phase, status;
+    _Atomic uint64_t devseq; /* GPU runs: the kernel's sequence when the host published */
+} snap_store;
+
+/* The Bloch objective as the driver's callback. */
+typedef struct bloch_ctx {
+    const ps_problem *p;
+    int precision, threads;
+} bloch_ctx;
+
+struct ps_run {
+    const ps_problem *p;   /* borrowed */
+    ps_options o;          /* copied at start */
+    bloch_ctx ctx;
+    ps_driver drv;
+    int fell_back;
+    double *x0;            /* [n] the start pulse (returned if nothing was evaluated) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* state changes and requests */
+    pthread_t thread;
+    int thread_live;       /* a worker was started and not joined */
+    int requests;          /* REQ_* */
+    int state;             /* ps_run_state */
+    int status;            /* final status once FINISHED */
+    uint64_t heartbeat;
+    snap_store snap;
+    ps_gpu_run *gpu;       /* GPU runs: the device side, else NULL */
+};
+
+static int bloch_eval(void *ctx, const double *x, double *f, double *g)
+{
+    const bloch_ctx *b = ctx;
+    return ps_objective_cpu(b->p, b->precision, b->threads, x, f, g, NULL);
+}
+
+static uint64_t bits(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+static double from_bits(uint64_t u)
+{
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* Publish the progress (caller holds the mutex: one writer at a time). */
+static void publish(ps_run *r)
+{
+    snap_store *s = &r->snap;
+    const ps_solver *sv = &r->drv.s;
+    uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&s->iteration, sv->iteration, memory_order_relaxed);
+    atomic_store_explicit(&s->evaluations, sv->evaluations, memory_order_relaxed);
+    atomic_store_explicit(&s->f, bits(sv->f), memory_order_relaxed);
+    atomic_store_explicit(&s->gnorm, bits(sv->gnorm), memory_order_relaxed);
+    atomic_store_explicit(&s->step, bits(sv->iteration > 0 ? sv->step : 0.0),
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->seconds, bits(ps_driver_seconds(&r->drv)),
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->heartbeat, r->heartbeat, memory_order_relaxed);
+    atomic_store_explicit(&s->state, r->state, memory_order_relaxed);
+    atomic_store_explicit(&s->phase, sv->phase, memory_order_relaxed);
+    atomic_store_explicit(&s->status,
+                          r->state == PS_RUN_FINISHED ? r->status : PS_RUNNING,
+                          memory_order_relaxed);
+    uint64_t devseq = 0;
+    if (r->gpu) {
+        ps_gpu_progress d;
+        ps_gpu_run_progress(r->gpu, &d);
+        devseq = d.sequence;
+    }
+    atomic_store_explicit(&s->devseq, devseq, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+}
+
+int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
+{
+    if (!r || !out)
+        return PS_ERR_NULL;
+    /* the fields are atomics: reading them through a const handle is fine */
+    snap_store *s = (snap_store *)&r->snap;
+    ps_snapshot v;
+    uint64_t devseq = 0;
+    memset(&v, 0, sizeof v);
+    for (;;) {
+        uint64_t q0 = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (q0 & 1u)
+            continue;
+        v.iteration = atomic_load_explicit(&s->iteration, memory_order_relaxed);
+        v.evaluations = atomic_load_explicit(&s->evaluations, memory_order_relaxed);
+        v.f = from_bits(atomic_load_explicit(&s->f, memory_order_relaxed));
+        v.gnorm = from_bits(atomic_load_explicit(&s->gnorm, memory_order_relaxed));
+        v.step = from_bits(atomic_load_explicit(&s->step, memory_order_relaxed));
+        v.seconds = from_bits(atomic_load_explicit(&s->seconds, memory_order_relaxed));
+        v.heartbeat = atomic_load_explicit(&s->heartbeat, memory_order_relaxed);
+        v.state = atomic_load_explicit(&s->state, memory_order_relaxed);
+        v.phase = atomic_load_explicit(&s->phase, memory_order_relaxed);
+        v.status = atomic_load_explicit(&s->status, memory_order_relaxed);
+        devseq = atomic_load_explicit(&s->devseq, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_relaxed);
+        if (q0 == q1) {
+            v.sequence = q0;
+            break;
+        }
+    }
+    /* the host publishes PAUSED once its worker waits */
+    v.idle = v.state != PS_RUN_RUNNING;
+    if (r->gpu) {
+        /* while the kernel runs, its own snapshot once it is newer than
+         * the host's (a relaunched kernel has not published yet); the
+         * sequence and the heartbeat combine the host's and the device's
+         * counters, which both only grow */
+        ps_gpu_progress d;
+        ps_gpu_run_progress(r->gpu, &d);
+        if (v.state == PS_RUN_RUNNING && d.sequence > devseq) {
+            v.iteration = d.iteration;
+            v.evaluations = d.evaluations;
+            v.f = d.f;
+            v.gnorm = d.gnorm;
+            v.step = d.step;
+            v.seconds = d.seconds;
+            v.phase = d.phase;
+            v.state = d.state;
+            v.idle = d.state == PS_RUN_PAUSED && d.idle;
+        }
+        v.sequence = (v.sequence << 32) + d.sequence;
+        v.heartbeat += d.heartbeat;
+    }
+    *out = v;
+    return PS_CONVERGED;
+}
+
+/* The end of a solve (mutex held): outcome published, waiters woken. */
+static void finish(ps_run *r)
+{
+    ps_driver_clock_stop(&r->drv);
+    r->requests = 0;
+    r->state = PS_RUN_FINISHED;
+    ps_result tmp;
+    memset(&tmp, 0, sizeof tmp);
+    r->status = ps_driver_outcome(&r->drv, &tmp, NULL);
+    r->heartbeat++;
+    publish(r);
+    pthread_cond_broadcast(&r->cv);
+}
+
+/* The command for the kernel from the pending requests (mutex held). */
+static void gpu_command(ps_run *r)
+{
+    int cmd = PS_GPU_CMD_NONE;
+    if (r->requests & REQ_CANCEL)
+        cmd = PS_GPU_CMD_CANCEL;
+    else if (r->requests & REQ_YIELD)
+        cmd = PS_GPU_CMD_YIELD;
+    else if (r->requests & REQ_PAUSE)
+        cmd = PS_GPU_CMD_PAUSE;
+    ps_gpu_run_command(r->gpu, cmd);
+}
+
+/* A yield obeyed, by either backend's worker (mutex held): the state is in
+ * the driver (and on the device), the requests are cleared. */
+static void yielded(ps_run *r)
+{
+    ps_driver_clock_stop(&r->drv);
+    r->requests = 0;
+    if (r->gpu)
+        gpu_command(r);
+    r->state = PS_RUN_YIELDED;
+    publish(r);
+    pthread_cond_broadcast(&r->cv);
+}
+
+/*
+ * The worker: a control point before every phase. Pause waits on the
+ * condition variable; yield and cancel end the thread (the driver stays in
+ * the handle).
+ */
+static void *worker(void *arg)
+{
+    ps_run *r = arg;
+    pthread_mutex_lock(&r->mu);
+    ps_driver_clock_start(&r->drv);
+    for (;;) {
+        /* ---- control point ---- */
+        r->heartbeat++;
+        if (r->requests & REQ_CANCEL)
+            ps_driver_cancel(&r->drv);
+        if (ps_driver_done(&r->drv))
+            break;
+        if (r->requests & REQ_PAUSE && !(r->requests & REQ_YIELD)) {
+            ps_driver_clock_stop(&r->drv);
+            r->state = PS_RUN_PAUSED;
+            publish(r);
+            pthread_cond_broadcast(&r->cv);
+            while (r->requests == REQ_PAUSE)
+                pthread_cond_wait(&r->cv, &r->mu);
+            r->state = PS_RUN_RUNNING;
+            ps_driver_clock_start(&r->drv);
+            continue; /* a new control point: cancel or yield may be pending */
+        }
+        if (r->requests & REQ_YIELD) {
+            yielded(r);
+            pthread_mutex_unlock(&r->mu);
+            return NULL;
+        }
+        publish(r);
+        pthread_mutex_unlock(&r->mu);
+        /* ---- one phase, unlocked ---- */
+        ps_driver_step(&r->drv);
+        pthread_mutex_lock(&r->mu);
+    }
+    finish(r);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/*
+ * The worker of a GPU run: a launch from the state on the device, then
+ * (the kernel ended: done, or yielded at a control point) the state into
+ * the driver. A kernel that took a yield which the host has withdrawn or
+ * overtaken since (a resume, or a cancel, after the kernel had read the
+ * command) is not left yielded: a cancel ends the run at the state it
+ * stored, otherwise it is launched again with the current command.
+ */
+static void *gpu_worker(void *arg)
+{
+    ps_run *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        pthread_mutex_unlock(&r->mu);
+        int st = ps_gpu_run_launch(r->gpu);
+        if (!st)
+            st = ps_gpu_run_sync(r->gpu);
+        pthread_mutex_lock(&r->mu);
+        if (!st)
+            st = ps_gpu_run_download(r->gpu, &r->drv);
+        if (st) {
+            r->drv.error = st;
+            if (!ps_driver_done(&r->drv))
+                ps_solver_finish(&r->drv.s, st);
+        }
+        if (r->requests & REQ_CANCEL) /* (a no-op on a solve already done) */
+            ps_driver_cancel(&r->drv);
+        if (ps_driver_done(&r->drv)) {
+            finish(r);
+            break;
+        }
+        r->heartbeat++;
+        if (r->requests & REQ_YIELD) {
+            yielded(r);
+            break;
+        }
+        /* the yield was withdrawn: on from the stored state */
+        gpu_command(r);
+        ps_gpu_run_set_resume(r->gpu, r->drv.elapsed, r->drv.ft);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* Start a worker (mutex held, no worker alive). */
+static int spawn(ps_run *r)
+{
+    r->state = PS_RUN_RUNNING;
+    if (r->gpu) {
+        gpu_command(r);
+        ps_gpu_run_set_resume(r->gpu, r->drv.elapsed, r->drv.ft);
+    }
+    publish(r);
+    if (pthread_create(&r->thread, NULL, r->gpu ? gpu_worker : worker, r) != 0) {
+        r->state = PS_RUN_YIELDED;
+        publish(r);
+        return PS_ERR_NO_MEMORY;
+    }
+    r->thread_live = 1;
+    return PS_CONVERGED;
+}
+
+/* Join a worker that has ended or is about to (mutex held). */
+static void join(ps_run *r)
+{
+    if (r->thread_live) {
+        r->thread_live = 0;
+        pthread_join(r->thread, NULL);
+    }
+}
+
+/* A handle with its driver set up for p and o, not yet started. */
+static int run_create(const ps_problem *p, const ps_options *o,
+                      const double *x0, int fell_back, ps_run **out)
+{
+    size_t n = 2 * p->nt;
+    ps_run *r = calloc(1, sizeof *r);
+    if (!r)
+        return PS_ERR_NO_MEMORY;
+    r->p = p;
+    r->o = *o;
+    r->fell_back = fell_back;
+    r->ctx.p = p;
+    r->ctx.precision = o->precision;
+    r->ctx.threads = o->threads;
+    r->x0 = malloc(n * sizeof(double));
+    double *z = malloc(n * sizeof(double));
+    int st = PS_ERR_NO_MEMORY;
+    if (r->x0 && z) {
+        memcpy(r->x0, x0, n * sizeof(double));
+        ps_objective_from_pulse(p, x0, z);
+        ps_minimizer mz = {n, bloch_eval, &r->ctx, NULL, NULL};
+        st = ps_driver_init(&r->drv, &mz, &r->o, z);
+    }
+    free(z);
+    if (st) {
+        free(r->x0);
+        free(r);
+        return st;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    r->status = PS_RUNNING;
+    *out = r;
+    return PS_CONVERGED;
+}
+
+static void run_destroy(ps_run *r)
+{
+    ps_gpu_run_free(r->gpu);
+    ps_driver_free(&r->drv);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r->x0);
+    free(r);
+}
+
+/* Start the worker of a new handle, or finish a handle that is done. */
+static int run_launch(ps_run *r, ps_run **out)
+{
+    pthread_mutex_lock(&r->mu);
+    int st = PS_CONVERGED;
+    if (ps_driver_done(&r->drv))
+        finish(r);
+    else
+        st = spawn(r);
+    pthread_mutex_unlock(&r->mu);
+    if (st) {
+        run_destroy(r);
+        return st;
+    }
+    *out = r;
+    return PS_CONVERGED;
+}
+
+int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
+                     const double *x0, int fell_back, ps_run **out)
+{
+    ps_run *r;
+    *out = NULL;
+    int st = run_create(p, o, x0, fell_back, &r);
+    if (st)
+        return st;
+    return run_launch(r, out);
+}
+
+/* The device side of a new GPU handle, from the driver's state. */
+static int gpu_attach(ps_run *r)
+{
+    int st = ps_gpu_run_create(r->p, &r->o, NULL, r->drv.x, &r->gpu);
+    if (!st && r->drv.s.phase != PS_PHASE_START)
+        st = ps_gpu_run_upload(r->gpu, &r->drv); /* a resumed checkpoint */
+    return st;
+}
+
+int ps_run_start_gpu(const ps_problem *p, const ps_options *o,
+                     const double *x0, ps_run **out)
+{
+    ps_run *r;
+    *out = NULL;
+    int st = run_create(p, o, x0, 0, &r);
+    if (st)
+        return st;
+    st = gpu_attach(r);
+    if (st) {
+        run_destroy(r);
+        return st;
+    }
+    return run_launch(r, out);
+}
+
+/*
+ * A handle for p and validated options on the backend they pick (auto:
+ * the GPU, else the CPU, said in the log and the results), from x0 or,
+ * with a checkpoint blob, from the state it holds.
+ */
+static int start_on_backend(const ps_problem *p, const ps_options *opt,
+                            const double *x0, const void *buf, size_t len,
+                            ps_run **out)
+{
+    ps_backend use;
+    int fell_back = 0;
+    int st = ps_pick_backend(opt, &use, &fell_back);
+    if (st)
+        return st;
+    ps_run *r;
+    if ((st = run_create(p, opt, x0, fell_back, &r)))
+        return st;
+    if (buf) {
+        if ((st = ps_checkpoint_load(p, &r->o, buf, len, &r->drv))) {
+            run_destroy(r);
+            return st;
+        }
+        /* the pulse returned if nothing is evaluated: the checkpoint's */
+        ps_objective_pulse(p, r->drv.x, r->x0);
+    }
+    if (use == PS_BACKEND_GPU && (st = gpu_attach(r))) {
+        ps_gpu_run_free(r->gpu);
+        r->gpu = NULL;
+        if (!(opt->backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st))) {
+            run_destroy(r);
+            return st;
+        }
+        ps_log(opt, PS_LOG_WARNING, __FILE__, __LINE__,
+               "backend auto: GPU run unavailable (%s), running on the CPU",
+               ps_strerror(st));
+        r->fell_back = 1;
+    }
+    return run_launch(r, out);
+}
+
+int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
+                   ps_run **out)
+{
+    if (out)
+        *out = NULL;
+    if (!p || !x0 || !out)
+        return PS_ERR_NULL;
+    ps_options opt;
+    int st = ps_take_options(o, &opt);
+    if (!st)
+        st = ps_check_x(&opt, x0, 2 * p->nt);
+    if (st)
+        return st;
+    return start_on_backend(p, &opt, x0, NULL, 0, out);
+}
+
+int ps_solve_resume(const ps_problem *p, const ps_options *o, const void *buf,
+                    size_t len, ps_run **out)
+{
+    if (out)
+        *out = NULL;
+    if (!p || !buf || !out)
+        return PS_ERR_NULL;
+    ps_options opt;
+    int st = ps_take_options(o, &opt);
+    if (st)
+        return st;
+    double *x0 = calloc(2 * p->nt, sizeof(double));
+    if (!x0)
+        return PS_ERR_NO_MEMORY;
+    ps_problem_x0(p, x0);
+    st = start_on_backend(p, &opt, x0, buf, len, out);
+    free(x0);
+    return st;
+}
+
+int ps_run_pause(ps_run *r)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    pthread_mutex_lock(&r->mu);
+    int st = PS_CONVERGED;
+    if (r->state == PS_RUN_FINISHED)
+        st = PS_ERR_STATE;
+    else if (r->state == PS_RUN_RUNNING)
+        r->requests |= REQ_PAUSE;
+    if (r->gpu && r->state == PS_RUN_RUNNING)
+        gpu_command(r);
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+int ps_run_yield(ps_run *r)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    pthread_mutex_lock(&r->mu);
+    int st = PS_CONVERGED;
+    if (r->state == PS_RUN_FINISHED) {
+        st = PS_ERR_STATE;
+    } else if (r->state != PS_RUN_YIELDED) {
+        r->requests |= REQ_YIELD;
+        pthread_cond_broadcast(&r->cv); /* a paused worker yields */
+        if (r->gpu)
+            gpu_command(r);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+int ps_run_resume(ps_run *r)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    pthread_mutex_lock(&r->mu);
+    int st = PS_CONVERGED;
+    switch (r->state) {
+    case PS_RUN_PAUSED:
+        r->requests &= ~(REQ_PAUSE | REQ_YIELD);
+        pthread_cond_broadcast(&r->cv);
+        break;
+    case PS_RUN_YIELDED:
+        join(r); /* the old worker has left the lock for good */
+        r->requests &= ~(REQ_PAUSE | REQ_YIELD);
+        st = spawn(r);
+        break;
+    case PS_RUN_RUNNING:
+        /* a GPU run stays RUNNING on the host while its kernel is paused */
+        if (r->requests & (REQ_PAUSE | REQ_YIELD))
+            r->requests &= ~(REQ_PAUSE | REQ_YIELD);
+        else
+            st = PS_ERR_STATE;
+        if (r->gpu) {
+            ps_gpu_progress d;
+            ps_gpu_run_progress(r->gpu, &d);
+            gpu_command(r);
+            /* a kernel stopped at its control point publishes RUNNING as
+             * soon as it reads the resume (within its 32 us back-off):
+             * wait for that, 1 s at most, so that a pause that follows is
+             * never taken as obeyed on this pause's idle snapshot (a
+             * checkpoint would copy a running kernel's state) */
+            if (st == PS_CONVERGED && d.state == PS_RUN_PAUSED && d.idle)
+                gpu_await_publication(r->gpu, d.sequence, 1.0);
+        }
+        break;
+    default:
+        st = PS_ERR_STATE;
+        break;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+int ps_run_cancel(ps_run *r)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    pthread_mutex_lock(&r->mu);
+    if (r->state == PS_RUN_YIELDED) {
+        /* no worker: end it here */
+        join(r);
+        ps_driver_cancel(&r->drv);
+        finish(r);
+    } else if (r->state != PS_RUN_FINISHED) {
+        r->requests |= REQ_CANCEL;
+        pthread_cond_broadcast(&r->cv);
+        if (r->gpu)
+            gpu_command(r);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return PS_CONVERGED;
+}
+
+/* Copy the outcome of a finished run (mutex held). */
+static int copy_result(ps_run *r, ps_result *res, double *x)
+{
+    const ps_driver *c = &r->drv;
+    if (res) {
+        memset(res, 0, sizeof *res);
+        ps_driver_outcome(c, res, NULL);
+        res->fell_back = r->fell_back;
+        if (r->gpu) {
+            res->backend = PS_BACKEND_GPU;
+            res->kernel_seconds = ps_gpu_run_kernel_seconds(r->gpu);
+            ps_gpu_run_describe(r->gpu, res->device, sizeof res->device);
+        } else {
+            res->backend = PS_BACKEND_CPU;
+            ps_cpu_device(&r->o, res->device, sizeof res->device);
+        }
+        if (c->history_len) {
+            res->history = malloc(c->history_len * sizeof *res->history);
+            if (!res->history) {
+                res->status = PS_ERR_NO_MEMORY;
+                return res->status;
+            }
+            memcpy(res->history, c->history, c->history_len * sizeof *res->history);
+            res->history_len = c->history_len;
+        }
+    }
+    if (x) {
+        if (c->history_len > 0 && !c->error)
+            ps_objective_pulse(r->p, c->x, x);
+        else
+            memcpy(x, r->x0, 2 * r->p->nt * sizeof(double));
+    }
+    return r->status;
+}
+
+/* The time `seconds` (>= 0) from now on CLOCK_MONOTONIC, the clock of the
+ * handle's condition variable. */
+static struct timespec monotonic_after(double seconds)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    const double s = seconds > 1e9 ? 1e9 : seconds;
+    const time_t whole = (time_t)s;
+    const long ns = t.tv_nsec + (long)((s - (double)whole) * 1e9);
+    t.tv_sec += whole + ns / 1000000000L;
+    t.tv_nsec = ns % 1000000000L;
+    return t;
+}
+
+int ps_run_wait(ps_run *r, double timeout_s, ps_result *res, double *x)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    if (timeout_s != timeout_s)
+        return PS_ERR_NONFINITE;
+    const struct timespec deadline = monotonic_after(timeout_s > 0 ? timeout_s : 0.0);
+    pthread_mutex_lock(&r->mu);
+    while (r->state != PS_RUN_FINISHED) {
+        if (timeout_s < 0) {
+            pthread_cond_wait(&r->cv, &r->mu);
+        } else if (timeout_s == 0 ||
+                   pthread_cond_timedwait(&r->cv, &r->mu, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    int st = PS_RUNNING;
+    if (r->state == PS_RUN_FINISHED)
+        st = copy_result(r, res, x);
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
+{
+    if (buf)
+        *buf = NULL;
+    if (len)
+        *len = 0;
+    if (!cr || !buf || !len)
+        return PS_ERR_NULL;
+    ps_run *r = (ps_run *)cr; /* the lock is not part of the value */
+    pthread_mutex_lock(&r->mu);
+    int st = PS_CONVERGED;
+    int paused_kernel = 0;
+    /*
+     * A GPU run stays RUNNING on the host while its kernel is paused: the
+     * kernel stores its state once it stops at its control point, after at
+     * most the evaluation in flight (a PAUSED it published for a pause
+     * since withdrawn may turn RUNNING first). With a pause the request,
+     * wait for idle, 10 s at most, in short timed waits on the condition
+     * variable: they release the lock, so that a worker whose kernel ended
+     * meanwhile (done, or a yield that a resume withdrew after the kernel
+     * had read it) can finish the run or launch the kernel again, which
+     * then pauses. Everything is looked at again after each wait.
+     */
+    const double t_end = ps_monotonic_seconds() + 10.0;
+    while (r->gpu && r->state == PS_RUN_RUNNING) {
+        ps_gpu_progress d;
+        ps_gpu_run_progress(r->gpu, &d);
+        paused_kernel = d.state == PS_RUN_PAUSED && d.idle && !(r->requests & REQ_CANCEL);
+        if (paused_kernel || (r->requests & (REQ_PAUSE | REQ_YIELD | REQ_CANCEL)) != REQ_PAUSE ||
+            ps_monotonic_seconds() >= t_end)
+            break;
+        const struct timespec tick = monotonic_after(20e-6);
+        pthread_cond_timedwait(&r->cv, &r->mu, &tick);
+    }
+    if (r->state == PS_RUN_RUNNING && !paused_kernel) {
+        ps_log(&r->o, PS_LOG_ERROR, __FILE__, __LINE__,
+               "checkpoint of a running run: pause or yield it first");
+        st = PS_ERR_STATE;
+    } else {
+        /* an idle paused kernel stored its state before it said so */
+        if (paused_kernel)
+            st = ps_gpu_run_download(r->gpu, &r->drv);
+        if (!st)
+            st = ps_checkpoint_save(r->p, &r->o, &r->drv, buf, len);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+void ps_run_free(ps_run *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (r->state != PS_RUN_FINISHED && r->state != PS_RUN_YIELDED) {
+        r->requests |= REQ_CANCEL;
+        pthread_cond_broadcast(&r->cv);
+        if (r->gpu)
+            gpu_command(r);
+        while (r->state != PS_RUN_FINISHED && r->state != PS_RUN_YIELDED)
+            pthread_cond_wait(&r->cv, &r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (r->thread_live)
+        pthread_join(r->thread, NULL);
+    run_destroy(r);
+}

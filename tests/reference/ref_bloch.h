@@ -1,0 +1,88 @@
+/*
+ * An independent float64 reference of the Bloch model of SPEC section 1,
+ * for the tests. It shares no code with src/: the step is Rodrigues'
+ * formula R(n, -phi) written plainly in n = b/|b| and phi = |b| dt, the
+ * whole trajectory M_0..M_Nt of each spin is stored, and the exact gradient
+ * is a reverse sweep over that stored trajectory whose per-step Jacobians
+ * (with respect to u_k, v_k and M_{k-1}) come from forward-mode dual numbers
+ * pushed through the same plain step.
+ *
+ * Everything takes a ps_problem_desc (only its data fields are read:
+ * b1_max is ignored, the pulse x is always the physical pulse) and
+ * x[2*nt] = (u_1..u_Nt, v_1..v_Nt) in G.
+ */
+#ifndef PS_TESTS_REF_BLOCH_H
+#define PS_TESTS_REF_BLOCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "persolve.h"
+
+/*
+ * Trajectory of spin j: traj[(nt+1)][3] receives M_0..M_Nt.
+ * Returns 0, or -1 on a bad argument.
+ */
+int ref_trajectory(const ps_problem_desc *d, const double *x, size_t j,
+                   double *traj);
+
+/* Final magnetization M_Nt of every spin into m[ns][3]. Returns 0 or -1. */
+int ref_simulate(const ps_problem_desc *d, const double *x, double *m);
+
+/*
+ * F(x) = loss + lambda sum_k (u_k^2 + v_k^2) into *f, the exact gradient
+ * dF/d(u, v) into grad[2*nt] (may be NULL) and M_Nt into m[ns][3] (may be
+ * NULL). Returns 0, or -1 on a bad argument or allocation failure.
+ */
+int ref_eval(const ps_problem_desc *d, const double *x, double *f, double *grad,
+             double *m);
+
+/*
+ * One plain step for one spin, exposed for the model tests: from M (m[3])
+ * with field b[3] (rad/s) for dt seconds, then relaxation when relax != 0
+ * (e1 = exp(-dt/T1), e2 = exp(-dt/T2)). out[3] receives M'.
+ */
+void ref_step(const double b[3], double dt, int relax, double e1, double e2,
+              const double m[3], double out[3]);
+
+/* ---- random test problems ---- */
+
+/* Relaxation of a random problem. */
+enum {
+    REF_RELAX_NONE = 0,   /* no T1/T2 */
+    REF_RELAX_MILD = 1,   /* T1, T2 of the order of the pulse length */
+    REF_RELAX_STRONG = 2, /* T2 a fraction of the pulse length */
+};
+
+typedef struct ref_problem_opts {
+    size_t ns, nt;
+    ps_loss loss;
+    int relax;     /* REF_RELAX_* */
+    double lambda; /* >= 0 */
+    double b1_max; /* PS_B1MAX_NONE or > 0 */
+    int zero_spin; /* 1: spin 0 has r = 0, df = 0, and the pulse (and z)
+                         is zero at every step k with k % 3 == 1, so that
+                         |b| = 0 there for that spin */
+    uint64_t seed;
+} ref_problem_opts;
+
+/*
+ * A random problem with owned arrays: positions up to 3 cm, a smooth
+ * three-axis gradient waveform up to 2 G/cm plus noise, df up to 300 Hz,
+ * B1 scales 0.7..1.3, weights 0..2 (one zero), m0 and targets on the unit
+ * sphere, dt = 4 us; rotations per step from far below to well above the
+ * series switch of src/model/bloch_math.h. x is a random physical pulse (G),
+ * z random optimizer variables for a b1_max problem (|z| up to ~2.5).
+ */
+typedef struct ref_problem {
+    ps_problem_desc d;
+    double *r, *target, *df, *b1scale, *w, *m0, *t1, *t2, *g, *b1;
+    double *x; /* [2 nt] pulse (u, v), G */
+    double *z; /* [2 nt] optimizer variables for b1_max */
+} ref_problem;
+
+/* Returns 0, or -1 on allocation failure (then nothing is owned). */
+int ref_problem_random(const ref_problem_opts *o, ref_problem *rp);
+void ref_problem_free(ref_problem *rp);
+
+#endif /* PS_TESTS_REF_BLOCH_H */

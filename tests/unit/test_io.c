@@ -1,0 +1,827 @@
+/*
+ * HDF5 files (SPEC section 3): problem round trip with every optional
+ * dataset, result and eval files read back with the HDF5 API, and malformed
+ * files, each of which must give an error naming the dataset (or the file)
+ * and leave no HDF5 handle open.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "io/h5io.h"
+#include "persolve.h"
+#include "test_util.h"
+
+#define NS 7
+#define NT 5
+
+/* Arrays of a problem with every optional field set. */
+typedef struct full_problem {
+    double r[NS * 3], target[NS * 3], df[NS], b1scale[NS], w[NS], m0[NS * 3];
+    double t1[NS], t2[NS], g[NT * 3], b1[NT * 2];
+    ps_problem_desc d;
+} full_problem;
+
+static void make_full(full_problem *fp, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < NS * 3; i++) {
+        fp->r[i] = tu_uniform(&s, -2, 2);
+        fp->target[i] = tu_uniform(&s, -1, 1);
+        fp->m0[i] = tu_uniform(&s, -1, 1);
+    }
+    for (size_t j = 0; j < NS; j++) {
+        fp->df[j] = tu_uniform(&s, -100, 100);
+        fp->b1scale[j] = tu_uniform(&s, 0.8, 1.2);
+        fp->w[j] = tu_uniform(&s, 0.0, 2.0);
+        fp->t1[j] = tu_uniform(&s, 0.5, 2.0);
+        fp->t2[j] = tu_uniform(&s, 0.01, 0.2);
+    }
+    for (size_t k = 0; k < NT * 3; k++)
+        fp->g[k] = tu_uniform(&s, -1, 1);
+    for (size_t k = 0; k < NT * 2; k++)
+        fp->b1[k] = tu_uniform(&s, -0.05, 0.05);
+    ps_problem_desc *d = &fp->d;
+    ps_problem_desc_init(d);
+    d->ns = NS;
+    d->nt = NT;
+    d->r = fp->r;
+    d->target = fp->target;
+    d->df = fp->df;
+    d->b1scale = fp->b1scale;
+    d->w = fp->w;
+    d->m0 = fp->m0;
+    d->t1 = fp->t1;
+    d->t2 = fp->t2;
+    d->g = fp->g;
+    d->b1 = fp->b1;
+    d->dt = 4e-6;
+    d->gamma_bar = 4200.5;
+    d->lambda = 0.125;
+    d->loss = PS_LOSS_MLS;
+    d->b1_max = 0.3;
+}
+
+/* No HDF5 object (file, dataset, group, attribute, type) left open. */
+static void assert_no_open_handles(void)
+{
+    ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+    if (n != 0)
+        printf("open HDF5 objects: %zd\n", n);
+    assert_int_equal(n, 0);
+}
+
+static void assert_same(const double *a, const double *b, size_t n,
+                        const char *what)
+{
+    if (!a || !b) {
+        printf("%s: %s is NULL\n", what, a ? "read" : "written");
+        fail();
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof(double)) != 0) {
+            printf("%s[%zu]: %.17g != %.17g\n", what, i, a[i], b[i]);
+            fail();
+        }
+    }
+}
+
+/* The error message must contain `needle`. */
+static void assert_msg(const char *msg, const char *needle)
+{
+    if (!strstr(msg, needle)) {
+        printf("message \"%s\" does not contain \"%s\"\n", msg, needle);
+        fail();
+    }
+}
+
+static ps_problem *create_full(full_problem *fp, uint64_t seed)
+{
+    make_full(fp, seed);
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&fp->d, &p), PS_CONVERGED);
+    assert_non_null(p);
+    return p;
+}
+
+/* Write the full problem to path. */
+static void write_full(const char *path)
+{
+    full_problem fp;
+    char err[512];
+    ps_problem *p = create_full(&fp, 42);
+    int st = ps_h5_write_problem(path, p, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    ps_problem_free(p);
+}
+
+/* Read path, expect status `want` and a message containing both needles. */
+static void expect_read_error(const char *path, int want, const char *n1,
+                              const char *n2)
+{
+    char err[512];
+    memset(err, 'x', sizeof err);
+    ps_problem *p = (ps_problem *)(uintptr_t)1;
+    int st = ps_h5_read_problem(path, &p, err, sizeof err);
+    printf("%s -> %d: %s\n", path, st, err);
+    assert_int_equal(st, want);
+    assert_null(p);
+    assert_msg(err, path);
+    if (n1)
+        assert_msg(err, n1);
+    if (n2)
+        assert_msg(err, n2);
+    assert_no_open_handles();
+}
+
+/* ---- round trips ---------------------------------------------------- */
+
+static void test_roundtrip_full(void **state)
+{
+    (void)state;
+    const char *path = "io_full.h5";
+    full_problem fp;
+    char err[512];
+    ps_problem *p = create_full(&fp, 7);
+    assert_int_equal(ps_h5_write_problem(path, p, err, sizeof err), 0);
+    assert_no_open_handles();
+
+    ps_problem *q = NULL;
+    int st = ps_h5_read_problem(path, &q, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    assert_no_open_handles();
+
+    ps_problem_desc a, b;
+    assert_int_equal(ps_problem_describe(p, &a), 0);
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    assert_int_equal(b.ns, NS);
+    assert_int_equal(b.nt, NT);
+    assert_same(b.r, a.r, NS * 3, "r");
+    assert_same(b.target, a.target, NS * 3, "target");
+    assert_same(b.df, a.df, NS, "df");
+    assert_same(b.b1scale, a.b1scale, NS, "b1scale");
+    assert_same(b.w, a.w, NS, "w");
+    assert_same(b.m0, a.m0, NS * 3, "m0");
+    assert_same(b.t1, a.t1, NS, "t1");
+    assert_same(b.t2, a.t2, NS, "t2");
+    assert_same(b.g, a.g, NT * 3, "g");
+    assert_same(b.b1, a.b1, NT * 2, "b1");
+    /* and against the source arrays, not only the library's copy */
+    assert_same(b.df, fp.df, NS, "df (source)");
+    assert_same(b.b1, fp.b1, NT * 2, "b1 (source)");
+    assert_true(b.dt == 4e-6);
+    assert_true(b.gamma_bar == 4200.5);
+    assert_true(b.lambda == 0.125);
+    assert_true(b.b1_max == 0.3);
+    assert_int_equal(b.loss, PS_LOSS_MLS);
+
+    /* the start pulse as the solver sees it */
+    double x0[2 * NT], x1[2 * NT], xr[2 * NT];
+    tu_poison(xr, 2 * NT);
+    assert_int_equal(ps_problem_x0(p, x0), 0);
+    assert_int_equal(ps_problem_x0(q, x1), 0);
+    assert_same(x1, x0, 2 * NT, "x0");
+    assert_int_equal(ps_h5_read_pulse(path, NT, xr, err, sizeof err), 0);
+    for (size_t k = 0; k < NT; k++) {
+        assert_true(xr[k] == fp.b1[2 * k]);
+        assert_true(xr[NT + k] == fp.b1[2 * k + 1]);
+    }
+    assert_no_open_handles();
+    ps_problem_free(q);
+    ps_problem_free(p);
+}
+
+static void test_roundtrip_minimal(void **state)
+{
+    (void)state;
+    const char *path = "io_min.h5";
+    full_problem fp;
+    char err[512];
+    make_full(&fp, 9);
+    fp.d.df = fp.d.b1scale = fp.d.w = fp.d.m0 = fp.d.t1 = fp.d.t2 = NULL;
+    fp.d.b1 = NULL;
+    fp.d.gamma_bar = PS_GAMMA_BAR_DEFAULT;
+    fp.d.lambda = 0.0;
+    fp.d.loss = PS_LOSS_Z;
+    fp.d.b1_max = PS_B1MAX_NONE;
+    ps_problem *p = NULL, *q = NULL;
+    assert_int_equal(ps_problem_create(&fp.d, &p), 0);
+    assert_int_equal(ps_h5_write_problem(path, p, err, sizeof err), 0);
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_desc b;
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    assert_null(b.df);
+    assert_null(b.b1scale);
+    assert_null(b.w);
+    assert_null(b.m0);
+    assert_null(b.t1);
+    assert_null(b.t2);
+    assert_same(b.r, fp.r, NS * 3, "r");
+    assert_same(b.g, fp.g, NT * 3, "g");
+    for (size_t k = 0; k < 2 * NT; k++)
+        assert_true(b.b1[k] == 0.0);
+    assert_int_equal(b.loss, PS_LOSS_Z);
+    assert_true(isinf(b.b1_max));
+    assert_true(b.gamma_bar == PS_GAMMA_BAR_DEFAULT);
+
+    /* b1_max is absent from the file when there is no constraint */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    assert_int_equal(H5Aexists(f, "b1_max"), 0);
+    assert_int_equal(H5Aexists(f, "dt"), 1);
+    assert_int_equal(H5Lexists(f, "/spins/df", H5P_DEFAULT), 0);
+    H5Fclose(f);
+    assert_no_open_handles();
+    ps_problem_free(q);
+    ps_problem_free(p);
+}
+
+/* ---- HDF5 readers for the checks ----------------------------------- */
+
+static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
+                         hsize_t d1)
+{
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    if (ds < 0) {
+        printf("%s: missing\n", name);
+        return NULL;
+    }
+    hid_t sp = H5Dget_space(ds);
+    hsize_t dims[2] = {0, 0};
+    int r = H5Sget_simple_extent_ndims(sp);
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    hid_t t = H5Dget_type(ds);
+    int is_f64 = H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 8;
+    H5Tclose(t);
+    if (r != rank || dims[0] != d0 || (rank == 2 && dims[1] != d1) || !is_f64) {
+        printf("%s: rank %d dims [%llu,%llu] float64 %d\n", name, r,
+               (unsigned long long)dims[0], (unsigned long long)dims[1], is_f64);
+        H5Dclose(ds);
+        return NULL;
+    }
+    double *buf = malloc((size_t)(d0 * (rank == 2 ? d1 : 1)) * sizeof(double));
+    herr_t e = H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+    H5Dclose(ds);
+    if (e < 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static double read_attr_d(hid_t loc, const char *name)
+{
+    double v = NAN;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Aread(a, H5T_NATIVE_DOUBLE, &v) >= 0);
+    H5Aclose(a);
+    return v;
+}
+
+static long long read_attr_i(hid_t loc, const char *name)
+{
+    long long v = -12345;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    assert_true(a >= 0);
+    hid_t t = H5Aget_type(a);
+    assert_int_equal(H5Tget_class(t), H5T_INTEGER);
+    H5Tclose(t);
+    assert_true(H5Aread(a, H5T_NATIVE_LLONG, &v) >= 0);
+    H5Aclose(a);
+    return v;
+}
+
+static void read_attr_s(hid_t loc, const char *name, char *buf, size_t len)
+{
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    assert_true(a >= 0);
+    hid_t t = H5Aget_type(a);
+    assert_int_equal(H5Tget_class(t), H5T_STRING);
+    assert_true(H5Tis_variable_str(t) > 0);
+    char *s = NULL;
+    assert_true(H5Aread(a, t, &s) >= 0);
+    snprintf(buf, len, "%s", s);
+    H5free_memory(s);
+    H5Tclose(t);
+    H5Aclose(a);
+}
+
+/* ---- result and eval files ----------------------------------------- */
+
+static void test_result_file(void **state)
+{
+    (void)state;
+    const char *path = "io_result.h5";
+    full_problem fp;
+    char err[512];
+    ps_problem *p = create_full(&fp, 11);
+    uint64_t s = 5;
+    double x[2 * NT], m[NS * 3];
+    for (size_t i = 0; i < 2 * NT; i++)
+        x[i] = tu_uniform(&s, -0.1, 0.1);
+    for (size_t i = 0; i < NS * 3; i++)
+        m[i] = tu_uniform(&s, -1, 1);
+    ps_progress hist[3];
+    for (int i = 0; i < 3; i++) {
+        hist[i].iteration = i;
+        hist[i].f = 10.0 - i;
+        hist[i].gnorm = 1.0 / (i + 1);
+        hist[i].step = i ? 0.5 * i : 0.0;
+        hist[i].evaluations = 1 + 2 * i;
+        hist[i].seconds = 0.25 * i;
+    }
+    ps_result r;
+    memset(&r, 0, sizeof r);
+    r.status = PS_MAX_ITERATIONS;
+    r.iterations = 2;
+    r.evaluations = 5;
+    r.f = 8.0;
+    r.gnorm = 1.0 / 3;
+    r.seconds = 0.5;
+    r.backend = PS_BACKEND_CPU;
+    snprintf(r.device, sizeof r.device, "test device \"7\"");
+    r.history = hist;
+    r.history_len = 3;
+
+    int st = ps_h5_write_result(path, p, x, m, &r, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    assert_no_open_handles();
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    double *rm = read_dset(f, "/result/m", 2, NS, 3);
+    assert_same(rm, m, NS * 3, "/result/m");
+    double *h = read_dset(f, "/result/history", 2, 3, 6);
+    assert_non_null(h);
+    for (int i = 0; i < 3; i++) {
+        double want[6] = {(double)hist[i].iteration, hist[i].f, hist[i].gnorm,
+                          hist[i].step, (double)hist[i].evaluations,
+                          hist[i].seconds};
+        assert_same(&h[6 * i], want, 6, "/result/history row");
+    }
+    double *b1 = read_dset(f, "/pulse/b1", 2, NT, 2);
+    assert_non_null(b1);
+    for (size_t k = 0; k < NT; k++) {
+        assert_true(b1[2 * k] == x[k]);
+        assert_true(b1[2 * k + 1] == x[NT + k]);
+    }
+    double *rr = read_dset(f, "/spins/r", 2, NS, 3);
+    assert_same(rr, fp.r, NS * 3, "/spins/r");
+    hid_t g = H5Gopen2(f, "/result", H5P_DEFAULT);
+    assert_true(g >= 0);
+    assert_int_equal(read_attr_i(g, "status"), PS_MAX_ITERATIONS);
+    assert_int_equal(read_attr_i(g, "iterations"), 2);
+    assert_int_equal(read_attr_i(g, "evaluations"), 5);
+    assert_true(read_attr_d(g, "f") == 8.0);
+    char sbuf[256];
+    read_attr_s(g, "backend", sbuf, sizeof sbuf);
+    assert_string_equal(sbuf, "cpu");
+    read_attr_s(g, "device", sbuf, sizeof sbuf);
+    assert_string_equal(sbuf, "test device \"7\"");
+    read_attr_s(f, "loss", sbuf, sizeof sbuf);
+    assert_string_equal(sbuf, "mls");
+    assert_true(read_attr_d(f, "dt") == 4e-6);
+    H5Gclose(g);
+    H5Fclose(f);
+    free(rm);
+    free(h);
+    free(b1);
+    free(rr);
+
+    /* A result file is also a problem file that starts from the result. */
+    ps_problem *q = NULL;
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    double xq[2 * NT];
+    assert_int_equal(ps_problem_x0(q, xq), 0);
+    assert_same(xq, x, 2 * NT, "x0 of the result file");
+    ps_problem_free(q);
+
+    /* No temporary file is left beside it. */
+    DIR *dir = opendir(".");
+    assert_non_null(dir);
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (strncmp(e->d_name, "io_result.h5.tmp", 16) == 0) {
+            printf("left over: %s\n", e->d_name);
+            fail();
+        }
+    }
+    closedir(dir);
+    assert_no_open_handles();
+    ps_problem_free(p);
+}
+
+static void test_eval_file(void **state)
+{
+    (void)state;
+    const char *path = "io_eval.h5";
+    full_problem fp;
+    char err[512];
+    ps_problem *p = create_full(&fp, 13);
+    uint64_t s = 6;
+    double x[2 * NT], grad[2 * NT], m[NS * 3];
+    for (size_t i = 0; i < 2 * NT; i++) {
+        x[i] = tu_uniform(&s, -0.1, 0.1);
+        grad[i] = tu_uniform(&s, -3, 3);
+    }
+    for (size_t i = 0; i < NS * 3; i++)
+        m[i] = tu_uniform(&s, -1, 1);
+    assert_int_equal(ps_h5_write_eval(path, p, x, 0.75, grad, m, err, sizeof err), 0);
+    assert_no_open_handles();
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    double *g = read_dset(f, "/eval/gradient", 2, NT, 2);
+    assert_non_null(g);
+    for (size_t k = 0; k < NT; k++) {
+        assert_true(g[2 * k] == grad[k]);          /* dF/du_k */
+        assert_true(g[2 * k + 1] == grad[NT + k]); /* dF/dv_k */
+    }
+    hid_t ev = H5Gopen2(f, "/eval", H5P_DEFAULT);
+    assert_true(ev >= 0);
+    assert_true(read_attr_d(ev, "f") == 0.75);
+    H5Gclose(ev);
+    double *rm = read_dset(f, "/result/m", 2, NS, 3);
+    assert_same(rm, m, NS * 3, "/result/m");
+    double *b1 = read_dset(f, "/pulse/b1", 2, NT, 2);
+    assert_non_null(b1);
+    assert_true(b1[0] == x[0] && b1[1] == x[NT]);
+    H5Fclose(f);
+    free(g);
+    free(rm);
+    free(b1);
+    assert_no_open_handles();
+    ps_problem_free(p);
+}
+
+/* ---- malformed files ------------------------------------------------ */
+
+static hid_t open_rw(const char *path)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    return f;
+}
+
+/* Replace dataset `name` by one of type `type` and shape dims[rank]. */
+static void replace_dset(const char *path, const char *name, hid_t type,
+                         int rank, hsize_t d0, hsize_t d1, double fill)
+{
+    hid_t f = open_rw(path);
+    if (H5Lexists(f, name, H5P_DEFAULT) > 0)
+        assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
+    hsize_t dims[2] = {d0, d1};
+    hid_t sp = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    size_t n = rank ? (size_t)(d0 * (rank == 2 ? d1 : 1)) : 1;
+    double *buf = malloc((n ? n : 1) * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        buf[i] = fill;
+    if (n > 0)
+        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
+                             H5P_DEFAULT, buf) >= 0);
+    free(buf);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+/* Replace dataset `name` by a chunked float64 one of shape [d0,d1] that is
+ * never written (a few bytes on disk whatever its size). */
+static void huge_dset(const char *path, const char *name, hsize_t d0, hsize_t d1)
+{
+    hid_t f = open_rw(path);
+    assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
+    hsize_t dims[2] = {d0, d1}, chunk[2] = {1024, d1};
+    hid_t sp = H5Screate_simple(2, dims, NULL), pl = H5Pcreate(H5P_DATASET_CREATE);
+    assert_true(H5Pset_chunk(pl, 2, chunk) >= 0);
+    hid_t ds = H5Dcreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    H5Dclose(ds);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+/* Set element i of the float64 dataset `name` to v. */
+static void poke(const char *path, const char *name, size_t i, double v)
+{
+    hid_t f = open_rw(path);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    hid_t sp = H5Dget_space(ds);
+    hssize_t n = H5Sget_simple_extent_npoints(sp);
+    double *buf = malloc((size_t)n * sizeof(double));
+    assert_true(H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    buf[i] = v;
+    assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    free(buf);
+    H5Sclose(sp);
+    H5Dclose(ds);
+    H5Fclose(f);
+}
+
+static void delete_link(const char *path, const char *name)
+{
+    hid_t f = open_rw(path);
+    assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+}
+
+static void set_root_attr_string(const char *path, const char *name,
+                                 const char *value)
+{
+    hid_t f = open_rw(path);
+    if (H5Aexists(f, name) > 0)
+        H5Adelete(f, name);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(value) + 1);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, t, value) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+
+static void set_root_attr_double(const char *path, const char *name, double v)
+{
+    hid_t f = open_rw(path);
+    if (H5Aexists(f, name) > 0)
+        H5Adelete(f, name);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, H5T_NATIVE_DOUBLE, &v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+static void test_missing_dataset(void **state)
+{
+    (void)state;
+    write_full("io_bad_missing.h5");
+    delete_link("io_bad_missing.h5", "/spins/target");
+    expect_read_error("io_bad_missing.h5", PS_ERR_FILE, "/spins/target", "missing");
+
+    write_full("io_bad_nogroup.h5");
+    delete_link("io_bad_nogroup.h5", "/pulse");
+    expect_read_error("io_bad_nogroup.h5", PS_ERR_FILE, "/pulse/g", "missing");
+}
+
+static void test_wrong_shape(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_shape.h5";
+    write_full(path);
+    replace_dset(path, "/spins/r", H5T_IEEE_F64LE, 2, NS, 2, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/spins/r", "[7,2]");
+
+    write_full(path);
+    replace_dset(path, "/spins/df", H5T_IEEE_F64LE, 1, NS + 1, 0, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/spins/df", "shape");
+
+    write_full(path);
+    replace_dset(path, "/spins/w", H5T_IEEE_F64LE, 2, NS, 1, 1.0);
+    expect_read_error(path, PS_ERR_FILE, "/spins/w", "shape");
+
+    write_full(path);
+    replace_dset(path, "/pulse/b1", H5T_IEEE_F64LE, 2, NT, 3, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "[5,3]");
+
+    write_full(path);
+    replace_dset(path, "/spins/m0", H5T_IEEE_F64LE, 2, NS - 1, 3, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/spins/m0", "shape");
+
+    write_full(path);
+    replace_dset(path, "/spins/r", H5T_IEEE_F64LE, 2, 0, 3, 0.0);
+    expect_read_error(path, PS_ERR_SIZE, "/spins/r", "0 rows");
+
+    write_full(path);
+    replace_dset(path, "/spins/t1", H5T_IEEE_F64LE, 0, 0, 0, 1.0);
+    expect_read_error(path, PS_ERR_FILE, "/spins/t1", "scalar");
+
+    /* row counts past the problem's limits: refused before any allocation */
+    write_full(path);
+    huge_dset(path, "/spins/r", ((hsize_t)1 << 31) + 1, 3);
+    expect_read_error(path, PS_ERR_SIZE, "/spins/r", "more than the Ns limit of 2^31");
+    write_full(path);
+    huge_dset(path, "/pulse/g", ((hsize_t)1 << 26) + 1, 3);
+    expect_read_error(path, PS_ERR_SIZE, "/pulse/g", "more than the Nt limit of 2^26");
+
+    /* read_pulse with the wrong Nt */
+    write_full(path);
+    char err[512];
+    double x[2 * (NT + 1)];
+    assert_int_equal(ps_h5_read_pulse(path, NT + 1, x, err, sizeof err),
+                     PS_ERR_FILE);
+    assert_msg(err, "/pulse/b1");
+    assert_msg(err, path);
+    assert_no_open_handles();
+}
+
+static void test_wrong_type(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_type.h5";
+    write_full(path);
+    replace_dset(path, "/pulse/g", H5T_STD_I32LE, 2, NT, 3, 1.0);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/g", "integer");
+
+    write_full(path);
+    set_root_attr_string(path, "dt", "4e-6");
+    expect_read_error(path, PS_ERR_FILE, "dt", "string");
+
+    write_full(path);
+    set_root_attr_double(path, "loss", 2.0);
+    expect_read_error(path, PS_ERR_FILE, "loss", "string");
+
+    write_full(path);
+    set_root_attr_string(path, "loss", "l2");
+    expect_read_error(path, PS_ERR_LOSS, "loss", "l2");
+
+    /* a fixed-length string loss (as MATLAB writes it) is accepted */
+    write_full(path);
+    set_root_attr_string(path, "loss", "xy");
+    ps_problem *q = NULL;
+    char err[512];
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_desc d;
+    ps_problem_describe(q, &d);
+    assert_int_equal(d.loss, PS_LOSS_XY);
+    ps_problem_free(q);
+
+    /* float32 data are read as double */
+    replace_dset(path, "/spins/df", H5T_IEEE_F32LE, 1, NS, 0, 12.5);
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_describe(q, &d);
+    assert_true(d.df[NS - 1] == 12.5);
+    ps_problem_free(q);
+
+    write_full(path);
+    delete_link(path, "/spins/w");
+    {
+        hid_t f = open_rw(path);
+        hid_t g = H5Gcreate2(f, "/spins/w", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Gclose(g);
+        H5Fclose(f);
+    }
+    expect_read_error(path, PS_ERR_FILE, "/spins/w", "dataset");
+}
+
+static void test_missing_attribute(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_attr.h5";
+    write_full(path);
+    hid_t f = open_rw(path);
+    assert_true(H5Adelete(f, "dt") >= 0);
+    H5Fclose(f);
+    expect_read_error(path, PS_ERR_FILE, "dt", "missing");
+
+    write_full(path);
+    set_root_attr_double(path, "dt", -1.0);
+    expect_read_error(path, PS_ERR_DT, "dt", NULL);
+}
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_value.h5";
+    write_full(path);
+    poke(path, "/spins/df", 3, NAN);
+    expect_read_error(path, PS_ERR_NONFINITE, "/spins/df", "NaN");
+
+    write_full(path);
+    poke(path, "/spins/w", 2, -1.0);
+    expect_read_error(path, PS_ERR_NEGATIVE, "/spins/w", NULL);
+
+    write_full(path);
+    poke(path, "/spins/t2", 0, 0.0);
+    expect_read_error(path, PS_ERR_RELAXATION, "/spins/t2", NULL);
+
+    write_full(path);
+    poke(path, "/spins/b1", 1, INFINITY);
+    expect_read_error(path, PS_ERR_NONFINITE, "/spins/b1", NULL);
+
+    write_full(path);
+    poke(path, "/pulse/b1", 4, NAN);
+    expect_read_error(path, PS_ERR_NONFINITE, "/pulse/b1", NULL);
+}
+
+static void test_truncated(void **state)
+{
+    (void)state;
+    const char *path = "io_truncated.h5";
+    write_full(path);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size > 1000);
+    assert_int_equal(truncate(path, st.st_size / 2), 0);
+    expect_read_error(path, PS_ERR_FILE, "truncated", NULL);
+}
+
+static void test_not_hdf5(void **state)
+{
+    (void)state;
+    const char *path = "io_text.h5";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("this is not an HDF5 file\n", f);
+    fclose(f);
+    expect_read_error(path, PS_ERR_FILE, "not an HDF5 file", NULL);
+
+    char err[512];
+    double x[2 * NT];
+    assert_int_equal(ps_h5_read_pulse(path, NT, x, err, sizeof err), PS_ERR_FILE);
+    assert_msg(err, path);
+}
+
+static void test_nonexistent(void **state)
+{
+    (void)state;
+    expect_read_error("io_no_such_file.h5", PS_ERR_FILE, "No such file", NULL);
+    expect_read_error(".", PS_ERR_FILE, "directory", NULL);
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+static void test_write_errors(void **state)
+{
+    (void)state;
+    full_problem fp;
+    char err[512];
+    ps_problem *p = create_full(&fp, 3);
+    const char *bad = "io_no_such_dir/x.h5";
+    assert_int_equal(ps_h5_write_problem(bad, p, err, sizeof err), PS_ERR_FILE);
+    printf("%s\n", err);
+    assert_msg(err, bad);
+    assert_no_open_handles();
+
+    /* Overwriting an existing file replaces it whole. */
+    const char *path = "io_overwrite.h5";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("old contents", f);
+    fclose(f);
+    assert_int_equal(ps_h5_write_problem(path, p, err, sizeof err), 0);
+    ps_problem *q = NULL;
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_free(q);
+
+    /* NULL arguments */
+    assert_int_equal(ps_h5_write_problem(NULL, p, err, sizeof err), PS_ERR_NULL);
+    assert_int_equal(ps_h5_write_problem(path, NULL, err, sizeof err), PS_ERR_NULL);
+    assert_int_equal(ps_h5_read_problem(path, NULL, err, sizeof err), PS_ERR_NULL);
+    assert_int_equal(ps_h5_read_problem(NULL, &q, err, sizeof err), PS_ERR_NULL);
+    assert_int_equal(ps_h5_write_result(path, p, NULL, NULL, NULL, err, sizeof err),
+                     PS_ERR_NULL);
+    assert_no_open_handles();
+    ps_problem_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_full),
+        cmocka_unit_test(test_roundtrip_minimal),
+        cmocka_unit_test(test_result_file),
+        cmocka_unit_test(test_eval_file),
+        cmocka_unit_test(test_missing_dataset),
+        cmocka_unit_test(test_wrong_shape),
+        cmocka_unit_test(test_wrong_type),
+        cmocka_unit_test(test_missing_attribute),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_not_hdf5),
+        cmocka_unit_test(test_nonexistent),
+        cmocka_unit_test(test_write_errors),
+    };
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
