@@ -148,6 +148,9 @@ int ps_problem_describe(const ps_problem *p, ps_problem_desc *out);
 int ps_problem_x0(const ps_problem *p, double *x);
 size_t ps_problem_ns(const ps_problem *p);
 size_t ps_problem_nt(const ps_problem *p);
+/** Number of unknowns of the design, the length of x, gradients and pulses
+ *  in solver layout (2 nt: u_1..u_nt, v_1..v_nt); 0 for NULL. */
+size_t ps_problem_nx(const ps_problem *p);
 
 /**
  * Build a preset (SPEC section 2): "slice1d", "spiral2d", "inversion", with

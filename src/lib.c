@@ -9,7 +9,7 @@
 
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
-#include "opt/lbfgs_math.h"
+#include "opt/solver.h"
 #include "common/log.h"
 #include "opt/options.h"
 #include "ps_config.h"

@@ -17,19 +17,18 @@ typedef struct PS_SFX(spin_ws) {
     PS_REAL *seg;     /* [K][3] replayed states M_{k-1} */
 } PS_SFX(spin_ws);
 
-/* Per-spin constants: rotation of one step is theta = (gs u, gs v, gdt.r + wz). */
+/* Per-spin constants (model/design.h, ps_design_spin) in this precision. */
 typedef struct PS_SFX(spin_par) {
     PS_REAL r[3], gs, wz, a1, a2; /* relaxation decrements 1 - exp(-dt/T) */
     int relax;
 } PS_SFX(spin_par);
 
+/* theta of step k for the spin (model/design.h). */
 PS_HD void PS_SFX(spin_theta)(const PS_SFX(spin_ws) *ws,
                               const PS_SFX(spin_par) *sp, size_t k,
                               PS_REAL th[3])
 {
-    const PS_REAL *gk = ws->gdt + 3 * k;
-    PS_REAL gz = gk[0] * sp->r[0] + gk[1] * sp->r[1] + gk[2] * sp->r[2];
-    PS_SFX(ps_theta)(sp->gs, ws->u[k], ws->v[k], gz, sp->wz, th);
+    PS_SFX(ps_design_theta)(sp->gs, ws->u[k], ws->v[k], ws->gdt + 3 * k, sp->r, sp->wz, th);
 }
 
 /* M_Nt from m0 (in/out m[3]); keeps checkpoints every K steps if ckpt. */
@@ -51,8 +50,9 @@ static void PS_SFX(spin_forward)(const PS_SFX(spin_ws) *ws,
 }
 
 /*
- * Backward sweep with lam = dL/dM_Nt; adds dL/du_k, dL/dv_k of this spin to
- * gacc[k], gacc[nt + k] (double accumulation).
+ * Backward sweep with lam = dL/dM_Nt; adds the spin's dL/du_k, dL/dv_k
+ * (model/design.h, chain rule) to gacc in the layout of x (double
+ * accumulation).
  */
 static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
                                   const PS_SFX(spin_par) *sp, size_t nt,
@@ -60,7 +60,6 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
 {
     PS_REAL th[3], gth[3];
     size_t nseg = (nt + K - 1) / K;
-    double gs = (double)sp->gs;
     for (size_t s = nseg; s-- > 0;) {
         size_t k0 = s * K, k1 = k0 + K < nt ? k0 + K : nt;
         PS_REAL m[3] = {ws->ckpt[3 * s], ws->ckpt[3 * s + 1],
@@ -77,8 +76,10 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
             PS_SFX(spin_theta)(ws, sp, k, th);
             PS_SFX(ps_bloch_adjoint)(th, ws->seg + 3 * (k - k0), lam,
                                      sp->relax, sp->a1, sp->a2, gth);
-            gacc[k] += (double)gth[0] * gs;
-            gacc[nt + k] += (double)gth[1] * gs;
+            PS_REAL gu, gv;
+            PS_SFX(ps_design_spin_grad)(sp->gs, gth, &gu, &gv);
+            gacc[PS_X_U(nt, k)] += (double)gu;
+            gacc[PS_X_V(nt, k)] += (double)gv;
         }
     }
 }
@@ -92,29 +93,21 @@ static double PS_SFX(lane_eval)(const ps_problem *p, const PS_SFX(spin_ws) *ws,
                                 double *mout)
 {
     double loss = 0.0;
-    double gamma = 2.0 * PS_PI_D * p->gamma_bar;
     for (size_t j = j0; j < j1; j++) {
+        ps_spin_consts c;
+        ps_design_spin(p, j, &c);
         PS_SFX(spin_par) sp;
-        sp.r[0] = (PS_REAL)p->r[3 * j];
-        sp.r[1] = (PS_REAL)p->r[3 * j + 1];
-        sp.r[2] = (PS_REAL)p->r[3 * j + 2];
-        sp.gs = (PS_REAL)(p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0));
-        sp.wz = (PS_REAL)(p->dt * 2.0 * PS_PI_D * (p->df ? p->df[j] : 0.0));
+        for (int i = 0; i < 3; i++)
+            sp.r[i] = (PS_REAL)c.r[i];
+        sp.gs = (PS_REAL)c.gs;
+        sp.wz = (PS_REAL)c.wz;
         sp.relax = p->t1 || p->t2;
-        double a1, a2, b;
-        ps_relax_decrements(p->dt, p->t1 ? p->t1[j] : 0.0, &a1, &b);
-        ps_relax_decrements(p->dt, p->t2 ? p->t2[j] : 0.0, &a2, &b);
-        sp.a1 = (PS_REAL)a1;
-        sp.a2 = (PS_REAL)a2;
-        PS_REAL m[3] = {0, 0, 1};
-        if (p->m0) {
-            m[0] = (PS_REAL)p->m0[3 * j];
-            m[1] = (PS_REAL)p->m0[3 * j + 1];
-            m[2] = (PS_REAL)p->m0[3 * j + 2];
-        }
+        sp.a1 = (PS_REAL)c.a1;
+        sp.a2 = (PS_REAL)c.a2;
+        PS_REAL m[3] = {(PS_REAL)c.m0[0], (PS_REAL)c.m0[1], (PS_REAL)c.m0[2]};
         PS_SFX(spin_forward)(ws, &sp, p->nt, K, m, gacc != NULL);
         double md[3] = {m[0], m[1], m[2]}, lamd[3];
-        double w = p->w ? p->w[j] : 1.0;
+        double w = c.w;
         loss += ps_spin_loss((int)p->loss, w, md, p->target + 3 * j, lamd);
         if (mout) {
             mout[3 * j] = md[0];

@@ -1,7 +1,7 @@
 /*
  * solve_persistent() on the GPU: ONE cooperative kernel runs the whole
  * L-BFGS solve. Every block keeps its own copy of the solver state machine
- * (opt/lbfgs_math.h) in shared memory and takes every decision redundantly
+ * (opt/solver.h) in shared memory and takes every decision redundantly
  * from the same reduced values, so phases are separated by grid barriers
  * alone: no host round trip, no relaunch, no atomics that a result depends
  * on. The phases are the
@@ -27,6 +27,7 @@ extern "C" {
 #include "common/log.h"
 #include "cpu/objective.h"
 #include "opt/options.h"
+#include "model/design.h"
 #include "model/problem.h"
 }
 
@@ -267,29 +268,33 @@ extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_
                                             : dyn_smem_bytes<float>(sb, segs, tb, pl);
 }
 
-/* Build the per-spin records in precision R. */
+/* Build the per-spin records and gdt_k (model/design.h) in precision R. */
 template <typename R>
-static void spin_records(const ps_problem *p, R *spin, R *gdt)
+static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double *m0)
 {
-    double gamma = 2.0 * 3.14159265358979323846 * p->gamma_bar;
     for (size_t j = 0; j < p->ns; j++) {
         R *s = spin + j * SP_STRIDE;
-        double a1, a2, b1, b2;
-        ps_relax_decrements(p->dt, p->t1 ? p->t1[j] : 0.0, &a1, &b1);
-        ps_relax_decrements(p->dt, p->t2 ? p->t2[j] : 0.0, &a2, &b2);
-        s[SP_R0] = (R)p->r[3 * j];
-        s[SP_R1] = (R)p->r[3 * j + 1];
-        s[SP_R2] = (R)p->r[3 * j + 2];
-        s[SP_GS] = (R)(p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0));
-        s[SP_WZ] = (R)(p->dt * 2.0 * 3.14159265358979323846 * (p->df ? p->df[j] : 0.0));
-        s[SP_A1] = (R)a1;
-        s[SP_A2] = (R)a2;
-        s[SP_B1] = (R)b1;
-        s[SP_B2] = (R)b2;
+        ps_spin_consts c;
+        ps_design_spin(p, j, &c);
+        s[SP_R0] = (R)c.r[0];
+        s[SP_R1] = (R)c.r[1];
+        s[SP_R2] = (R)c.r[2];
+        s[SP_GS] = (R)c.gs;
+        s[SP_WZ] = (R)c.wz;
+        s[SP_A1] = (R)c.a1;
+        s[SP_A2] = (R)c.a2;
+        s[SP_B1] = (R)c.b1;
+        s[SP_B2] = (R)c.b2;
+        w[j] = c.w;
+        for (int i = 0; i < 3; i++)
+            m0[3 * j + i] = c.m0[i];
     }
-    for (size_t k = 0; k < p->nt; k++)
+    for (size_t k = 0; k < p->nt; k++) {
+        double g[3];
+        ps_design_gdt(p, k, g);
         for (int c = 0; c < 3; c++)
-            gdt[3 * k + c] = (R)(p->dt * gamma * p->g[3 * k + c]);
+            gdt[3 * k + c] = (R)g[c];
+    }
 }
 
 double ps_gpu::wall_seconds(void)
@@ -308,7 +313,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
                             int mode, const double *x, int want_m, context *c)
 {
     int st = PS_CONVERGED;
-    const size_t ns = p->ns, nt = p->nt, n = 2 * nt;
+    const size_t ns = p->ns, nt = p->nt, n = PS_DESIGN_NX(nt);
     const int m = o->memory;
     args a;
     memset(&a, 0, sizeof a);
@@ -343,12 +348,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         st = PS_ERR_NO_MEMORY;
         goto out;
     }
-    spin_records<R>(p, h_spin, h_gdt);
-    for (size_t j = 0; j < ns; j++) {
-        h_w[j] = p->w ? p->w[j] : 1.0;
-        for (int c3 = 0; c3 < 3; c3++)
-            h_m0[3 * j + c3] = p->m0 ? p->m0[3 * j + c3] : (c3 == 2 ? 1.0 : 0.0);
-    }
+    spin_records<R>(p, h_spin, h_gdt, h_w, h_m0);
     ps_solver_init(h_state, m, o->past, o->max_linesearch, o->max_iterations,
                    o->max_evaluations, o->gtol, o->ftol, o->c1, o->c2, o->time_limit,
                    ps_options_fnoise(o));
@@ -386,13 +386,11 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.ntiles = ntiles;
     a.loss = (int)p->loss;
     a.relax = p->t1 || p->t2;
-    a.has_b1max = mode == MODE_SOLVE && ps_problem_has_b1max(p);
+    a.des = ps_problem_design(p, mode != MODE_SOLVE);
     a.memory = m;
     a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt);
     a.gv = (int)((n + tb - 1) / tb) < G ? (int)((n + tb - 1) / tb) : G;
     a.prof = ps_gpu_profile_buffer();
-    a.lambda = p->lambda;
-    a.b1max = a.has_b1max ? p->b1_max : 0.0;
     a.spin = d_spin;
     a.gdt = d_gdt;
     a.target = d_target;
@@ -554,7 +552,7 @@ static int run_kernel(const ps_problem *p, const ps_options *o, const ps_gpu_con
     context c;
     double ms = 0.0;
     const double t_start = wall_seconds();
-    const size_t n = 2 * p->nt;
+    const size_t n = ps_problem_nx(p);
     int st = context_create(p, o, cfg_in, mode, x, m_out != NULL, &c);
     if (st) {
         if (r)
@@ -634,7 +632,7 @@ extern "C" int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
         return st;
     PS_RETURN_ERROR_IF(o, variant < PS_GPU_PERSISTENT || variant > PS_GPU_GRAPH, PS_ERR_OPTION,
                        "unknown GPU solve variant %d", variant);
-    size_t n = 2 * p->nt;
+    size_t n = ps_problem_nx(p);
     double *z = (double *)malloc(n * sizeof(double));
     if (!z)
         return PS_ERR_NO_MEMORY;
@@ -670,7 +668,7 @@ extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
     if (st)
         return st;
     PS_RETURN_ERROR_IF(o, repeats < 1, PS_ERR_OPTION, "eval timing: %d repeats", repeats);
-    size_t n = 2 * p->nt;
+    size_t n = ps_problem_nx(p);
     double *x = (double *)malloc(n * sizeof(double));
     double *tk = (double *)malloc((size_t)repeats * sizeof(double));
     double *tl = (double *)malloc((size_t)repeats * sizeof(double));
@@ -719,7 +717,7 @@ extern "C" int ps_gpu_eval(const ps_problem *p, const ps_options *o, const doubl
     int st = ps_gpu_usable(o);
     if (st)
         return st;
-    size_t n = 2 * p->nt;
+    size_t n = ps_problem_nx(p);
     double *xc = (double *)malloc(n * sizeof(double));
     if (!xc)
         return PS_ERR_NO_MEMORY;

@@ -59,19 +59,6 @@ PS_HD void PS_SFX(ps_rot_coeffs_deriv)(PS_REAL q, PS_REAL *c, PS_REAL *A,
     }
 }
 
-/*
- * Rotation angle vector of one step for one spin, rad:
- *   theta = dt * gamma * (s u, s v, G.r) + dt * 2 pi df
- * gs = dt * gamma * s_j, gz_k = dt * gamma * G_k . r_j, wz = dt 2 pi df_j.
- */
-PS_HD void PS_SFX(ps_theta)(PS_REAL gs, PS_REAL u, PS_REAL v, PS_REAL gz,
-                            PS_REAL wz, PS_REAL th[3])
-{
-    th[0] = gs * u;
-    th[1] = gs * v;
-    th[2] = gz + wz;
-}
-
 /* M <- R(theta) M (rotation only). */
 PS_HD void PS_SFX(ps_rotate)(const PS_REAL th[3], PS_REAL m[3])
 {

@@ -1,5 +1,5 @@
 /*
- * The CPU driver of the solver state machine (opt/lbfgs_math.h) over any
+ * The CPU driver of the solver state machine (opt/solver.h) over any
  * smooth objective: it does each phase's O(n) vector work; the scalar
  * decisions are the shared ones the GPU megakernel takes too.
  */
@@ -132,7 +132,7 @@ static int record(ps_driver *c)
 
 /*
  * The batched reduction after an accepted step (PS_RED_LEN layout of
- * opt/lbfgs_math.h): one pass over the vectors, sums in index order.
+ * opt/solver.h): one pass over the vectors, sums in index order.
  */
 static void batched_dots(ps_driver *c, int ns)
 {

@@ -1,6 +1,6 @@
 /*
  * L-BFGS with a strong-Wolfe line search on the CPU, for any objective with
- * a gradient: the driver that runs the phases of opt/lbfgs_math.h.
+ * a gradient: the driver that runs the phases of opt/solver.h.
  *
  * The driver's whole state lives in a ps_driver, advanced one phase at a
  * time by ps_driver_step(). Between two steps the state is complete (no
@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "opt/lbfgs_math.h"
+#include "opt/solver.h"
 #include "persolve.h"
 
 /* f and g = grad f at x[n]; returns 0 or a ps_status error. */

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 extern "C" {
-#include "opt/lbfgs_math.h"
+#include "opt/solver.h"
 }
 #include "unit/warp_direction.h"
 

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "opt/lbfgs_math.h"
+#include "opt/solver.h"
 #include "test_util.h"
 
 /* Pairs oldest first: S[l*n .. l*n + n), Y likewise; g the gradient. */

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "opt/lbfgs_math.h" /* PS_MAX_MEMORY, PS_MAX_PAST */
+#include "opt/solver.h" /* PS_MAX_MEMORY, PS_MAX_PAST */
 #include "persolve.h"
 #include "test_util.h"
 

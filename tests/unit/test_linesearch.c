@@ -1,5 +1,5 @@
 /*
- * The strong-Wolfe line search of opt/lbfgs_math.h on one-dimensional
+ * The strong-Wolfe line search of opt/linesearch.h on one-dimensional
  * functions phi(alpha): acceptance, bracketing, zoom, NaN handling and the
  * cubic interpolation.
  */
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "opt/lbfgs_math.h"
+#include "opt/solver.h"
 #include "test_util.h"
 
 typedef double (*phi_fn)(double a, double *dphi);

@@ -7,7 +7,7 @@
 #ifndef PS_TESTS_WARP_DIRECTION_H
 #define PS_TESTS_WARP_DIRECTION_H
 
-#include "opt/lbfgs_math.h"
+#include "opt/solver.h"
 
 #ifdef __cplusplus
 extern "C" {

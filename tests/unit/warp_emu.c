@@ -1,5 +1,5 @@
 /*
- * The warp form of opt/lbfgs_math.h run on the host, for test_direction.c in
+ * The warp form of opt/lbfgs_warp.h run on the host, for test_direction.c in
  * the unit suite (machines without a GPU): 32 threads are the lanes; a
  * shuffle is a store, a barrier, a load and a barrier; a warp barrier is a
  * barrier. A lane that skips a collective the others reach (undefined on
@@ -52,7 +52,7 @@ static int emu_shfl_i(int v, int src)
 #define PS_LANE() emu_lane
 #define PS_SHFL(v, src) _Generic((v), double: emu_shfl_d, int: emu_shfl_i)((v), (src))
 #define PS_SYNCWARP() emu_sync()
-#include "opt/lbfgs_math.h"
+#include "opt/solver.h"
 #include "unit/warp_direction.h"
 
 typedef struct emu_job {

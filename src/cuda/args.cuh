@@ -1,0 +1,98 @@
+/*
+ * What every device phase of the GPU solve reads and writes (the args
+ * struct, passed by value to every kernel), the per-spin records, and the
+ * design variables at a trial point x + alpha d (model/design.h).
+ */
+#ifndef PS_SRC_CUDA_ARGS_CUH
+#define PS_SRC_CUDA_ARGS_CUH
+
+#include <stdint.h>
+
+extern "C" {
+#include "cuda/control.h"
+#include "model/bloch_math.h"
+#include "model/design.h"
+#include "opt/solver.h"
+}
+
+namespace ps_gpu {
+
+/* Per-spin constants in the spin loop's precision: position, dt gamma s,
+ * dt 2 pi df, relaxation decrements a = 1 - exp(-dt/T) and their inverse
+ * increments b = exp(dt/T) - 1 (model/bloch_math.h). */
+enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_A1, SP_A2, SP_B1, SP_B2, SP_STRIDE };
+
+/* Everything a phase reads or writes: device pointers and sizes. */
+struct args {
+    /* problem */
+    int ns, nt, n;          /* spins, steps, n = 2 nt */
+    int sb, segs, ntiles;   /* spins per tile, segments (P), tiles */
+    int loss, relax, memory;
+    int stage_pulse;        /* 1: each block stages the trial pulse in shared memory */
+    int gv;                 /* blocks that run the vector phases: ceil(n / block), <= grid */
+    ps_design des;          /* x -> pulse and penalty (model/design.h; at the pulse itself
+                               for MODE_EVAL) */
+    const void *spin;       /* [ns][SP_STRIDE] R */
+    const void *gdt;        /* [nt][3] R: dt gamma G_k, rad/cm */
+    const double *target;   /* [ns][3] */
+    const double *w;        /* [ns] */
+    const double *m0;       /* [ns][3] */
+    /* optimizer vectors, [n] each, optimizer variables (z with b1max) */
+    double *x, *g, *gt, *d;
+    double *S, *Y;          /* [memory][n] */
+    /* per-block partials */
+    double *gpart;          /* [grid][n] partial gradient of each block (its tiles in order) */
+    double *lpart;          /* [grid] partial losses */
+    double *rpart;          /* [grid][PS_GPU_RP] partials of an evaluation's scalars */
+    double *rdot;           /* [4 PS_MAX_MEMORY][grid] a trial's update dots (trial_dots),
+                               by block, so that their sum loads are coalesced */
+    double *m_out;          /* [ns][3] or NULL */
+    /* outcome */
+    ps_solver *state;       /* solver state, in: initial, out: final */
+    ps_progress *hist;      /* [hist_cap] */
+    int hist_cap;
+    int mode;               /* MODE_SOLVE | MODE_EVAL */
+    double *eval_out;       /* [2] MODE_EVAL: [0] = f; MODE_SOLVE, at the kernel's end:
+                               [0] solve seconds, [1] f at the accepted trial */
+    double *elapsed;        /* [1] solve seconds at the last update, written by block 0 */
+    unsigned long long *prof; /* [PS_GPU_PROF] ns per phase (block 0), or NULL */
+    /* control of a running kernel (cuda/control.h) */
+    ps_gpu_ctl *ctl;        /* mapped control block, or NULL: no control points */
+    unsigned long long *cw; /* [PS_GPU_CW_LEN] device words of the control path */
+    int controller;         /* the block that reads commands and publishes progress */
+    double t_base;          /* solve seconds before this launch (a resumed run) */
+    double ft_in;           /* f at the accepted trial, for a launch in the UPDATE phase */
+};
+
+enum { MODE_SOLVE = 0, MODE_EVAL = 1 };
+/*
+ * Per-block partials of an evaluation's scalars, one row of PS_GPU_RP
+ * per block: g.d, g.g, b.b, loss.
+ */
+#define PS_GPU_RP 4
+
+__device__ __forceinline__ uint64_t global_ns()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Pulse (u, v) at step k of the point x + alpha d (d may be NULL). */
+__device__ __forceinline__ void pulse_at(const args &a, const double *x, const double *d, double alpha,
+                                         int k, double *u, double *v, double *zp, double *zq)
+{
+    const int iu = PS_X_U(a.nt, k), iv = PS_X_V(a.nt, k);
+    double p = x[iu], q = x[iv];
+    if (d) {
+        p = ps_trial_coord(p, alpha, d[iu]);
+        q = ps_trial_coord(q, alpha, d[iv]);
+    }
+    *zp = p;
+    *zq = q;
+    ps_design_pulse(&a.des, p, q, u, v);
+}
+
+} // namespace ps_gpu
+
+#endif /* PS_SRC_CUDA_ARGS_CUH */

@@ -1,0 +1,384 @@
+/*
+ * ---- evaluate ----
+ * F's spin part and (if grad) each block's partial gradient with respect
+ * to the pulse, at x + alpha d: composite, scan and replay over tiles of
+ * SB spins x P time segments (cuda/phases.cuh has the work layout).
+ * Writes a.gpart[block][*] (the layout of x) and a.lpart[block].
+ */
+#ifndef PS_SRC_CUDA_EVALUATE_CUH
+#define PS_SRC_CUDA_EVALUATE_CUH
+
+#include "cuda/args.cuh"
+
+namespace ps_gpu {
+
+/* Precision dispatch onto the _f/_d functions of model/bloch_math.h. */
+__device__ __forceinline__ void affine_step(const float th[3], float T[12], int relax, float a1, float a2)
+{
+    ps_affine_step_f(th, T, relax, a1, a2);
+}
+__device__ __forceinline__ void affine_step(const double th[3], double T[12], int relax, double a1, double a2)
+{
+    ps_affine_step_d(th, T, relax, a1, a2);
+}
+__device__ __forceinline__ void quat_step(const float th[3], float Q[4])
+{
+    ps_quat_step_f(th, Q);
+}
+__device__ __forceinline__ void quat_step(const double th[3], double Q[4])
+{
+    ps_quat_step_d(th, Q);
+}
+__device__ __forceinline__ void quat_to_affine(const float Q[4], float T[12])
+{
+    ps_quat_to_affine_f(Q, T);
+}
+__device__ __forceinline__ void quat_to_affine(const double Q[4], double T[12])
+{
+    ps_quat_to_affine_d(Q, T);
+}
+__device__ __forceinline__ void reverse_adjoint(const float th[3], float m[3], float lam[3], int relax,
+                                                float a1, float a2, float b1, float b2, float gth[3])
+{
+    ps_bloch_reverse_adjoint_f(th, m, lam, relax, a1, a2, b1, b2, gth);
+}
+__device__ __forceinline__ void reverse_adjoint(const double th[3], double m[3], double lam[3], int relax,
+                                                double a1, double a2, double b1, double b2, double gth[3])
+{
+    ps_bloch_reverse_adjoint_d(th, m, lam, relax, a1, a2, b1, b2, gth);
+}
+
+/* Fused multiply-add in either precision (the build contracts nothing
+ * itself: model/bloch_math.h says why). */
+__device__ __forceinline__ float fmar(float a, float b, float c)
+{
+    return fmaf(a, b, c);
+}
+__device__ __forceinline__ double fmar(double a, double b, double c)
+{
+    return fma(a, b, c);
+}
+
+/* The design's theta and spin chain rule (model/design.h) in either precision. */
+__device__ __forceinline__ void design_theta(float gs, float u, float v, const float gdt[3], const float r[3],
+                                             float wz, float th[3])
+{
+    ps_design_theta_f(gs, u, v, gdt, r, wz, th);
+}
+__device__ __forceinline__ void design_theta(double gs, double u, double v, const double gdt[3],
+                                             const double r[3], double wz, double th[3])
+{
+    ps_design_theta_d(gs, u, v, gdt, r, wz, th);
+}
+__device__ __forceinline__ void design_spin_grad(float gs, const float gth[3], float *gu, float *gv)
+{
+    ps_design_spin_grad_f(gs, gth, gu, gv);
+}
+__device__ __forceinline__ void design_spin_grad(double gs, const double gth[3], double *gu, double *gv)
+{
+    ps_design_spin_grad_d(gs, gth, gu, gv);
+}
+
+/* Rotation vector of step k for a spin; the pulse from the block's staged
+ * copy pul[2k], pul[2k+1] if there is one, else from x + alpha d. */
+template <typename R>
+__device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gdt, const R *pul,
+                                         const double *x, const double *d, double alpha, int k,
+                                         R th[3])
+{
+    R u, v;
+    if (pul) {
+        u = pul[2 * k];
+        v = pul[2 * k + 1];
+    } else {
+        double ud, vd, zp, zq;
+        pulse_at(a, x, d, alpha, k, &ud, &vd, &zp, &zq);
+        u = (R)ud;
+        v = (R)vd;
+    }
+    design_theta(sp[SP_GS], u, v, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+}
+
+/* Steps buffered per warp before the gradient is summed over spins
+ * (fewer in float64, whose staging buffer is twice the size). */
+template <typename R> struct stage_depth { static const int value = 16; };
+template <> struct stage_depth<double> { static const int value = 8; };
+#define PS_GPU_STAGE (stage_depth<R>::value)
+
+/* Largest staged pulse (bytes of shared memory per block). */
+#define PS_GPU_PULSE_SMEM (48 * 1024)
+
+/* Dynamic shared memory of the evaluation; pulse_len = nt if staged, else 0. */
+template <typename R>
+__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len)
+{
+    size_t tb = (size_t)sb * segs;
+    return (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
+           + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
+           + tb * 12 * sizeof(R)               /* prefix-composed segment maps */
+           + tb * 9 * sizeof(R)                /* suffix products of their linear parts */
+           + (tb + 31) / 32 * 2 * PS_GPU_STAGE * 33 * sizeof(R); /* gradient staging */
+}
+
+/* One thread's place in the tile and the block's shared buffers. */
+template <typename R> struct tile_ctx {
+    int sb, P, nt, t, js, p, kseg, k0;
+    double *lossbuf; /* [sb] per-spin loss */
+    double *lamf;    /* [sb][3] dL/dM_Nt */
+    R *pul;          /* [nt][2] staged pulse, or null */
+    R *Tm;           /* [P*sb][12] prefix-composed segment maps */
+    R *Vm;           /* [P*sb][9] suffix products of their linear parts */
+    R *Stage;        /* [warps][2][PS_GPU_STAGE][33] gradient staging */
+};
+
+/*
+ * composite: T_p = the product of the thread's segment's step maps, an
+ * affine map 3x4 (rotation and relaxation); without relaxation a unit
+ * quaternion (16 FMA a step), made affine at the end.
+ */
+template <typename R>
+__device__ __forceinline__ void composite(const args &a, const tile_ctx<R> &c, const R *spl, const double *x,
+                                          const double *d, double alpha, R T[12])
+{
+    const R *gdt = (const R *)a.gdt;
+    if (a.relax) {
+        for (int i = 0; i < c.kseg; i++) {
+            int k = c.k0 + i;
+            if (k >= c.nt)
+                break;
+            R th[3];
+            theta_at<R>(a, spl, gdt, c.pul, x, d, alpha, k, th);
+            affine_step(th, T, a.relax, spl[SP_A1], spl[SP_A2]);
+        }
+    } else {
+        R Q[4] = {1, 0, 0, 0};
+        for (int i = 0; i < c.kseg; i++) {
+            int k = c.k0 + i;
+            if (k >= c.nt)
+                break;
+            R th[3];
+            theta_at<R>(a, spl, gdt, c.pul, x, d, alpha, k, th);
+            quat_step(th, Q);
+        }
+        quat_to_affine(Q, T);
+    }
+}
+
+/*
+ * scan over segments, log2(P) levels (Hillis-Steele), per spin:
+ *   C_p = T_p o T_{p-1} o ... o T_0        (prefix: segment end states)
+ *   V_p = L_{P-1} ... L_{p+1} L_p          (suffix of the linear parts:
+ *                                           segment end adjoints)
+ * In: T = T_p; out: T = C_p, V = V_p, both also in c.Tm, c.Vm.
+ */
+template <typename R>
+__device__ __forceinline__ void scan(const tile_ctx<R> &c, R T[12], R V[9])
+{
+    const int t = c.t, p = c.p, sb = c.sb, P = c.P;
+    R *Tm = c.Tm, *Vm = c.Vm;
+    V[0] = T[0]; V[1] = T[1]; V[2] = T[2];
+    V[3] = T[4]; V[4] = T[5]; V[5] = T[6];
+    V[6] = T[8]; V[7] = T[9]; V[8] = T[10];
+    for (int cc = 0; cc < 12; cc++)
+        Tm[(size_t)t * 12 + cc] = T[cc];
+    for (int cc = 0; cc < 9; cc++)
+        Vm[(size_t)t * 9 + cc] = V[cc];
+    __syncthreads();
+    for (int off = 1; off < P; off *= 2) {
+        R Tp[12], Vn[9];
+        const bool hp = p >= off, hn = p + off < P;
+        if (hp)
+            for (int cc = 0; cc < 12; cc++)
+                Tp[cc] = Tm[(size_t)(t - off * sb) * 12 + cc];
+        if (hn)
+            for (int cc = 0; cc < 9; cc++)
+                Vn[cc] = Vm[(size_t)(t + off * sb) * 9 + cc];
+        __syncthreads();
+        if (hp) { /* T <- T o Tp */
+            R o[12];
+            for (int r = 0; r < 3; r++) {
+                for (int cc = 0; cc < 4; cc++)
+                    o[4 * r + cc] = fmar(T[4 * r + 2], Tp[8 + cc],
+                                         fmar(T[4 * r + 1], Tp[4 + cc], T[4 * r] * Tp[cc]));
+                o[4 * r + 3] += T[4 * r + 3];
+            }
+            for (int cc = 0; cc < 12; cc++) {
+                T[cc] = o[cc];
+                Tm[(size_t)t * 12 + cc] = o[cc];
+            }
+        }
+        if (hn) { /* V <- Vn V */
+            R o[9];
+            for (int r = 0; r < 3; r++)
+                for (int cc = 0; cc < 3; cc++)
+                    o[3 * r + cc] = fmar(Vn[3 * r + 2], V[6 + cc],
+                                         fmar(Vn[3 * r + 1], V[3 + cc], Vn[3 * r] * V[cc]));
+            for (int cc = 0; cc < 9; cc++) {
+                V[cc] = o[cc];
+                Vm[(size_t)t * 9 + cc] = o[cc];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/*
+ * The segment end state M = C_p(m0) (the last segment's is M_Nt) and, by
+ * the last segment's thread of each spin, the loss and dL/dM_Nt into the
+ * tile's buffers (and M_Nt into a.m_out). Ends with a barrier: the
+ * buffers are whole.
+ */
+template <typename R>
+__device__ __forceinline__ void end_state_and_loss(const args &a, const tile_ctx<R> &c, int j, bool valid,
+                                                   const R T[12], R m[3])
+{
+    double m0[3] = {0.0, 0.0, 1.0};
+    if (valid)
+        for (int cc = 0; cc < 3; cc++)
+            m0[cc] = a.m0[3 * j + cc];
+    for (int r = 0; r < 3; r++)
+        m[r] = fmar(T[4 * r + 2], (R)m0[2], fmar(T[4 * r + 1], (R)m0[1], fmar(T[4 * r], (R)m0[0], T[4 * r + 3])));
+    if (c.p == c.P - 1) {
+        double lam_d[3] = {0, 0, 0}, loss = 0.0;
+        if (valid) {
+            double md[3] = {(double)m[0], (double)m[1], (double)m[2]};
+            loss = ps_spin_loss(a.loss, a.w[j], md, a.target + 3 * j, lam_d);
+            if (a.m_out)
+                for (int cc = 0; cc < 3; cc++)
+                    a.m_out[3 * j + cc] = md[cc];
+        }
+        c.lossbuf[c.js] = loss;
+        for (int cc = 0; cc < 3; cc++)
+            c.lamf[3 * c.js + cc] = lam_d[cc];
+    }
+    __syncthreads();
+}
+
+/*
+ * replay: the thread walks its segment backward from the segment's end
+ * state m (reverse step + adjoint, model/bloch_math.h) with the segment
+ * end adjoint V_{p+1}^T dL/dM_Nt, and the spins' dL/du_k, dL/dv_k
+ * (model/design.h, chain rule) are summed over the tile's spins into the
+ * block's partial gradient gp (first: the block's first tile, which
+ * stores instead of adding).
+ *
+ * Each step's values of the warp's lanes go to a staging buffer
+ * [2][PS_GPU_STAGE][33]; every PS_GPU_STAGE steps the warp sums them over
+ * each segment's spins (lanes g*sb .. g*sb + sb - 1 in order), one
+ * (component, step, segment) per lane, and adds them to gp.
+ */
+template <typename R>
+__device__ __forceinline__ void replay(const args &a, const tile_ctx<R> &c, const R *spl, const double *x,
+                                       const double *d, double alpha, R m[3], double *gp, bool first)
+{
+    const int t = c.t, sb = c.sb, nt = c.nt, kseg = c.kseg, k0 = c.k0;
+    const R *gdt = (const R *)a.gdt;
+    R lam[3], lf[3] = {(R)c.lamf[3 * c.js], (R)c.lamf[3 * c.js + 1], (R)c.lamf[3 * c.js + 2]};
+    if (c.p == c.P - 1) {
+        for (int cc = 0; cc < 3; cc++)
+            lam[cc] = lf[cc];
+    } else {
+        const R *Vq = c.Vm + (size_t)(t + sb) * 9;
+        for (int cc = 0; cc < 3; cc++)
+            lam[cc] = fmar(Vq[6 + cc], lf[2], fmar(Vq[3 + cc], lf[1], Vq[cc] * lf[0]));
+    }
+    const int lane = t & 31, ngroups = 32 / sb, pw = (t & ~31) / sb;
+    R *stg = c.Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
+    int nb = 0, itop = kseg - 1;
+    for (int i = kseg - 1; i >= 0; i--) {
+        int k = k0 + i;
+        R gx = 0, gy = 0;
+        if (k < nt) {
+            R th[3], gth[3];
+            theta_at<R>(a, spl, gdt, c.pul, x, d, alpha, k, th);
+            reverse_adjoint(th, m, lam, a.relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
+            design_spin_grad(spl[SP_GS], gth, &gx, &gy);
+        }
+        stg[nb * 33 + lane] = gx;
+        stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
+        nb++;
+        if (nb == PS_GPU_STAGE || i == 0) {
+            __syncwarp();
+            const int per = nb * ngroups;
+            for (int it = lane; it < 2 * per; it += 32) {
+                const int comp = it / per, rem = it - comp * per, r = rem / ngroups, g = rem - r * ngroups;
+                const R *row = stg + (comp * PS_GPU_STAGE + r) * 33 + g * sb;
+                R sum = 0;
+                for (int l = 0; l < sb; l++)
+                    sum += row[l];
+                const int kk = (pw + g) * kseg + itop - r;
+                if (kk < nt) {
+                    double *dst = gp + (comp ? PS_X_V((size_t)nt, (size_t)kk) : PS_X_U((size_t)nt, (size_t)kk));
+                    *dst = (first ? 0.0 : *dst) + (double)sum;
+                }
+            }
+            __syncwarp();
+            nb = 0;
+            itop = i - 1;
+        }
+    }
+}
+
+template <typename R>
+__device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad,
+                         char *smem)
+{
+    tile_ctx<R> c;
+    c.sb = a.sb;
+    c.P = a.segs;
+    c.nt = a.nt;
+    c.t = threadIdx.x;
+    c.js = c.t % c.sb;
+    c.p = c.t / c.sb;
+    c.kseg = (c.nt + c.P - 1) / c.P; /* uniform trip count: shuffles need the whole warp */
+    c.k0 = c.p * c.kseg;
+    c.lossbuf = (double *)smem;
+    c.lamf = c.lossbuf + c.sb;
+    c.pul = a.stage_pulse ? (R *)(c.lamf + 3 * c.sb) : nullptr;
+    c.Tm = (R *)(c.lamf + 3 * c.sb) + (a.stage_pulse ? 2 * (size_t)c.nt : 0);
+    c.Vm = c.Tm + (size_t)c.P * c.sb * 12;
+    c.Stage = c.Vm + (size_t)c.P * c.sb * 9;
+    const R *spin = (const R *)a.spin;
+    double loss_acc = 0.0;
+    double *gp = a.gpart + (size_t)blockIdx.x * a.n; /* this block's partial gradient */
+    bool first = true;                               /* no tile added into gp yet */
+
+    if (c.pul) { /* the trial pulse, once per block */
+        for (int k = c.t; k < c.nt; k += blockDim.x) {
+            double ud, vd, zp, zq;
+            pulse_at(a, x, d, alpha, k, &ud, &vd, &zp, &zq);
+            c.pul[2 * k] = (R)ud;
+            c.pul[2 * k + 1] = (R)vd;
+        }
+        __syncthreads();
+    }
+
+    for (int tile = blockIdx.x; tile < a.ntiles; tile += gridDim.x) {
+        const int j = tile * c.sb + c.js;
+        const bool valid = j < a.ns;
+        const R *sp = spin + (size_t)(valid ? j : a.ns - 1) * SP_STRIDE;
+        R spl[SP_STRIDE];
+        for (int cc = 0; cc < SP_STRIDE; cc++)
+            spl[cc] = sp[cc];
+        R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, V[9], m[3];
+        composite<R>(a, c, spl, x, d, alpha, T);
+        scan<R>(c, T, V);
+        end_state_and_loss<R>(a, c, j, valid, T, m);
+        if (c.t == 0)
+            for (int i = 0; i < c.sb; i++)
+                loss_acc += c.lossbuf[i];
+        if (grad)
+            replay<R>(a, c, spl, x, d, alpha, m, gp, first);
+        first = false;
+        __syncthreads(); /* shared buffers are reused by the next tile */
+    }
+    if (first && grad) /* a block without tiles adds nothing */
+        for (int i = c.t; i < a.n; i += blockDim.x)
+            gp[i] = 0.0;
+    if (c.t == 0)
+        a.lpart[blockIdx.x] = loss_acc;
+}
+
+} // namespace ps_gpu
+
+#endif /* PS_SRC_CUDA_EVALUATE_CUH */

@@ -1,0 +1,277 @@
+/*
+ * Fixed-order reductions of the GPU solve: block sums, the sum of the
+ * blocks' partial gradients with the design's penalty and chain rule
+ * (reduce_gradient), and the update's batched dots taken with every
+ * trial (trial_dots). No atomics: the same launch shape gives the same
+ * bits.
+ */
+#ifndef PS_SRC_CUDA_REDUCE_CUH
+#define PS_SRC_CUDA_REDUCE_CUH
+
+#include "cuda/args.cuh"
+
+namespace ps_gpu {
+
+/*
+ * The end of a block sum: once each warp w has stored its Q sums at
+ * scratch[w * Q + q], out[q] = those sums added in warp order, the one
+ * fixed order of block_partials and update. The barrier before makes
+ * scratch complete, the one after makes out visible to the whole block.
+ */
+__device__ inline void sum_warps(const double *scratch, int Q, int nw, double *out)
+{
+    __syncthreads();
+    for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+        double v = 0.0;
+        for (int w = 0; w < nw; w++)
+            v += scratch[w * Q + q];
+        out[q] = v;
+    }
+    __syncthreads();
+}
+
+/*
+ * Block-wide sums of q values per thread (vals[q]) into a.rpart[block][q],
+ * in a fixed order (warp shuffles, then warps in order).
+ */
+__device__ inline void block_partials(const double *vals, int Q, double *scratch, double *out)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    for (int q = 0; q < Q; q++) {
+        double v = vals[q];
+        for (int off = 16; off > 0; off /= 2)
+            v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0)
+            scratch[warp * Q + q] = v;
+    }
+    sum_warps(scratch, Q, nw, out);
+}
+
+/*
+ * The sum of per-block partials p[b * stride] over b = 0..G-1 by one
+ * warp, the same fixed order in every block: lane l sums b = l, l+32,
+ * ..., then a fixed xor tree over lanes (every lane returns the sum).
+ */
+__device__ inline double warp_sum_partials(const double *p, int G, int stride)
+{
+    double s = 0.0;
+    for (int b = threadIdx.x & 31; b < G; b += 32)
+        s += p[(size_t)b * stride];
+    for (int off = 16; off > 0; off /= 2)
+        s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s;
+}
+
+/* Shared memory of reduce_gradient and trial_dots (scratch: [warps][2][32]
+ * and [warps][4 m] doubles). */
+__host__ __device__ inline size_t reduce_smem_bytes(int tb)
+{
+    return (size_t)((tb + 31) / 32) * (4 * PS_MAX_MEMORY > 64 ? 4 * PS_MAX_MEMORY : 64) * sizeof(double);
+}
+
+/*
+ * ---- reduce gradient ----
+ * gout = sum over blocks of the partial gradients + 2 lambda b, through
+ * the b1_max chain rule; block partials of gout.d, gout.gout and the RF
+ * power sum b.b, and the block's loss, into a.rpart[block][0..3].
+ *
+ * A block takes 32 consecutive time steps at a time (lane l: step
+ * c*32 + l, so that a warp's loads of a partial row are coalesced);
+ * warp w sums the partial rows b = w, w + nw, ... in order, then warp 0
+ * sums the warps' sums in warp order: a fixed order for a fixed launch
+ * shape (all variants run this with the same one).
+ */
+__device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
+                                       double *gout, double *scratch, double *out4)
+{
+    const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nw = blockDim.x >> 5, chunks = (nt + 31) / 32;
+    double *wsum = scratch; /* [nw][2][32] */
+    /* [3]: the block's loss, carried along so that one sum over blocks
+     * gives all four scalars of an evaluation */
+    double acc[4] = {0.0, 0.0, 0.0, threadIdx.x == 0 ? a.lpart[blockIdx.x] : 0.0};
+    for (int c = blockIdx.x; c < chunks; c += G) {
+        const int k = c * 32 + lane;
+        const bool ok = k < nt;
+        double u = 0.0, v = 0.0, zp = 0.0, zq = 0.0;
+        if (warp == 0 && ok) /* the pulse's loads issued with the partials' */
+            pulse_at(a, x, d, alpha, k, &u, &v, &zp, &zq);
+        double gu = 0.0, gv = 0.0;
+        if (ok)
+            for (int b = warp; b < G; b += nw) {
+                gu += a.gpart[(size_t)b * a.n + PS_X_U(nt, k)];
+                gv += a.gpart[(size_t)b * a.n + PS_X_V(nt, k)];
+            }
+        wsum[(warp * 2) * 32 + lane] = gu;
+        wsum[(warp * 2 + 1) * 32 + lane] = gv;
+        __syncthreads();
+        if (warp == 0 && ok) {
+            gu = 0.0;
+            gv = 0.0;
+            for (int w = 0; w < nw; w++) {
+                gu += wsum[(w * 2) * 32 + lane];
+                gv += wsum[(w * 2 + 1) * 32 + lane];
+            }
+            ps_design_step_grad(&a.des, zp, zq, u, v, gu, gv, &gu, &gv);
+            const int iu = PS_X_U(nt, k), iv = PS_X_V(nt, k);
+            gout[iu] = gu;
+            gout[iv] = gv;
+            if (d)
+                acc[0] += gu * d[iu] + gv * d[iv];
+            acc[1] += gu * gu + gv * gv;
+            acc[2] += ps_design_power(u, v);
+        }
+        __syncthreads(); /* wsum is taken before the next chunk writes it */
+    }
+    block_partials(acc, 4, scratch, out4);
+}
+
+/*
+ * Warp sum of NV values per lane (NV a power of two <= 32), scattered:
+ * lane l returns the sum over the warp's lanes of v[l % NV]. The lane
+ * bits above NV are summed whole (NV shuffles each), then each lower
+ * level halves the values a lane holds, keeping the half whose index bit
+ * matches its lane bit (NV/2 + ... + 1 shuffles): 31 shuffles for 16 or
+ * 32 sums instead of 5 per sum. A fixed order: the same bits every run.
+ * (The levels are a template recursion, not a loop: with a loop the
+ * compiler kept v[] in local memory.)
+ */
+template <int H, int NV> struct scatter_level {
+    __device__ __forceinline__ static void run(double (&v)[NV], unsigned lane)
+    {
+        const bool up = (lane & (unsigned)H) != 0;
+#pragma unroll
+        for (int k = 0; k < H; k++) {
+            const double lo = v[k], hi = v[k + H];
+            const double keep = up ? hi : lo, give = up ? lo : hi;
+            v[k] = keep + __shfl_xor_sync(0xffffffffu, give, H);
+        }
+        scatter_level<H / 2, NV>::run(v, lane);
+    }
+};
+template <int NV> struct scatter_level<0, NV> {
+    __device__ __forceinline__ static void run(double (&)[NV], unsigned) {}
+};
+
+template <int NV>
+__device__ __forceinline__ double warp_sum_scatter(double (&v)[NV])
+{
+    static_assert(NV >= 1 && NV <= 32 && (NV & (NV - 1)) == 0, "NV: a power of two <= 32");
+#pragma unroll
+    for (int h = 16; h >= NV; h >>= 1)
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            v[k] += __shfl_xor_sync(0xffffffffu, v[k], h);
+    scatter_level<NV / 2, NV>::run(v, threadIdx.x & 31u);
+    return v[0];
+}
+
+/*
+ * ---- the update's batched dots, taken with the trial's reduction ----
+ * For the step x_t = x + alpha d to the trial just reduced (gradient gt),
+ * the pair it would store in slot ns, s = x_t - x and y = gt - g, and the
+ * dots of the PS_RED_LEN layout (opt/lbfgs.h) but g.g (the evaluation's
+ * g.g is g_t.g_t): s_j.y, y_j.y, s_j.g_t, y_j.g_t over the slots j, slot
+ * ns holding the new pair. Computed for every trial, before the line
+ * search has decided, so that an accepted step needs no pass and no
+ * barrier of its own (the vectors move in the next direction pass:
+ * apply_step). Each block takes the elements of its chunks of 32 time
+ * steps in reduce_gradient (chunk c = block + i grid; element (i, e, l):
+ * step c*32 + l of component e), spread over its threads; four pairs at a
+ * time, one scattered warp sum of 16 values each, then the warps' sums
+ * in warp order: the block's partial of dot q goes to
+ * a.rdot[q * grid + block]. Blocks without a chunk write nothing (their
+ * dots are not summed: dot_blocks). A fixed order for a fixed launch
+ * shape, whether it runs after the reduction or alone. Every thread of
+ * the block calls it; scratch: [warps][4m] doubles (reduce_smem_bytes);
+ * ends with a barrier.
+ */
+__device__ inline void trial_dots(const args &a, double alpha, int ns, const double *gt, double *scratch)
+{
+    const int nt = a.nt, n = a.n, m = a.memory, G = gridDim.x, chunks = (nt + 31) / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int mine = (int)blockIdx.x < chunks ? (chunks - (int)blockIdx.x + G - 1) / G : 0;
+    const int items = mine * 64, busy = min(nw, (items + 31) / 32); /* warps with elements */
+    if (!mine)
+        return;
+    for (int j0 = 0; j0 < m; j0 += 4) {
+        double acc[16];
+#pragma unroll
+        for (int q = 0; q < 16; q++)
+            acc[q] = 0.0;
+        for (int it = threadIdx.x; it < items; it += blockDim.x) {
+            const int k = ((int)blockIdx.x + (it >> 6) * G) * 32 + (it & 31);
+            if (k >= nt)
+                continue;
+            const int i = k + ((it >> 5) & 1) * nt;
+            const double x = a.x[i], g = a.g[i], gv = gt[i];
+            const double yv = gv - g, sv = ps_trial_coord(x, alpha, a.d[i]) - x;
+            double sj[4], yj[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const size_t o = (size_t)(j0 + u < m ? j0 + u : j0) * n + i; /* in range */
+                sj[u] = a.S[o];
+                yj[u] = a.Y[o];
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                if (j0 + u == ns) { /* the new pair */
+                    sj[u] = sv;
+                    yj[u] = yv;
+                }
+                if (j0 + u < m) {
+                    acc[u] += sj[u] * yv;      /* s_j . y_ns */
+                    acc[4 + u] += yj[u] * yv;  /* y_j . y_ns */
+                    acc[8 + u] += sj[u] * gv;  /* s_j . g_t */
+                    acc[12 + u] += yj[u] * gv; /* y_j . g_t */
+                }
+            }
+        }
+        if (warp < busy) {
+            const double r = warp_sum_scatter<16>(acc);
+            const int kind = lane >> 2, j = j0 + (lane & 3);
+            if (lane < 16 && j < m)
+                scratch[warp * 4 * m + kind * m + j] = r;
+        }
+    }
+    __syncthreads();
+    for (int q = threadIdx.x; q < 4 * m; q += blockDim.x) {
+        double v = 0.0;
+        for (int w = 0; w < busy; w++)
+            v += scratch[w * 4 * m + q];
+        a.rdot[(size_t)q * G + blockIdx.x] = v;
+    }
+    __syncthreads(); /* scratch is free again */
+}
+
+/* The blocks that hold update dots: those with a chunk of 32 steps. */
+__host__ __device__ inline int dot_blocks(int nt, int G)
+{
+    const int chunks = (nt + 31) / 32;
+    return chunks < G ? chunks : G;
+}
+
+/*
+ * The partials a trial's reduction leaves for its update, from g_t in
+ * memory (a launch in the UPDATE phase: update_partials_kernel): g_t.g_t
+ * in the reduction's order (a.rpart[block][1]) and the dots (trial_dots).
+ * scratch: reduce_smem_bytes.
+ */
+__device__ inline void update_partials(const args &a, double alpha, int ns, double *scratch)
+{
+    const int nt = a.nt;
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    if (threadIdx.x < 32) {
+        for (int c = blockIdx.x; c < (nt + 31) / 32; c += gridDim.x) {
+            const int k = c * 32 + (int)threadIdx.x;
+            if (k < nt)
+                acc[1] += a.gt[k] * a.gt[k] + a.gt[nt + k] * a.gt[nt + k];
+        }
+    }
+    trial_dots(a, alpha, ns, a.gt, scratch);
+    block_partials(acc, 4, scratch, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+}
+
+} // namespace ps_gpu
+
+#endif /* PS_SRC_CUDA_REDUCE_CUH */

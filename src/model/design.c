@@ -1,0 +1,62 @@
+/*
+ * The design variables of a problem on the host: its ps_design, the pulse
+ * of a whole x and back, and the per-spin and per-step constants that both
+ * backends round into their precision (model/design.h).
+ */
+#include "model/design.h"
+#include "model/problem.h"
+
+#define PS_PI 3.14159265358979323846
+
+size_t ps_problem_nx(const ps_problem *p)
+{
+    return p ? PS_DESIGN_NX(p->nt) : 0;
+}
+
+ps_design ps_problem_design(const ps_problem *p, int physical)
+{
+    ps_design d;
+    d.has_b1max = !physical && ps_problem_has_b1max(p);
+    d.b1max = d.has_b1max ? p->b1_max : 0.0;
+    d.lambda = p->lambda;
+    return d;
+}
+
+void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b)
+{
+    const ps_design d = ps_problem_design(p, 0);
+    const size_t nt = p->nt;
+    for (size_t k = 0; k < nt; k++)
+        ps_design_pulse(&d, x[PS_X_U(nt, k)], x[PS_X_V(nt, k)], &b[PS_X_U(nt, k)],
+                        &b[PS_X_V(nt, k)]);
+}
+
+void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x)
+{
+    const ps_design d = ps_problem_design(p, 0);
+    const size_t nt = p->nt;
+    for (size_t k = 0; k < nt; k++)
+        ps_design_from_pulse(&d, b[PS_X_U(nt, k)], b[PS_X_V(nt, k)], &x[PS_X_U(nt, k)],
+                             &x[PS_X_V(nt, k)]);
+}
+
+void ps_design_spin(const ps_problem *p, size_t j, ps_spin_consts *s)
+{
+    const double gamma = 2.0 * PS_PI * p->gamma_bar;
+    for (int c = 0; c < 3; c++) {
+        s->r[c] = p->r[3 * j + c];
+        s->m0[c] = p->m0 ? p->m0[3 * j + c] : (c == 2 ? 1.0 : 0.0);
+    }
+    s->gs = p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0);
+    s->wz = p->dt * 2.0 * PS_PI * (p->df ? p->df[j] : 0.0);
+    ps_relax_decrements(p->dt, p->t1 ? p->t1[j] : 0.0, &s->a1, &s->b1);
+    ps_relax_decrements(p->dt, p->t2 ? p->t2[j] : 0.0, &s->a2, &s->b2);
+    s->w = p->w ? p->w[j] : 1.0;
+}
+
+void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3])
+{
+    const double gamma = 2.0 * PS_PI * p->gamma_bar;
+    for (int c = 0; c < 3; c++)
+        gdt[c] = p->dt * gamma * p->g[3 * k + c];
+}

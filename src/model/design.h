@@ -1,0 +1,161 @@
+/*
+ * The design variables: what the optimizer's unknowns x are and how the
+ * Bloch model sees them. Written once, compiled into the CPU backend (C11)
+ * and the CUDA kernels (__host__ __device__); nothing else builds the
+ * layout of x, the rotation vector theta, the chain rule back to x, the
+ * power penalty or the peak reparametrization (docs/model.md).
+ *
+ * Layout. x has nx = 2 Nt reals, the u halves first:
+ *     x[PS_X_U(nt, k)] = u_k,   x[PS_X_V(nt, k)] = v_k     (k = 0..Nt-1)
+ * (the RF pulse b1 = u + i v in G, or with a finite b1_max the variables
+ * z = (p, q) of the reparametrization below).
+ *
+ * Pulse. Without b1_max, (u, v) = (p, q). With b1_max = bm:
+ *     b = bm tanh(|z|) z/|z|          (model/bloch_math.h, ps_reparam_*)
+ * so that |b_k| < bm for every x.
+ *
+ * Rotation vector of step k for spin j (rad), from the per-spin constants
+ * gs = dt gamma s_j, wz = dt 2 pi df_j, the position r_j and the per-step
+ * gradient rotation gdt_k = dt gamma G_k (rad/cm):
+ *     theta = (gs u_k, gs v_k, gdt_k . r_j + wz)
+ *
+ * Chain rule. With gth = dL/dtheta of step k for spin j (the adjoint,
+ * model/bloch_math.h), the spin's share of the loss gradient is
+ *     dL/du_k += gs gth_x,   dL/dv_k += gs gth_y;
+ * summed over the spins (each backend in its own fixed order), then per
+ * step the power penalty and the reparametrization:
+ *     dF/db_k = dL/db_k + 2 lambda b_k,    dF/dz_k = (db/dz)^T dF/db_k.
+ *
+ * Objective: F = sum_j loss_j + lambda sum_k (u_k^2 + v_k^2).
+ */
+#ifndef PS_SRC_MODEL_DESIGN_H
+#define PS_SRC_MODEL_DESIGN_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "common/ps_hd.h"
+#include "model/bloch_math.h"
+#include "persolve.h"
+
+/* ---- layout of x ---- */
+
+/* Number of unknowns for nt time steps. */
+#define PS_DESIGN_NX(nt) (2 * (nt))
+/* Index of u_k and v_k in x (and in every vector of the optimizer). */
+#define PS_X_U(nt, k) (k)
+#define PS_X_V(nt, k) ((nt) + (k))
+
+/* What maps x to the pulse and the pulse to F's penalty. */
+typedef struct ps_design {
+    int has_b1max; /* 1: x holds the reparametrized z, |b| < b1max */
+    double b1max;  /* G, used when has_b1max */
+    double lambda; /* power penalty weight, >= 0 */
+} ps_design;
+
+/* ---- pulse of step k from its variables ---- */
+
+/* (p, q) = (x[PS_X_U], x[PS_X_V]) of one step -> the pulse (u, v), G. */
+PS_HD void ps_design_pulse(const ps_design *d, double p, double q, double *u, double *v)
+{
+    if (d->has_b1max) {
+        ps_reparam_forward(d->b1max, p, q, u, v);
+    } else {
+        *u = p;
+        *v = q;
+    }
+}
+
+/* The inverse for start points: (p, q) from a pulse (u, v), projected
+ * strictly inside |b| < b1max (model/bloch_math.h, ps_reparam_inverse). */
+PS_HD void ps_design_from_pulse(const ps_design *d, double u, double v, double *p, double *q)
+{
+    if (d->has_b1max) {
+        ps_reparam_inverse(d->b1max, u, v, p, q);
+    } else {
+        *p = u;
+        *q = v;
+    }
+}
+
+/* ---- rotation vector and the spin's chain rule, per precision ---- */
+
+/*
+ * theta = (gs u, gs v, gdt.r + wz) of one step for one spin, and the
+ * spin's share (gu, gv) = gs (gth_x, gth_y) of dL/du_k, dL/dv_k. The
+ * z component's multiply-adds are fused on the GPU (PS_FMA_*), in the
+ * order written: wz + gdt_x r_x, + gdt_y r_y, + gdt_z r_z.
+ */
+#define PS_DESIGN_SPIN_MATH(R, SFX, FMA)                                                \
+    PS_HD void ps_design_theta_##SFX(R gs, R u, R v, const R gdt[3], const R r[3], R wz, \
+                                     R th[3])                                           \
+    {                                                                                   \
+        th[0] = gs * u;                                                                 \
+        th[1] = gs * v;                                                                 \
+        th[2] = FMA(gdt[2], r[2], FMA(gdt[1], r[1], FMA(gdt[0], r[0], wz)));            \
+    }                                                                                   \
+    PS_HD void ps_design_spin_grad_##SFX(R gs, const R gth[3], R *gu, R *gv)            \
+    {                                                                                   \
+        *gu = gth[0] * gs;                                                              \
+        *gv = gth[1] * gs;                                                              \
+    }
+PS_DESIGN_SPIN_MATH(float, f, PS_FMA_F)
+PS_DESIGN_SPIN_MATH(double, d, PS_FMA_D)
+#undef PS_DESIGN_SPIN_MATH
+
+/* ---- per step, after the sum over spins ---- */
+
+/* The power penalty's term of one step: u^2 + v^2 (F adds lambda times
+ * the sum over steps). */
+PS_HD double ps_design_power(double u, double v)
+{
+    return u * u + v * v;
+}
+
+/*
+ * dF/dx of one step from the loss gradient (gu, gv) = dL/db_k summed over
+ * the spins, at the pulse (u, v) = b_k of the variables (p, q):
+ * the penalty's 2 lambda b_k added, then through the reparametrization.
+ */
+PS_HD void ps_design_step_grad(const ps_design *d, double p, double q, double u, double v,
+                               double gu, double gv, double *gp, double *gq)
+{
+    gu += 2.0 * d->lambda * u;
+    gv += 2.0 * d->lambda * v;
+    if (d->has_b1max) {
+        ps_reparam_backward(d->b1max, p, q, gu, gv, gp, gq);
+    } else {
+        *gp = gu;
+        *gq = gv;
+    }
+}
+
+/* ---- a problem's design (host, model/design.c) ---- */
+
+/* The design of p: physical = 1 evaluates at the pulse itself (x = b,
+ * whatever b1_max is), 0 in the optimizer's variables. */
+ps_design ps_problem_design(const ps_problem *p, int physical);
+
+/* The pulse b[nx] of the variables x[nx] (b may equal x), and the inverse
+ * (x strictly inside the b1_max constraint; x may equal b). */
+void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b);
+void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x);
+
+/* What one spin brings to the model, in double: the backends round it to
+ * their precision. */
+typedef struct ps_spin_consts {
+    double r[3];   /* position, cm */
+    double gs;     /* dt gamma s_j, rad/G */
+    double wz;     /* dt 2 pi df_j, rad */
+    double a1, a2; /* relaxation decrements 1 - exp(-dt/T1,2) (0: none) */
+    double b1, b2; /* their inverse increments exp(dt/T1,2) - 1 */
+    double w;      /* loss weight */
+    double m0[3];  /* start magnetization */
+} ps_spin_consts;
+
+void ps_design_spin(const ps_problem *p, size_t j, ps_spin_consts *s);
+
+/* gdt_k = dt gamma G_k of step k, rad/cm. */
+void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3]);
+
+#endif /* PS_SRC_MODEL_DESIGN_H */
