@@ -120,44 +120,36 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
            + (tb + 31) / 32 * 2 * PS_GPU_STAGE * 33 * sizeof(R); /* gradient staging */
 }
 
-/* One thread's place in the tile and the block's shared buffers. */
-template <typename R> struct tile_ctx {
-    int sb, P, nt, t, js, p, kseg, k0;
-    double *lossbuf; /* [sb] per-spin loss */
-    double *lamf;    /* [sb][3] dL/dM_Nt */
-    R *pul;          /* [nt][2] staged pulse, or null */
-    R *Tm;           /* [P*sb][12] prefix-composed segment maps */
-    R *Vm;           /* [P*sb][9] suffix products of their linear parts */
-    R *Stage;        /* [warps][2][PS_GPU_STAGE][33] gradient staging */
-};
-
 /*
- * composite: T_p = the product of the thread's segment's step maps, an
- * affine map 3x4 (rotation and relaxation); without relaxation a unit
- * quaternion (16 FMA a step), made affine at the end.
+ * composite: T_p = the product of the thread's segment's step maps
+ * (steps k0 .. k0 + kseg - 1 below nt), an affine map 3x4 (rotation and
+ * relaxation); without relaxation a unit quaternion (16 FMA a step), made
+ * affine at the end.
  */
 template <typename R>
-__device__ __forceinline__ void composite(const args &a, const tile_ctx<R> &c, const R *spl, const double *x,
-                                          const double *d, double alpha, R T[12])
+__device__ __forceinline__ void composite(const args &a, const R *spl, const R *pul, const double *x,
+                                          const double *d, double alpha, int k0, int kseg, int relax,
+                                          R T[12])
 {
+    const int nt = a.nt;
     const R *gdt = (const R *)a.gdt;
-    if (a.relax) {
-        for (int i = 0; i < c.kseg; i++) {
-            int k = c.k0 + i;
-            if (k >= c.nt)
+    if (relax) {
+        for (int i = 0; i < kseg; i++) {
+            int k = k0 + i;
+            if (k >= nt)
                 break;
             R th[3];
-            theta_at<R>(a, spl, gdt, c.pul, x, d, alpha, k, th);
-            affine_step(th, T, a.relax, spl[SP_A1], spl[SP_A2]);
+            theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+            affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
         }
     } else {
         R Q[4] = {1, 0, 0, 0};
-        for (int i = 0; i < c.kseg; i++) {
-            int k = c.k0 + i;
-            if (k >= c.nt)
+        for (int i = 0; i < kseg; i++) {
+            int k = k0 + i;
+            if (k >= nt)
                 break;
             R th[3];
-            theta_at<R>(a, spl, gdt, c.pul, x, d, alpha, k, th);
+            theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
             quat_step(th, Q);
         }
         quat_to_affine(Q, T);
@@ -165,57 +157,57 @@ __device__ __forceinline__ void composite(const args &a, const tile_ctx<R> &c, c
 }
 
 /*
- * scan over segments, log2(P) levels (Hillis-Steele), per spin:
+ * scan over segments, log2(P) levels (Hillis-Steele), per spin (thread t
+ * holds segment p of spin t % sb):
  *   C_p = T_p o T_{p-1} o ... o T_0        (prefix: segment end states)
  *   V_p = L_{P-1} ... L_{p+1} L_p          (suffix of the linear parts:
  *                                           segment end adjoints)
- * In: T = T_p; out: T = C_p, V = V_p, both also in c.Tm, c.Vm.
+ * In: T = T_p; out: T = C_p, V = V_p, both also in Tm [P*sb][12] and
+ * Vm [P*sb][9] (shared).
  */
 template <typename R>
-__device__ __forceinline__ void scan(const tile_ctx<R> &c, R T[12], R V[9])
+__device__ __forceinline__ void scan(int t, int p, int sb, int P, R *Tm, R *Vm, R T[12], R V[9])
 {
-    const int t = c.t, p = c.p, sb = c.sb, P = c.P;
-    R *Tm = c.Tm, *Vm = c.Vm;
     V[0] = T[0]; V[1] = T[1]; V[2] = T[2];
     V[3] = T[4]; V[4] = T[5]; V[5] = T[6];
     V[6] = T[8]; V[7] = T[9]; V[8] = T[10];
-    for (int cc = 0; cc < 12; cc++)
-        Tm[(size_t)t * 12 + cc] = T[cc];
-    for (int cc = 0; cc < 9; cc++)
-        Vm[(size_t)t * 9 + cc] = V[cc];
+    for (int c = 0; c < 12; c++)
+        Tm[(size_t)t * 12 + c] = T[c];
+    for (int c = 0; c < 9; c++)
+        Vm[(size_t)t * 9 + c] = V[c];
     __syncthreads();
     for (int off = 1; off < P; off *= 2) {
         R Tp[12], Vn[9];
         const bool hp = p >= off, hn = p + off < P;
         if (hp)
-            for (int cc = 0; cc < 12; cc++)
-                Tp[cc] = Tm[(size_t)(t - off * sb) * 12 + cc];
+            for (int c = 0; c < 12; c++)
+                Tp[c] = Tm[(size_t)(t - off * sb) * 12 + c];
         if (hn)
-            for (int cc = 0; cc < 9; cc++)
-                Vn[cc] = Vm[(size_t)(t + off * sb) * 9 + cc];
+            for (int c = 0; c < 9; c++)
+                Vn[c] = Vm[(size_t)(t + off * sb) * 9 + c];
         __syncthreads();
         if (hp) { /* T <- T o Tp */
             R o[12];
             for (int r = 0; r < 3; r++) {
-                for (int cc = 0; cc < 4; cc++)
-                    o[4 * r + cc] = fmar(T[4 * r + 2], Tp[8 + cc],
-                                         fmar(T[4 * r + 1], Tp[4 + cc], T[4 * r] * Tp[cc]));
+                for (int c = 0; c < 4; c++)
+                    o[4 * r + c] = fmar(T[4 * r + 2], Tp[8 + c],
+                                        fmar(T[4 * r + 1], Tp[4 + c], T[4 * r] * Tp[c]));
                 o[4 * r + 3] += T[4 * r + 3];
             }
-            for (int cc = 0; cc < 12; cc++) {
-                T[cc] = o[cc];
-                Tm[(size_t)t * 12 + cc] = o[cc];
+            for (int c = 0; c < 12; c++) {
+                T[c] = o[c];
+                Tm[(size_t)t * 12 + c] = o[c];
             }
         }
         if (hn) { /* V <- Vn V */
             R o[9];
             for (int r = 0; r < 3; r++)
-                for (int cc = 0; cc < 3; cc++)
-                    o[3 * r + cc] = fmar(Vn[3 * r + 2], V[6 + cc],
-                                         fmar(Vn[3 * r + 1], V[3 + cc], Vn[3 * r] * V[cc]));
-            for (int cc = 0; cc < 9; cc++) {
-                V[cc] = o[cc];
-                Vm[(size_t)t * 9 + cc] = o[cc];
+                for (int c = 0; c < 3; c++)
+                    o[3 * r + c] = fmar(Vn[3 * r + 2], V[6 + c],
+                                        fmar(Vn[3 * r + 1], V[3 + c], Vn[3 * r] * V[c]));
+            for (int c = 0; c < 9; c++) {
+                V[c] = o[c];
+                Vm[(size_t)t * 9 + c] = o[c];
             }
         }
         __syncthreads();
@@ -223,76 +215,67 @@ __device__ __forceinline__ void scan(const tile_ctx<R> &c, R T[12], R V[9])
 }
 
 /*
- * The segment end state M = C_p(m0) (the last segment's is M_Nt) and, by
- * the last segment's thread of each spin, the loss and dL/dM_Nt into the
- * tile's buffers (and M_Nt into a.m_out). Ends with a barrier: the
- * buffers are whole.
+ * The segment end state m = C_p(m0) (the last segment's is M_Nt) and, by
+ * the last segment's thread (last) of spin j (tile slot js), the loss and
+ * dL/dM_Nt into lossbuf [sb] and lamf [sb][3] (and M_Nt into a.m_out).
  */
 template <typename R>
-__device__ __forceinline__ void end_state_and_loss(const args &a, const tile_ctx<R> &c, int j, bool valid,
-                                                   const R T[12], R m[3])
+__device__ __forceinline__ void end_state_and_loss(const args &a, int j, bool valid, int js, bool last,
+                                                   const R T[12], double *lossbuf, double *lamf, R m[3])
 {
     double m0[3] = {0.0, 0.0, 1.0};
     if (valid)
-        for (int cc = 0; cc < 3; cc++)
-            m0[cc] = a.m0[3 * j + cc];
+        for (int c = 0; c < 3; c++)
+            m0[c] = a.m0[3 * j + c];
     for (int r = 0; r < 3; r++)
         m[r] = fmar(T[4 * r + 2], (R)m0[2], fmar(T[4 * r + 1], (R)m0[1], fmar(T[4 * r], (R)m0[0], T[4 * r + 3])));
-    if (c.p == c.P - 1) {
+    if (last) {
         double lam_d[3] = {0, 0, 0}, loss = 0.0;
         if (valid) {
             double md[3] = {(double)m[0], (double)m[1], (double)m[2]};
             loss = ps_spin_loss(a.loss, a.w[j], md, a.target + 3 * j, lam_d);
             if (a.m_out)
-                for (int cc = 0; cc < 3; cc++)
-                    a.m_out[3 * j + cc] = md[cc];
+                for (int c = 0; c < 3; c++)
+                    a.m_out[3 * j + c] = md[c];
         }
-        c.lossbuf[c.js] = loss;
-        for (int cc = 0; cc < 3; cc++)
-            c.lamf[3 * c.js + cc] = lam_d[cc];
+        lossbuf[js] = loss;
+        for (int c = 0; c < 3; c++)
+            lamf[3 * js + c] = lam_d[c];
     }
-    __syncthreads();
 }
 
 /*
- * replay: the thread walks its segment backward from the segment's end
- * state m (reverse step + adjoint, model/bloch_math.h) with the segment
- * end adjoint V_{p+1}^T dL/dM_Nt, and the spins' dL/du_k, dL/dv_k
- * (model/design.h, chain rule) are summed over the tile's spins into the
- * block's partial gradient gp (first: the block's first tile, which
- * stores instead of adding).
+ * replay: thread t walks its segment (steps k0 .. k0 + kseg - 1) backward
+ * from the segment's end state m (reverse step + adjoint,
+ * model/bloch_math.h) with the segment end adjoint lam = V_{p+1}^T dL/dM_Nt,
+ * and the spins' dL/du_k, dL/dv_k (model/design.h, the chain rule) are
+ * summed over the tile's spins into the block's partial gradient gp
+ * (first: the block's first tile, which stores instead of adding).
  *
  * Each step's values of the warp's lanes go to a staging buffer
- * [2][PS_GPU_STAGE][33]; every PS_GPU_STAGE steps the warp sums them over
- * each segment's spins (lanes g*sb .. g*sb + sb - 1 in order), one
- * (component, step, segment) per lane, and adds them to gp.
+ * Stage [warps][2][PS_GPU_STAGE][33]; every PS_GPU_STAGE steps the warp
+ * sums them over each segment's spins (lanes g*sb .. g*sb + sb - 1 in
+ * order), one (component, step, segment) per lane, and adds them to gp.
  */
 template <typename R>
-__device__ __forceinline__ void replay(const args &a, const tile_ctx<R> &c, const R *spl, const double *x,
-                                       const double *d, double alpha, R m[3], double *gp, bool first)
+__device__ __forceinline__ void replay(const args &a, const R *spl, const R *pul, const double *x,
+                                       const double *d, double alpha, int t, int sb, int k0, int kseg,
+                                       int relax, R *Stage, R m[3], R lam[3], double *gp, bool first)
 {
-    const int t = c.t, sb = c.sb, nt = c.nt, kseg = c.kseg, k0 = c.k0;
+    const int nt = a.nt;
     const R *gdt = (const R *)a.gdt;
-    R lam[3], lf[3] = {(R)c.lamf[3 * c.js], (R)c.lamf[3 * c.js + 1], (R)c.lamf[3 * c.js + 2]};
-    if (c.p == c.P - 1) {
-        for (int cc = 0; cc < 3; cc++)
-            lam[cc] = lf[cc];
-    } else {
-        const R *Vq = c.Vm + (size_t)(t + sb) * 9;
-        for (int cc = 0; cc < 3; cc++)
-            lam[cc] = fmar(Vq[6 + cc], lf[2], fmar(Vq[3 + cc], lf[1], Vq[cc] * lf[0]));
-    }
+    const R gs = spl[SP_GS];
     const int lane = t & 31, ngroups = 32 / sb, pw = (t & ~31) / sb;
-    R *stg = c.Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
+    R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
     int nb = 0, itop = kseg - 1;
     for (int i = kseg - 1; i >= 0; i--) {
         int k = k0 + i;
         R gx = 0, gy = 0;
         if (k < nt) {
             R th[3], gth[3];
-            theta_at<R>(a, spl, gdt, c.pul, x, d, alpha, k, th);
-            reverse_adjoint(th, m, lam, a.relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
-            design_spin_grad(spl[SP_GS], gth, &gx, &gy);
+            theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+            reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
+            design_spin_grad(gs, gth, &gx, &gy);
         }
         stg[nb * 33 + lane] = gx;
         stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
@@ -301,14 +284,15 @@ __device__ __forceinline__ void replay(const args &a, const tile_ctx<R> &c, cons
             __syncwarp();
             const int per = nb * ngroups;
             for (int it = lane; it < 2 * per; it += 32) {
-                const int comp = it / per, rem = it - comp * per, r = rem / ngroups, g = rem - r * ngroups;
-                const R *row = stg + (comp * PS_GPU_STAGE + r) * 33 + g * sb;
+                const int c = it / per, rem = it - c * per, r = rem / ngroups, g = rem - r * ngroups;
+                const R *row = stg + (c * PS_GPU_STAGE + r) * 33 + g * sb;
                 R sum = 0;
                 for (int l = 0; l < sb; l++)
                     sum += row[l];
                 const int kk = (pw + g) * kseg + itop - r;
                 if (kk < nt) {
-                    double *dst = gp + (comp ? PS_X_V((size_t)nt, (size_t)kk) : PS_X_U((size_t)nt, (size_t)kk));
+                    /* component c: u (0) or v (1) of step kk, the layout of x */
+                    double *dst = gp + (c ? PS_X_V((size_t)nt, kk) : PS_X_U((size_t)nt, kk));
                     *dst = (first ? 0.0 : *dst) + (double)sum;
                 }
             }
@@ -323,59 +307,76 @@ template <typename R>
 __device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad,
                          char *smem)
 {
-    tile_ctx<R> c;
-    c.sb = a.sb;
-    c.P = a.segs;
-    c.nt = a.nt;
-    c.t = threadIdx.x;
-    c.js = c.t % c.sb;
-    c.p = c.t / c.sb;
-    c.kseg = (c.nt + c.P - 1) / c.P; /* uniform trip count: shuffles need the whole warp */
-    c.k0 = c.p * c.kseg;
-    c.lossbuf = (double *)smem;
-    c.lamf = c.lossbuf + c.sb;
-    c.pul = a.stage_pulse ? (R *)(c.lamf + 3 * c.sb) : nullptr;
-    c.Tm = (R *)(c.lamf + 3 * c.sb) + (a.stage_pulse ? 2 * (size_t)c.nt : 0);
-    c.Vm = c.Tm + (size_t)c.P * c.sb * 12;
-    c.Stage = c.Vm + (size_t)c.P * c.sb * 9;
+    const int sb = a.sb, P = a.segs, nt = a.nt;
+    const int t = threadIdx.x, js = t % sb, p = t / sb;
+    double *lossbuf = (double *)smem;          /* [sb] */
+    double *lamf = lossbuf + sb;               /* [sb][3] dL/dM_Nt */
+    R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr; /* [nt][2] */
+    R *Tm = (R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0); /* [P*sb][12] */
+    R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
+    R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][33] */
     const R *spin = (const R *)a.spin;
+
+    const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
+    const int k0 = p * kseg;
     double loss_acc = 0.0;
     double *gp = a.gpart + (size_t)blockIdx.x * a.n; /* this block's partial gradient */
     bool first = true;                               /* no tile added into gp yet */
 
-    if (c.pul) { /* the trial pulse, once per block */
-        for (int k = c.t; k < c.nt; k += blockDim.x) {
+    if (pul) { /* the trial pulse, once per block */
+        for (int k = t; k < nt; k += blockDim.x) {
             double ud, vd, zp, zq;
             pulse_at(a, x, d, alpha, k, &ud, &vd, &zp, &zq);
-            c.pul[2 * k] = (R)ud;
-            c.pul[2 * k + 1] = (R)vd;
+            pul[2 * k] = (R)ud;
+            pul[2 * k + 1] = (R)vd;
         }
         __syncthreads();
     }
 
     for (int tile = blockIdx.x; tile < a.ntiles; tile += gridDim.x) {
-        const int j = tile * c.sb + c.js;
+        const int j = tile * sb + js;
         const bool valid = j < a.ns;
         const R *sp = spin + (size_t)(valid ? j : a.ns - 1) * SP_STRIDE;
         R spl[SP_STRIDE];
-        for (int cc = 0; cc < SP_STRIDE; cc++)
-            spl[cc] = sp[cc];
-        R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, V[9], m[3];
-        composite<R>(a, c, spl, x, d, alpha, T);
-        scan<R>(c, T, V);
-        end_state_and_loss<R>(a, c, j, valid, T, m);
-        if (c.t == 0)
-            for (int i = 0; i < c.sb; i++)
-                loss_acc += c.lossbuf[i];
-        if (grad)
-            replay<R>(a, c, spl, x, d, alpha, m, gp, first);
+        for (int c = 0; c < SP_STRIDE; c++)
+            spl[c] = sp[c];
+        const int relax = a.relax;
+
+        // ---- composite ----
+        R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+        composite<R>(a, spl, pul, x, d, alpha, k0, kseg, relax, T);
+
+        // ---- scan, the loss at M_Nt ----
+        R V[9];
+        scan<R>(t, p, sb, P, Tm, Vm, T, V);
+        R m[3];
+        end_state_and_loss<R>(a, j, valid, js, p == P - 1, T, lossbuf, lamf, m);
+        __syncthreads();
+        if (t == 0)
+            for (int i = 0; i < sb; i++)
+                loss_acc += lossbuf[i];
+
+        // ---- replay, the gradient ----
+        if (grad) {
+            /* segment end adjoint: V_{p+1}^T dL/dM_Nt */
+            R lam[3], lf[3] = {(R)lamf[3 * js], (R)lamf[3 * js + 1], (R)lamf[3 * js + 2]};
+            if (p == P - 1) {
+                for (int c = 0; c < 3; c++)
+                    lam[c] = lf[c];
+            } else {
+                const R *Vq = Vm + (size_t)(t + sb) * 9;
+                for (int c = 0; c < 3; c++)
+                    lam[c] = fmar(Vq[6 + c], lf[2], fmar(Vq[3 + c], lf[1], Vq[c] * lf[0]));
+            }
+            replay<R>(a, spl, pul, x, d, alpha, t, sb, k0, kseg, relax, Stage, m, lam, gp, first);
+        }
         first = false;
         __syncthreads(); /* shared buffers are reused by the next tile */
     }
     if (first && grad) /* a block without tiles adds nothing */
-        for (int i = c.t; i < a.n; i += blockDim.x)
+        for (int i = t; i < a.n; i += blockDim.x)
             gp[i] = 0.0;
-    if (c.t == 0)
+    if (t == 0)
         a.lpart[blockIdx.x] = loss_acc;
 }
 
