@@ -1,6 +1,6 @@
 /*
- * The comparison variants of the GPU solve (SPEC section 6, `persolve
- * bench`): the same phases (cuda/phases.cuh), the same solver state machine
+ * The comparison variants of the GPU solve (README, `persolve bench`):
+ * the same phases (cuda/phases.cuh), the same solver state machine
  * (opt/lbfgs_math.h) and the same launch shape (grid G, block, spins per tile,
  * segments, gv) as the persistent kernel, so the per-block partials, every
  * reduction and therefore every iterate are bit-identical to it. What
