@@ -294,10 +294,11 @@ void ps_result_free(ps_result *r);
  * return value equals r->status. Runs the whole optimization on the chosen
  * backend: on the GPU inside one persistent cooperative kernel.
  *
- * On the CPU backend this is the synchronous form of an asynchronous run:
- * ps_solve_start(), ps_run_wait() without a timeout, ps_run_free(). The
- * progress callback is then called from the run's worker thread. On the
- * GPU it runs the persistent kernel directly.
+ * On both backends this is the synchronous form of an asynchronous run:
+ * ps_solve_start(), ps_run_wait() without a timeout, ps_run_free(). On the
+ * CPU the progress callback is then called from the run's worker thread;
+ * on the GPU the run's worker launches the persistent kernel and waits for
+ * it (the progress callback is not called there).
  */
 int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
                      ps_result *r);
