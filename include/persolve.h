@@ -6,7 +6,7 @@
  * never exits: every function returns a ps_status, and an optional log
  * callback (ps_options.log) receives the file:line and the failed condition.
  *
- * Units (SPEC section 1): positions in cm, gradients in G/cm, RF in G
+ * Units (docs/model.md): positions in cm, gradients in G/cm, RF in G
  * (complex b1 = u + i v), dt in s, off-resonance in Hz, T1/T2 in s,
  * gamma-bar in Hz/G. Unknowns x = (u_1..u_Nt, v_1..v_Nt): 2*Nt doubles.
  */
@@ -98,7 +98,7 @@ const char *ps_loss_name(ps_loss loss);
 #define PS_B1MAX_NONE HUGE_VAL
 
 /**
- * Plain-array description of a problem (SPEC section 1). Arrays are
+ * Plain-array description of a problem (docs/model.md). Arrays are
  * row-major; the library copies them in ps_problem_create().
  */
 typedef struct ps_problem_desc {
@@ -153,7 +153,7 @@ size_t ps_problem_nt(const ps_problem *p);
 size_t ps_problem_nx(const ps_problem *p);
 
 /**
- * Build a preset (SPEC section 2): "slice1d", "spiral2d", "inversion", with
+ * Build a preset (docs/presets.md): "slice1d", "spiral2d", "inversion", with
  * optional overrides "NAME:key=value,key=value". On error returns
  * PS_ERR_PRESET and, if err is not NULL, writes a message naming the
  * offending name, key or value into err[errlen].
@@ -297,10 +297,11 @@ void ps_result_free(ps_result *r);
  * return value equals r->status. Runs the whole optimization on the chosen
  * backend: on the GPU inside one persistent cooperative kernel.
  *
- * On the CPU backend this is the synchronous form of an asynchronous run:
- * ps_solve_start(), ps_run_wait() without a timeout, ps_run_free(). The
- * progress callback is then called from the run's worker thread. On the
- * GPU it runs the persistent kernel directly.
+ * On both backends this is the synchronous form of an asynchronous run:
+ * ps_solve_start(), ps_run_wait() without a timeout, ps_run_free(). On the
+ * CPU the progress callback is then called from the run's worker thread;
+ * on the GPU the run's worker launches the persistent kernel and waits for
+ * it (the progress callback is not called there).
  */
 int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
                      ps_result *r);

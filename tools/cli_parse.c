@@ -655,7 +655,7 @@ static void usage_launch_shape(FILE *f)
 
 static void usage_presets(FILE *f)
 {
-    fputs("presets (SPEC section 2), NAME[:key=value,...]:\n"
+    fputs("presets (docs/presets.md), NAME[:key=value,...]:\n"
           "  slice1d    nz=400 nt=500 dt=4e-6 thk=0.5 tbw=4 trans=0.1\n"
           "  spiral2d   n=64 nt=2000 fov=24 dt=4e-6 flip=30 res=1.5\n"
           "  inversion  ndf=201 nb1=10 nt=375 dt=4e-6\n"

@@ -80,8 +80,8 @@ typedef struct ps_bench_size {
 } ps_bench_size;
 
 /*
- * Split a --sizes list: S, M, L and T name the benchmark sizes of SPEC
- * section 6 (spiral2d:n=32,nt=1000; spiral2d:n=128,nt=5000;
+ * Split a --sizes list: S, M, L and T name the benchmark sizes of
+ * docs/presets.md (spiral2d:n=32,nt=1000; spiral2d:n=128,nt=5000;
  * spiral2d:n=256,nt=5000; inversion); any other item starts a preset spec
  * or names a problem file, and an item key=value continues the spec
  * before it (so "S,spiral2d:n=64,nt=500" is two sizes). Returns the number

@@ -1,6 +1,6 @@
 /*
  * The objective F(x) = loss(M_Nt(x)) + lambda sum_k (u_k^2 + v_k^2) and its
- * exact gradient on the CPU (SPEC section 1), in the optimizer's variables.
+ * exact gradient on the CPU (docs/model.md), in the optimizer's variables.
  */
 #ifndef PS_SRC_OBJECTIVE_H
 #define PS_SRC_OBJECTIVE_H

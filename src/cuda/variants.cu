@@ -1,6 +1,6 @@
 /*
- * The comparison variants of the GPU solve (SPEC section 6, `persolve
- * bench`): the same phases (cuda/phases.cuh), the same solver state machine
+ * The comparison variants of the GPU solve (README, `persolve bench`):
+ * the same phases (cuda/phases.cuh), the same solver state machine
  * (opt/solver.h) and the same launch shape (grid G, block, spins per tile,
  * segments, gv) as the persistent kernel, so the per-block partials, every
  * reduction and therefore every iterate are bit-identical to it. What
@@ -15,11 +15,11 @@
  *     host, after a stream synchronization, launches the next phase. Per
  *     iteration with one trial: 4 launches and 1 host round trip.
  *     The ps_solver_* calls run in that kernel (thread 0; the direction:
- *     warp 0) rather than on the host: nvcc contracts a*b + c into fused
- *     multiply-adds in device code (--fmad=true) and the host compiler does
- *     not, so the same scalar code on the host would round differently and
- *     the iterates would part after the first update. The host still waits
- *     for every decision.
+ *     warp 0) rather than on the host, so that all three variants take
+ *     every decision with the same device code, compiled with the same
+ *     flags (the CUDA build contracts nothing, --fmad=false in meson.build,
+ *     and the direction runs in its warp form). The host still waits for
+ *     every decision.
  * (b) graph: a CUDA graph whose conditional WHILE node has one cooperative
  *     kernel as its body; each pass loads the solver state from device
  *     memory, runs one iteration of the shared loop (cuda/loop.cuh; the first

@@ -1,5 +1,5 @@
 /*
- * HDF5 problem, result and eval files (SPEC section 3).
+ * HDF5 problem, result and eval files (docs/file-format.md).
  *
  * Layout (all numbers float64 unless said otherwise, row-major as h5py
  * shows them):

@@ -1,6 +1,6 @@
 /*
- * HDF5 problem, result and eval files (SPEC section 3), through the HDF5 C
- * library. Used by the CLI; the core library does not depend on HDF5.
+ * HDF5 problem, result and eval files (docs/file-format.md), through the
+ * HDF5 C library. Used by the CLI; the core library does not depend on HDF5.
  *
  * Every function returns a ps_status (PS_ERR_FILE for any file problem, or
  * the validation status of the problem read) and, on error, writes a

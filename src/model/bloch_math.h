@@ -1,6 +1,6 @@
 /*
  * The Bloch step, its adjoint, the loss and the b1_max reparametrization:
- * the model of SPEC section 1, written once and compiled into the CPU
+ * the model of docs/model.md, written once and compiled into the CPU
  * backend (C11) and the CUDA kernels (__host__ __device__).
  *
  * Rotation. With theta = b dt (rad), q = |theta|^2, phi = sqrt(q):
@@ -93,7 +93,7 @@ enum { PS_L_FULL = 0, PS_L_XY = 1, PS_L_MLS = 2, PS_L_Z = 3 };
 
 /*
  * Per-spin loss w * l(M, Mt) and its gradient dL/dM into lam[3]
- * (SPEC section 1):
+ * (docs/model.md, Losses):
  *   full: |M - Mt|^2              xy: (Mx-Mtx)^2 + (My-Mty)^2
  *   mls:  (sqrt(Mx^2+My^2+1e-12) - sqrt(Mtx^2+Mty^2))^2
  *   z:    (Mz - Mtz)^2

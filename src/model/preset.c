@@ -1,5 +1,5 @@
 /*
- * The presets of SPEC section 2, generated exactly from their formulas:
+ * The presets of docs/presets.md, generated exactly from their formulas:
  * "NAME[:key=value,...]".
  */
 #include <errno.h>
@@ -63,7 +63,7 @@ static int preset_common(ps_problem_desc *d, size_t ns, size_t nt, double dt,
     return PS_CONVERGED;
 }
 
-/* spiral2d: 2D spiral-in excitation of a disc (SPEC section 2). */
+/* spiral2d: 2D spiral-in excitation of a disc (docs/presets.md, spiral2d). */
 static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
                           double *buf[8])
 {

@@ -1,6 +1,6 @@
 /*
  * The problem as the backends see it: the validated, copied arrays of a
- * ps_problem_desc (SPEC section 1).
+ * ps_problem_desc (docs/model.md).
  */
 #ifndef PS_SRC_PROBLEM_H
 #define PS_SRC_PROBLEM_H

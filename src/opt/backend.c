@@ -1,7 +1,7 @@
 /*
  * Entry points: ps_eval, ps_simulate and solve_persistent, and the backend
- * choice. On the CPU, solve_persistent is an asynchronous run (opt/run.c)
- * waited for; on the GPU it launches the persistent kernel.
+ * choice. On both backends solve_persistent is an asynchronous run
+ * (opt/run.c) waited for; on the GPU that run launches the persistent kernel.
  */
 #include <stdio.h>
 #include <stdlib.h>

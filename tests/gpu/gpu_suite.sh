@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole meson test suite on a machine with a GPU, from a build made on
-# the development machine (SPEC section 7: binaries built there run on the
-# GPU machine; carry libcmocka with them, never HDF5 or other system libs).
+# the development machine (README, "Running the GPU tests"): binaries built
+# there run on the GPU machine; carry libcmocka with them, never HDF5 or
+# other system libs.
 #
 #   here:   tests/gpu/gpu_suite.sh prepare     # build, stage libcmocka in .carry/
 #   there:  tests/gpu/gpu_suite.sh run [--sanitize] [SUITE...]

@@ -1,5 +1,5 @@
 /*
- * Independent float64 reference of SPEC section 1 (see ref_bloch.h).
+ * Independent float64 reference of docs/model.md (see ref_bloch.h).
  *
  * Written from the specification alone, on purpose in a different form
  * from src/model/bloch_math.h: the rotation is Rodrigues' formula in the unit
@@ -134,7 +134,7 @@ static dual dcos(dual a)
 /* ---- one step on duals ---- */
 
 /*
- * The step of SPEC section 1 for one spin on dual numbers: field b[3]
+ * The step of docs/model.md for one spin on dual numbers: field b[3]
  * (rad/s), M m[3], then relaxation when relax != 0. Writes M' into out[3].
  */
 static void dual_step(const dual b[3], double dt, int relax, double e1,
@@ -291,7 +291,7 @@ int ref_simulate(const ps_problem_desc *d, const double *x, double *m)
 }
 
 /*
- * Loss of one spin, written from SPEC section 1, and dL/dM into lam[3]:
+ * Loss of one spin, written from docs/model.md (Losses), and dL/dM into lam[3]:
  *   full: w |M - Mt|^2          xy: w ((Mx-Mtx)^2 + (My-Mty)^2)
  *   mls:  w (sqrt(Mx^2+My^2+1e-12) - sqrt(Mtx^2+Mty^2))^2
  *   z:    w (Mz - Mtz)^2

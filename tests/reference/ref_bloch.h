@@ -1,5 +1,5 @@
 /*
- * An independent float64 reference of the Bloch model of SPEC section 1,
+ * An independent float64 reference of the Bloch model of docs/model.md,
  * for the tests. It shares no code with src/: the step is Rodrigues'
  * formula R(n, -phi) written plainly in n = b/|b| and phi = |b| dt, the
  * whole trajectory M_0..M_Nt of each spin is stored, and the exact gradient

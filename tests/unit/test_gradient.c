@@ -1,5 +1,5 @@
 /*
- * The exact gradient of the discrete map (SPEC section 1) against central
+ * The exact gradient of the discrete map (docs/model.md) against central
  * finite differences in float64, for every loss type, with and without
  * relaxation, with and without a b1_max reparametrization, with lambda = 0
  * and lambda > 0, on random problems (random positions, df, B1 scale,

@@ -1,5 +1,5 @@
 /*
- * HDF5 files (SPEC section 3): problem round trip with every optional
+ * HDF5 files (docs/file-format.md): problem round trip with every optional
  * dataset, result and eval files read back with the HDF5 API, and malformed
  * files, each of which must give an error naming the dataset (or the file)
  * and leave no HDF5 handle open.

@@ -1,13 +1,14 @@
 /*
- * The Bloch model of SPEC section 1 against analytic cases: the sign
+ * The Bloch model of docs/model.md against analytic cases: the sign
  * conventions and the hard-pulse flip, precession under off-resonance, the
  * small-tip Fourier (excitation k-space) relation, relaxation recovery, the
  * identity at |b| = 0; and the rotation/adjoint building blocks of
  * src/model/bloch_math.h (series/direct switch, adjoint vs finite differences).
  *
  * Every analytic case is checked on three implementations: ps_simulate in
- * float64 and float32, and the independent reference of tests/ref_bloch.c
- * (which the other test binaries use as their oracle).
+ * float64 and float32, and the independent reference of
+ * tests/reference/ref_bloch.c (which the other test binaries use as their
+ * oracle).
  */
 #include <complex.h>
 #include <float.h>

@@ -1,5 +1,5 @@
 /*
- * The presets of SPEC section 2 against their formulas, written here again
+ * The presets of docs/presets.md against their formulas, written here again
  * from the specification: positions, off-resonance, B1 scale, weights,
  * targets, gradient waveform, start pulse, loss, and the override syntax
  * "NAME:key=value,...", plus malformed names, keys and values.
@@ -78,7 +78,7 @@ static double *x0_of(const ps_problem *p, size_t nt)
 
 /*
  * Every spin and every gradient sample of spiral2d with parameters
- * (n, nt, fov, dt, flip in degrees, res), from SPEC section 2:
+ * (n, nt, fov, dt, flip in degrees, res), from docs/presets.md:
  *   x_i = (i - n/2 + 0.5) fov/n, same for y; j = i n + k for (x_i, y_k);
  *   df = 40 x/fov - 20 y/fov; s = 1 - 0.2 (x^2+y^2)/fov^2; w = 1;
  *   T = nt dt, t_k = k dt, kmax = 1/(2 res), turns = fov kmax,
@@ -207,7 +207,7 @@ static void test_spiral2d_spot_values(void **state)
 /* ---- slice1d ---- */
 
 /*
- * slice1d with (nz, nt, dt, thk, tbw, trans), from SPEC section 2:
+ * slice1d with (nz, nt, dt, thk, tbw, trans), from docs/presets.md:
  *   z_i = -2 + 4 i/nz, x = y = 0, df = 0, s = 1;
  *   Gz = tbw/(nt dt)/(gamma-bar thk), Gx = Gy = 0;
  *   |z| < thk/2: target (0,1,0), w 1; |z| > thk/2 + trans: (0,0,1), w 1;
@@ -371,7 +371,7 @@ static void test_inversion(void **state)
     ps_problem_free(p);
 }
 
-/* The benchmark sizes of SPEC section 2 build with the stated shapes. */
+/* The benchmark sizes of docs/presets.md build with the stated shapes. */
 static void test_benchmark_sizes(void **state)
 {
     (void)state;
@@ -387,7 +387,7 @@ static void test_benchmark_sizes(void **state)
     ps_problem_free(p);
 }
 
-/* The keys every preset accepts beyond SPEC section 2's parameters:
+/* The keys every preset accepts beyond docs/presets.md's own parameters:
  * lambda (>= 0) and b1_max (> 0; 0 means none). */
 static void test_common_keys(void **state)
 {
