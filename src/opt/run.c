@@ -32,6 +32,7 @@
 #include "cpu/objective.h"
 #include "model/problem.h"
 #include "opt/run.h"
+#include "persolve_gpu.h"
 
 /* Until the kernel publishes a snapshot after sequence seq (a busy wait
  * for short waits), `seconds` at most. */
@@ -65,6 +66,7 @@ typedef struct bloch_ctx {
 struct ps_run {
     const ps_problem *p;   /* borrowed */
     ps_options o;          /* copied at start */
+    ps_gpu_options gpu_o;  /* the copy of *o.gpu that o.gpu points to, if given */
     bloch_ctx ctx;
     ps_driver drv;
     int fell_back;
@@ -356,6 +358,10 @@ static int run_create(const ps_problem *p, const ps_options *o,
         return PS_ERR_NO_MEMORY;
     r->p = p;
     r->o = *o;
+    if (o->gpu) {
+        r->gpu_o = *o->gpu;
+        r->o.gpu = &r->gpu_o;
+    }
     r->fell_back = fell_back;
     r->ctx.p = p;
     r->ctx.precision = o->precision;
