@@ -12,6 +12,7 @@
 #include "opt/solver.h"
 #include "common/log.h"
 #include "opt/options.h"
+#include "tune/gpu_options.h"
 #include "ps_config.h"
 
 const char *ps_version(void)
@@ -86,14 +87,14 @@ void ps_options_default(ps_options *o)
     o->c2 = 0.9;
     o->max_linesearch = 20;
     o->threads = 0;
-    o->tune_cache = 1;
 }
 
-/* The tune and GPU launch fields took the place of three reserved words:
- * ps_options keeps its size and the offsets of every other field. */
-_Static_assert(offsetof(ps_options, reserved) - offsetof(ps_options, tune_cache) ==
-                   3 * sizeof(int64_t),
-               "ps_options: the fields before reserved[] must fill exactly three int64 words");
+/* The pointer to the GPU options took the place of the tune and GPU launch
+ * fields: on LP64 ps_options keeps its size and the offsets of the fields
+ * before them. */
+_Static_assert(sizeof(void *) != 8 ||
+                   sizeof(ps_options) - offsetof(ps_options, gpu) == 16 * sizeof(int64_t),
+               "ps_options: gpu, reserved_int and reserved[] must fill exactly 16 int64 words");
 
 #define OPT_CHECK(cond, ...) PS_RETURN_ERROR_IF(o, !(cond), PS_ERR_OPTION, __VA_ARGS__)
 
@@ -131,20 +132,11 @@ int ps_options_validate(const ps_options *o)
               "options.fnoise: %g is outside [0, 1)", o->fnoise);
     OPT_CHECK(o->threads >= 0 && o->threads <= 4096,
               "options.threads: %d is outside 0..4096", o->threads);
-    OPT_CHECK(o->tune_cache == 0 || o->tune_cache == 1, "options.tune_cache: %d is not 0 or 1",
-              o->tune_cache);
-    OPT_CHECK(o->gpu_block == 0 || (o->gpu_block >= 32 && o->gpu_block <= PS_GPU_MAX_THREADS &&
-                                    o->gpu_block % 32 == 0),
-              "options.gpu_block: %d is not 0 (automatic) or a multiple of 32 in 32..%d",
-              o->gpu_block, PS_GPU_MAX_THREADS);
-    OPT_CHECK(o->gpu_spins_per_tile >= 0 && o->gpu_spins_per_tile <= 32 &&
-                  (o->gpu_spins_per_tile & (o->gpu_spins_per_tile - 1)) == 0,
-              "options.gpu_spins_per_tile: %d is not 0 (automatic), 1, 2, 4, 8, 16 or 32",
-              o->gpu_spins_per_tile);
-    OPT_CHECK(o->gpu_max_registers == 0 || o->gpu_max_registers == 64 || o->gpu_max_registers == 128,
-              "options.gpu_max_registers: %d is not 0 (automatic), 64 or 128", o->gpu_max_registers);
-    OPT_CHECK(o->gpu_blocks_per_sm >= 0 && o->gpu_blocks_per_sm <= 32,
-              "options.gpu_blocks_per_sm: %d is outside 0..32", o->gpu_blocks_per_sm);
+    if (o->gpu) {
+        int st = ps_gpu_options_validate(o); /* tune/gpu_options.c */
+        if (st)
+            return st;
+    }
     OPT_CHECK(o->reserved_int == 0, "options.reserved_int is not zero");
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         OPT_CHECK(o->reserved[i] == 0, "options.reserved[%zu] is not zero", i);

@@ -243,7 +243,7 @@ static int parse_nonneg(const char *s, double *out)
  * options, 0 in a field leaving it automatic. Each field is checked for
  * the range ps_options_validate() accepts, and named in the message.
  */
-static int parse_gpu_config(ps_options *o, const char *arg, char *err, size_t errlen)
+static int parse_gpu_config(ps_gpu_options *o, const char *arg, char *err, size_t errlen)
 {
     static const char *const what[4] = {"block", "spins per tile", "registers", "blocks per SM"};
     int64_t v[4] = {0, 0, 0, 0};
@@ -411,17 +411,17 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
             cli->resume = arg;
         return PS_CLI_OK;
     case OPT_NO_TUNE_CACHE:
-        o->tune_cache = 0;
+        cli->gpu.tune_cache = 0;
         return PS_CLI_OK;
     case OPT_NO_CACHE: /* tune: neither read nor write the cache */
-        o->tune_cache = 0;
+        cli->gpu.tune_cache = 0;
         cli->no_write = 1;
         return PS_CLI_OK;
     case OPT_NO_WRITE:
         cli->no_write = 1;
         return PS_CLI_OK;
     case OPT_GPU_CONFIG:
-        return parse_gpu_config(o, arg, err, errlen);
+        return parse_gpu_config(&cli->gpu, arg, err, errlen);
     case OPT_EVERY:
         if (!parse_nonneg(arg, &dv) || !(dv > 0.0))
             return usage_error(err, errlen,
@@ -523,6 +523,8 @@ int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
         err[0] = '\0';
     memset(cli, 0, sizeof *cli);
     ps_options_default(&cli->opts);
+    ps_gpu_options_default(&cli->gpu);
+    cli->opts.gpu = &cli->gpu;
     cli->iters = PS_BENCH_ITERS;
     cli->repeats = PS_BENCH_REPEATS;
     cli->argc = argc;

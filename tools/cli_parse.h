@@ -1,7 +1,8 @@
 /*
- * Command-line parsing of `persolve`: fills the library's ps_options and a
- * ps_cli struct from argv. It never prints and never exits, so tests can
- * link it and check what it parsed and the messages it wrote.
+ * Command-line parsing of `persolve`: fills the library's ps_options (and
+ * its ps_gpu_options) and a ps_cli struct from argv. It never prints and
+ * never exits, so tests can link it and check what it parsed and the
+ * messages it wrote.
  */
 #ifndef PS_TOOLS_CLI_PARSE_H
 #define PS_TOOLS_CLI_PARSE_H
@@ -10,6 +11,7 @@
 #include <stdio.h>
 
 #include "persolve.h"
+#include "persolve_gpu.h"
 
 /* Exit codes of `persolve` (documented in `persolve --help`). */
 enum ps_exit {
@@ -56,8 +58,9 @@ typedef struct ps_cli {
     const char *checkpoint; /* --checkpoint FILE: write the run's state there */
     double every;           /* --every S: also every S seconds (> 0; 0: only at the end) */
     const char *resume;     /* --resume FILE: continue the run saved in FILE */
-    ps_options opts;     /* backend, precision, limits, tolerances, threads; the
-                            tune cache (--no-tune-cache) and a forced launch
+    ps_options opts;     /* backend, precision, limits, tolerances, threads;
+                            opts.gpu points to gpu */
+    ps_gpu_options gpu;  /* the tune cache (--no-tune-cache) and a forced launch
                             shape (--gpu-config) */
     /* bench */
     const char *sizes;     /* --sizes LIST (NULL: S,M,L,T) */

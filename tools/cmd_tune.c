@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cuda/gpu.h"
+#include "persolve_gpu.h"
 
 /* The progress line on a terminal while the shapes are measured. */
 typedef struct tune_progress {
@@ -225,7 +226,7 @@ int ps_cmd_tune(const ps_cli *cli)
     if (r.cache_written)
         printf("cache:      written to %s\n", r.cache_path);
     else if (cli->no_write)
-        printf("cache:      not written (%s); it is %s\n", o.tune_cache ? "--no-write" : "--no-cache",
+        printf("cache:      not written (%s); it is %s\n", cli->gpu.tune_cache ? "--no-write" : "--no-cache",
                r.cache_path[0] ? r.cache_path : "(no cache directory)");
     if (st != 0) {
         ps_cli_error("tune: %s%s%s", ps_strerror(st), log.msg[0] ? ": " : "", log.msg);

@@ -49,12 +49,12 @@ enum { PS_SHAPE_HEURISTIC = 0, PS_SHAPE_GIVEN = 1, PS_SHAPE_FORCED = 2, PS_SHAPE
 /*
  * The first step of ps_gpu_resolve_config (tune/tune.c): a shape `c` with
  * fields set (the caller's) is kept; else the fields the options force
- * (ps_options.gpu_*) are filled in; with nothing given or forced and
- * o->tune_cache set, the tune cache's entry for this GPU, build and size
- * class fills all of c, provided it fits this problem (else a warning is
- * logged and c stays empty). sms: the GPU's SM count. Returns a PS_SHAPE_*
- * source, or PS_ERR_OPTION for a forced tile that breaks the relaxation
- * bound (logged).
+ * (the gpu_* fields of o->gpu) are filled in; with nothing given or
+ * forced and tune_cache set (also by o->gpu NULL), the tune cache's entry
+ * for this GPU, build and size class fills all of c, provided it fits
+ * this problem (else a warning is logged and c stays empty). sms: the
+ * GPU's SM count. Returns a PS_SHAPE_* source, or PS_ERR_OPTION for a
+ * forced tile that breaks the relaxation bound (logged).
  */
 int ps_gpu_preferred_config(const ps_problem *p, const ps_options *o, int sms,
                             ps_gpu_config *c);

@@ -1,7 +1,11 @@
 /*
- * Asynchronous runs. On the CPU backend a worker thread drives the solver
- * state machine (opt/driver.h) one phase at a time and stops at the control
- * point between two phases to publish progress and obey requests. On the
+ * Asynchronous runs: the handle, its snapshot, the requests and the public
+ * ps_run_* functions; each backend's worker lives with its backend
+ * (cpu/run_cpu.c, cuda/run_host.c) behind opt/run_impl.h.
+ *
+ * On the CPU backend a worker thread drives the solver state machine
+ * (opt/driver.h) one phase at a time and stops at the control point
+ * between two phases to publish progress and obey requests. On the
  * GPU backend the persistent kernel has the control points (cuda/run.h):
  * requests become the command in its control block, progress comes from
  * the snapshot the kernel publishes, and a worker thread waits for each
@@ -32,60 +36,8 @@
 #include "cpu/objective.h"
 #include "model/problem.h"
 #include "opt/run.h"
-
-/* Until the kernel publishes a snapshot after sequence seq (a busy wait
- * for short waits), `seconds` at most. */
-static void gpu_await_publication(const ps_gpu_run *g, uint64_t seq, double seconds)
-{
-    const double t_end = ps_monotonic_seconds() + seconds;
-    ps_gpu_progress d;
-    do
-        ps_gpu_run_progress(g, &d);
-    while (d.sequence == seq && ps_monotonic_seconds() < t_end);
-}
-
-/* Requests from the caller, obeyed at the next control point. */
-enum { REQ_PAUSE = 1, REQ_YIELD = 2, REQ_CANCEL = 4 };
-
-/* The published snapshot: every field a relaxed atomic (doubles as bits). */
-typedef struct snap_store {
-    _Atomic uint64_t seq;
-    _Atomic int64_t iteration, evaluations;
-    _Atomic uint64_t f, gnorm, step, seconds, heartbeat;
-    _Atomic int state, phase, status;
-    _Atomic uint64_t devseq; /* GPU runs: the kernel's sequence when the host published */
-} snap_store;
-
-/* The Bloch objective as the driver's callback. */
-typedef struct bloch_ctx {
-    const ps_problem *p;
-    int precision, threads;
-} bloch_ctx;
-
-struct ps_run {
-    const ps_problem *p;   /* borrowed */
-    ps_options o;          /* copied at start */
-    bloch_ctx ctx;
-    ps_driver drv;
-    int fell_back;
-    double *x0;            /* [n] the start pulse (returned if nothing was evaluated) */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;     /* state changes and requests */
-    pthread_t thread;
-    int thread_live;       /* a worker was started and not joined */
-    int requests;          /* REQ_* */
-    int state;             /* ps_run_state */
-    int status;            /* final status once FINISHED */
-    uint64_t heartbeat;
-    snap_store snap;
-    ps_gpu_run *gpu;       /* GPU runs: the device side, else NULL */
-};
-
-static int bloch_eval(void *ctx, const double *x, double *f, double *g)
-{
-    const bloch_ctx *b = ctx;
-    return ps_objective_cpu(b->p, b->precision, b->threads, x, f, g, NULL);
-}
+#include "opt/run_impl.h"
+#include "persolve_gpu.h"
 
 static uint64_t bits(double v)
 {
@@ -102,9 +54,9 @@ static double from_bits(uint64_t u)
 }
 
 /* Publish the progress (caller holds the mutex: one writer at a time). */
-static void publish(ps_run *r)
+void ps_run_publish(ps_run *r)
 {
-    snap_store *s = &r->snap;
+    ps_run_snap_store *s = &r->snap;
     const ps_solver *sv = &r->drv.s;
     uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
     atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed);
@@ -138,7 +90,7 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
     if (!r || !out)
         return PS_ERR_NULL;
     /* the fields are atomics: reading them through a const handle is fine */
-    snap_store *s = (snap_store *)&r->snap;
+    ps_run_snap_store *s = (ps_run_snap_store *)&r->snap;
     ps_snapshot v;
     uint64_t devseq = 0;
     memset(&v, 0, sizeof v);
@@ -192,7 +144,7 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
 }
 
 /* The end of a solve (mutex held): outcome published, waiters woken. */
-static void finish(ps_run *r)
+void ps_run_finish(ps_run *r)
 {
     ps_driver_clock_stop(&r->drv);
     r->requests = 0;
@@ -201,122 +153,21 @@ static void finish(ps_run *r)
     memset(&tmp, 0, sizeof tmp);
     r->status = ps_driver_outcome(&r->drv, &tmp, NULL);
     r->heartbeat++;
-    publish(r);
+    ps_run_publish(r);
     pthread_cond_broadcast(&r->cv);
-}
-
-/* The command for the kernel from the pending requests (mutex held). */
-static void gpu_command(ps_run *r)
-{
-    int cmd = PS_GPU_CMD_NONE;
-    if (r->requests & REQ_CANCEL)
-        cmd = PS_GPU_CMD_CANCEL;
-    else if (r->requests & REQ_YIELD)
-        cmd = PS_GPU_CMD_YIELD;
-    else if (r->requests & REQ_PAUSE)
-        cmd = PS_GPU_CMD_PAUSE;
-    ps_gpu_run_command(r->gpu, cmd);
 }
 
 /* A yield obeyed, by either backend's worker (mutex held): the state is in
  * the driver (and on the device), the requests are cleared. */
-static void yielded(ps_run *r)
+void ps_run_yielded(ps_run *r)
 {
     ps_driver_clock_stop(&r->drv);
     r->requests = 0;
     if (r->gpu)
-        gpu_command(r);
+        ps_run_gpu_command(r);
     r->state = PS_RUN_YIELDED;
-    publish(r);
+    ps_run_publish(r);
     pthread_cond_broadcast(&r->cv);
-}
-
-/*
- * The worker: a control point before every phase. Pause waits on the
- * condition variable; yield and cancel end the thread (the driver stays in
- * the handle).
- */
-static void *worker(void *arg)
-{
-    ps_run *r = arg;
-    pthread_mutex_lock(&r->mu);
-    ps_driver_clock_start(&r->drv);
-    for (;;) {
-        /* ---- control point ---- */
-        r->heartbeat++;
-        if (r->requests & REQ_CANCEL)
-            ps_driver_cancel(&r->drv);
-        if (ps_driver_done(&r->drv))
-            break;
-        if (r->requests & REQ_PAUSE && !(r->requests & REQ_YIELD)) {
-            ps_driver_clock_stop(&r->drv);
-            r->state = PS_RUN_PAUSED;
-            publish(r);
-            pthread_cond_broadcast(&r->cv);
-            while (r->requests == REQ_PAUSE)
-                pthread_cond_wait(&r->cv, &r->mu);
-            r->state = PS_RUN_RUNNING;
-            ps_driver_clock_start(&r->drv);
-            continue; /* a new control point: cancel or yield may be pending */
-        }
-        if (r->requests & REQ_YIELD) {
-            yielded(r);
-            pthread_mutex_unlock(&r->mu);
-            return NULL;
-        }
-        publish(r);
-        pthread_mutex_unlock(&r->mu);
-        /* ---- one phase, unlocked ---- */
-        ps_driver_step(&r->drv);
-        pthread_mutex_lock(&r->mu);
-    }
-    finish(r);
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
-}
-
-/*
- * The worker of a GPU run: a launch from the state on the device, then
- * (the kernel ended: done, or yielded at a control point) the state into
- * the driver. A kernel that took a yield which the host has withdrawn or
- * overtaken since (a resume, or a cancel, after the kernel had read the
- * command) is not left yielded: a cancel ends the run at the state it
- * stored, otherwise it is launched again with the current command.
- */
-static void *gpu_worker(void *arg)
-{
-    ps_run *r = arg;
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        pthread_mutex_unlock(&r->mu);
-        int st = ps_gpu_run_launch(r->gpu);
-        if (!st)
-            st = ps_gpu_run_sync(r->gpu);
-        pthread_mutex_lock(&r->mu);
-        if (!st)
-            st = ps_gpu_run_download(r->gpu, &r->drv);
-        if (st) {
-            r->drv.error = st;
-            if (!ps_driver_done(&r->drv))
-                ps_solver_finish(&r->drv.s, st);
-        }
-        if (r->requests & REQ_CANCEL) /* (a no-op on a solve already done) */
-            ps_driver_cancel(&r->drv);
-        if (ps_driver_done(&r->drv)) {
-            finish(r);
-            break;
-        }
-        r->heartbeat++;
-        if (r->requests & REQ_YIELD) {
-            yielded(r);
-            break;
-        }
-        /* the yield was withdrawn: on from the stored state */
-        gpu_command(r);
-        ps_gpu_run_set_resume(r->gpu, r->drv.elapsed, r->drv.ft);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
 }
 
 /* Start a worker (mutex held, no worker alive). */
@@ -324,13 +175,13 @@ static int spawn(ps_run *r)
 {
     r->state = PS_RUN_RUNNING;
     if (r->gpu) {
-        gpu_command(r);
+        ps_run_gpu_command(r);
         ps_gpu_run_set_resume(r->gpu, r->drv.elapsed, r->drv.ft);
     }
-    publish(r);
-    if (pthread_create(&r->thread, NULL, r->gpu ? gpu_worker : worker, r) != 0) {
+    ps_run_publish(r);
+    if (pthread_create(&r->thread, NULL, r->gpu ? ps_run_gpu_worker : ps_run_cpu_worker, r) != 0) {
         r->state = PS_RUN_YIELDED;
-        publish(r);
+        ps_run_publish(r);
         return PS_ERR_NO_MEMORY;
     }
     r->thread_live = 1;
@@ -347,8 +198,8 @@ static void join(ps_run *r)
 }
 
 /* A handle with its driver set up for p and o, not yet started. */
-static int run_create(const ps_problem *p, const ps_options *o,
-                      const double *x0, int fell_back, ps_run **out)
+int ps_run_create(const ps_problem *p, const ps_options *o,
+                  const double *x0, int fell_back, ps_run **out)
 {
     size_t n = 2 * p->nt;
     ps_run *r = calloc(1, sizeof *r);
@@ -356,6 +207,10 @@ static int run_create(const ps_problem *p, const ps_options *o,
         return PS_ERR_NO_MEMORY;
     r->p = p;
     r->o = *o;
+    if (o->gpu) {
+        r->gpu_o = *o->gpu;
+        r->o.gpu = &r->gpu_o;
+    }
     r->fell_back = fell_back;
     r->ctx.p = p;
     r->ctx.precision = o->precision;
@@ -366,7 +221,7 @@ static int run_create(const ps_problem *p, const ps_options *o,
     if (r->x0 && z) {
         memcpy(r->x0, x0, n * sizeof(double));
         ps_objective_from_pulse(p, x0, z);
-        ps_minimizer mz = {n, bloch_eval, &r->ctx, NULL, NULL};
+        ps_minimizer mz = {n, ps_run_bloch_eval, &r->ctx, NULL, NULL};
         st = ps_driver_init(&r->drv, &mz, &r->o, z);
     }
     free(z);
@@ -386,7 +241,7 @@ static int run_create(const ps_problem *p, const ps_options *o,
     return PS_CONVERGED;
 }
 
-static void run_destroy(ps_run *r)
+void ps_run_destroy(ps_run *r)
 {
     ps_gpu_run_free(r->gpu);
     ps_driver_free(&r->drv);
@@ -397,57 +252,21 @@ static void run_destroy(ps_run *r)
 }
 
 /* Start the worker of a new handle, or finish a handle that is done. */
-static int run_launch(ps_run *r, ps_run **out)
+int ps_run_launch(ps_run *r, ps_run **out)
 {
     pthread_mutex_lock(&r->mu);
     int st = PS_CONVERGED;
     if (ps_driver_done(&r->drv))
-        finish(r);
+        ps_run_finish(r);
     else
         st = spawn(r);
     pthread_mutex_unlock(&r->mu);
     if (st) {
-        run_destroy(r);
+        ps_run_destroy(r);
         return st;
     }
     *out = r;
     return PS_CONVERGED;
-}
-
-int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
-                     const double *x0, int fell_back, ps_run **out)
-{
-    ps_run *r;
-    *out = NULL;
-    int st = run_create(p, o, x0, fell_back, &r);
-    if (st)
-        return st;
-    return run_launch(r, out);
-}
-
-/* The device side of a new GPU handle, from the driver's state. */
-static int gpu_attach(ps_run *r)
-{
-    int st = ps_gpu_run_create(r->p, &r->o, NULL, r->drv.x, &r->gpu);
-    if (!st && r->drv.s.phase != PS_PHASE_START)
-        st = ps_gpu_run_upload(r->gpu, &r->drv); /* a resumed checkpoint */
-    return st;
-}
-
-int ps_run_start_gpu(const ps_problem *p, const ps_options *o,
-                     const double *x0, ps_run **out)
-{
-    ps_run *r;
-    *out = NULL;
-    int st = run_create(p, o, x0, 0, &r);
-    if (st)
-        return st;
-    st = gpu_attach(r);
-    if (st) {
-        run_destroy(r);
-        return st;
-    }
-    return run_launch(r, out);
 }
 
 /*
@@ -465,21 +284,21 @@ static int start_on_backend(const ps_problem *p, const ps_options *opt,
     if (st)
         return st;
     ps_run *r;
-    if ((st = run_create(p, opt, x0, fell_back, &r)))
+    if ((st = ps_run_create(p, opt, x0, fell_back, &r)))
         return st;
     if (buf) {
         if ((st = ps_checkpoint_load(p, &r->o, buf, len, &r->drv))) {
-            run_destroy(r);
+            ps_run_destroy(r);
             return st;
         }
         /* the pulse returned if nothing is evaluated: the checkpoint's */
         ps_objective_pulse(p, r->drv.x, r->x0);
     }
-    if (use == PS_BACKEND_GPU && (st = gpu_attach(r))) {
+    if (use == PS_BACKEND_GPU && (st = ps_run_gpu_attach(r))) {
         ps_gpu_run_free(r->gpu);
         r->gpu = NULL;
         if (!(opt->backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st))) {
-            run_destroy(r);
+            ps_run_destroy(r);
             return st;
         }
         ps_log(opt, PS_LOG_WARNING, __FILE__, __LINE__,
@@ -487,7 +306,7 @@ static int start_on_backend(const ps_problem *p, const ps_options *opt,
                ps_strerror(st));
         r->fell_back = 1;
     }
-    return run_launch(r, out);
+    return ps_run_launch(r, out);
 }
 
 int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
@@ -535,9 +354,9 @@ int ps_run_pause(ps_run *r)
     if (r->state == PS_RUN_FINISHED)
         st = PS_ERR_STATE;
     else if (r->state == PS_RUN_RUNNING)
-        r->requests |= REQ_PAUSE;
+        r->requests |= PS_REQ_PAUSE;
     if (r->gpu && r->state == PS_RUN_RUNNING)
-        gpu_command(r);
+        ps_run_gpu_command(r);
     pthread_mutex_unlock(&r->mu);
     return st;
 }
@@ -551,10 +370,10 @@ int ps_run_yield(ps_run *r)
     if (r->state == PS_RUN_FINISHED) {
         st = PS_ERR_STATE;
     } else if (r->state != PS_RUN_YIELDED) {
-        r->requests |= REQ_YIELD;
+        r->requests |= PS_REQ_YIELD;
         pthread_cond_broadcast(&r->cv); /* a paused worker yields */
         if (r->gpu)
-            gpu_command(r);
+            ps_run_gpu_command(r);
     }
     pthread_mutex_unlock(&r->mu);
     return st;
@@ -568,31 +387,31 @@ int ps_run_resume(ps_run *r)
     int st = PS_CONVERGED;
     switch (r->state) {
     case PS_RUN_PAUSED:
-        r->requests &= ~(REQ_PAUSE | REQ_YIELD);
+        r->requests &= ~(PS_REQ_PAUSE | PS_REQ_YIELD);
         pthread_cond_broadcast(&r->cv);
         break;
     case PS_RUN_YIELDED:
         join(r); /* the old worker has left the lock for good */
-        r->requests &= ~(REQ_PAUSE | REQ_YIELD);
+        r->requests &= ~(PS_REQ_PAUSE | PS_REQ_YIELD);
         st = spawn(r);
         break;
     case PS_RUN_RUNNING:
         /* a GPU run stays RUNNING on the host while its kernel is paused */
-        if (r->requests & (REQ_PAUSE | REQ_YIELD))
-            r->requests &= ~(REQ_PAUSE | REQ_YIELD);
+        if (r->requests & (PS_REQ_PAUSE | PS_REQ_YIELD))
+            r->requests &= ~(PS_REQ_PAUSE | PS_REQ_YIELD);
         else
             st = PS_ERR_STATE;
         if (r->gpu) {
             ps_gpu_progress d;
             ps_gpu_run_progress(r->gpu, &d);
-            gpu_command(r);
+            ps_run_gpu_command(r);
             /* a kernel stopped at its control point publishes RUNNING as
              * soon as it reads the resume (within its 32 us back-off):
              * wait for that, 1 s at most, so that a pause that follows is
              * never taken as obeyed on this pause's idle snapshot (a
              * checkpoint would copy a running kernel's state) */
             if (st == PS_CONVERGED && d.state == PS_RUN_PAUSED && d.idle)
-                gpu_await_publication(r->gpu, d.sequence, 1.0);
+                ps_run_gpu_await_publication(r->gpu, d.sequence, 1.0);
         }
         break;
     default:
@@ -612,12 +431,12 @@ int ps_run_cancel(ps_run *r)
         /* no worker: end it here */
         join(r);
         ps_driver_cancel(&r->drv);
-        finish(r);
+        ps_run_finish(r);
     } else if (r->state != PS_RUN_FINISHED) {
-        r->requests |= REQ_CANCEL;
+        r->requests |= PS_REQ_CANCEL;
         pthread_cond_broadcast(&r->cv);
         if (r->gpu)
-            gpu_command(r);
+            ps_run_gpu_command(r);
     }
     pthread_mutex_unlock(&r->mu);
     return PS_CONVERGED;
@@ -722,8 +541,8 @@ int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
     while (r->gpu && r->state == PS_RUN_RUNNING) {
         ps_gpu_progress d;
         ps_gpu_run_progress(r->gpu, &d);
-        paused_kernel = d.state == PS_RUN_PAUSED && d.idle && !(r->requests & REQ_CANCEL);
-        if (paused_kernel || (r->requests & (REQ_PAUSE | REQ_YIELD | REQ_CANCEL)) != REQ_PAUSE ||
+        paused_kernel = d.state == PS_RUN_PAUSED && d.idle && !(r->requests & PS_REQ_CANCEL);
+        if (paused_kernel || (r->requests & (PS_REQ_PAUSE | PS_REQ_YIELD | PS_REQ_CANCEL)) != PS_REQ_PAUSE ||
             ps_monotonic_seconds() >= t_end)
             break;
         const struct timespec tick = monotonic_after(20e-6);
@@ -750,15 +569,15 @@ void ps_run_free(ps_run *r)
         return;
     pthread_mutex_lock(&r->mu);
     if (r->state != PS_RUN_FINISHED && r->state != PS_RUN_YIELDED) {
-        r->requests |= REQ_CANCEL;
+        r->requests |= PS_REQ_CANCEL;
         pthread_cond_broadcast(&r->cv);
         if (r->gpu)
-            gpu_command(r);
+            ps_run_gpu_command(r);
         while (r->state != PS_RUN_FINISHED && r->state != PS_RUN_YIELDED)
             pthread_cond_wait(&r->cv, &r->mu);
     }
     pthread_mutex_unlock(&r->mu);
     if (r->thread_live)
         pthread_join(r->thread, NULL);
-    run_destroy(r);
+    ps_run_destroy(r);
 }

@@ -25,7 +25,9 @@
 #include "common/log.h"
 #include "model/problem.h"
 #include "opt/run.h"
+#include "persolve_gpu.h"
 #include "tune/cache.h"
+#include "tune/gpu_options.h"
 
 /* The tune cache's shape for p, checked against this problem: 1 with c
  * and e filled, else 0 (the reason logged). path[len] receives the file. */
@@ -74,14 +76,15 @@ int ps_gpu_preferred_config(const ps_problem *p, const ps_options *o, int sms, p
         return PS_SHAPE_GIVEN;
     if (!o)
         return PS_SHAPE_HEURISTIC;
-    if (o->gpu_block || o->gpu_spins_per_tile || o->gpu_max_registers || o->gpu_blocks_per_sm) {
-        c->block = o->gpu_block;
-        c->regcap = o->gpu_max_registers == 64;
-        c->grid = o->gpu_blocks_per_sm * sms;
-        if (o->gpu_spins_per_tile) {
+    const ps_gpu_options *g = ps_gpu_options_of(o);
+    if (g->gpu_block || g->gpu_spins_per_tile || g->gpu_max_registers || g->gpu_blocks_per_sm) {
+        c->block = g->gpu_block;
+        c->regcap = g->gpu_max_registers == 64;
+        c->grid = g->gpu_blocks_per_sm * sms;
+        if (g->gpu_spins_per_tile) {
             int tb = c->block ? c->block : PS_GPU_DEFAULT_THREADS; /* >= 32 >= SB */
             int min_segs = ps_gpu_min_segments(p);
-            c->sb = o->gpu_spins_per_tile;
+            c->sb = g->gpu_spins_per_tile;
             c->segs = tb / c->sb;
             PS_RETURN_ERROR_IF(o, c->segs < min_segs, PS_ERR_OPTION,
                                "options.gpu_spins_per_tile: %d spins per tile leave %d time segments "
@@ -90,7 +93,7 @@ int ps_gpu_preferred_config(const ps_problem *p, const ps_options *o, int sms, p
         }
         return PS_SHAPE_FORCED;
     }
-    if (!o->tune_cache)
+    if (!g->tune_cache)
         return PS_SHAPE_HEURISTIC;
     ps_tune_entry e;
     char path[1024];
@@ -301,16 +304,16 @@ int ps_gpu_tune(const ps_problem *p, const ps_options *o, const ps_tune_settings
                            PS_ERR_GPU_UNSUPPORTED, "cannot read the kernel's attributes");
 
     /* the candidates, the heuristic's shape and the cached one */
+    static const ps_gpu_options no_cache = {.tune_cache = 0}; /* nothing forced */
     ps_options plain = opt;
-    plain.tune_cache = 0;
-    plain.gpu_block = plain.gpu_spins_per_tile = plain.gpu_max_registers = plain.gpu_blocks_per_sm = 0;
+    plain.gpu = &no_cache;
     ps_gpu_config c = {0, 0, 0, 0, 0};
     if ((st = enumerate(&l, ps_gpu_min_segments(p))))
         goto fail;
     if ((st = ps_gpu_resolve_config(p, &plain, NULL, &c)))
         goto fail;
     r->heuristic = add_config(&l, &c);
-    if (opt.tune_cache) {
+    if (ps_gpu_options_of(&opt)->tune_cache) {
         ps_tune_entry e;
         char path[1024];
         memset(&c, 0, sizeof c);

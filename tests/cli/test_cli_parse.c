@@ -301,7 +301,7 @@ static void test_tune_options(void **state)
     assert_int_equal(c.iters, PS_TUNE_ITERS);
     assert_int_equal(c.repeats, PS_TUNE_REPEATS);
     assert_int_equal(c.no_write, 0);
-    assert_int_equal(c.opts.tune_cache, 1);
+    assert_int_equal(c.opts.gpu->tune_cache, 1);
     assert_null(c.json_file);
 
     assert_int_equal(parse(&c, "tune", "S", "--precision", "double", "--iters", "7", "--repeats",
@@ -314,11 +314,11 @@ static void test_tune_options(void **state)
     assert_int_equal(c.opts.memory, 4);
     assert_string_equal(c.json_file, "t.json");
     assert_int_equal(c.no_write, 1);
-    assert_int_equal(c.opts.tune_cache, 1); /* --no-write still reads the cache */
+    assert_int_equal(c.opts.gpu->tune_cache, 1); /* --no-write still reads the cache */
     assert_int_equal(parse(&c, "tune", "--no-cache", "spiral2d:n=64,nt=500", NULL), PS_CLI_OK);
     assert_string_equal(c.input, "spiral2d:n=64,nt=500");
     assert_int_equal(c.no_write, 1);
-    assert_int_equal(c.opts.tune_cache, 0);
+    assert_int_equal(c.opts.gpu->tune_cache, 0);
     /* the bench defaults stay the bench's */
     assert_int_equal(parse(&c, "bench", NULL), PS_CLI_OK);
     assert_int_equal(c.iters, PS_BENCH_ITERS);
@@ -338,25 +338,25 @@ static void test_launch_shape_options(void **state)
     ps_cli c;
     assert_int_equal(parse(&c, "design", "x", "--gpu-config", "256,8,64,4", "--no-tune-cache", NULL),
                      PS_CLI_OK);
-    assert_int_equal(c.opts.gpu_block, 256);
-    assert_int_equal(c.opts.gpu_spins_per_tile, 8);
-    assert_int_equal(c.opts.gpu_max_registers, 64);
-    assert_int_equal(c.opts.gpu_blocks_per_sm, 4);
-    assert_int_equal(c.opts.tune_cache, 0);
+    assert_int_equal(c.opts.gpu->gpu_block, 256);
+    assert_int_equal(c.opts.gpu->gpu_spins_per_tile, 8);
+    assert_int_equal(c.opts.gpu->gpu_max_registers, 64);
+    assert_int_equal(c.opts.gpu->gpu_blocks_per_sm, 4);
+    assert_int_equal(c.opts.gpu->tune_cache, 0);
     assert_int_equal(ps_options_validate(&c.opts), 0);
     assert_int_equal(parse(&c, "design", "x", "--gpu-config=512,0,128", NULL), PS_CLI_OK);
-    assert_int_equal(c.opts.gpu_block, 512);
-    assert_int_equal(c.opts.gpu_spins_per_tile, 0);
-    assert_int_equal(c.opts.gpu_max_registers, 128);
-    assert_int_equal(c.opts.gpu_blocks_per_sm, 0);
-    assert_int_equal(c.opts.tune_cache, 1);
+    assert_int_equal(c.opts.gpu->gpu_block, 512);
+    assert_int_equal(c.opts.gpu->gpu_spins_per_tile, 0);
+    assert_int_equal(c.opts.gpu->gpu_max_registers, 128);
+    assert_int_equal(c.opts.gpu->gpu_blocks_per_sm, 0);
+    assert_int_equal(c.opts.gpu->tune_cache, 1);
     assert_int_equal(parse(&c, "eval", "x", "--gpu-config", "0,32,0", NULL), PS_CLI_OK);
-    assert_int_equal(c.opts.gpu_spins_per_tile, 32);
+    assert_int_equal(c.opts.gpu->gpu_spins_per_tile, 32);
     assert_int_equal(parse(&c, "bench", "--gpu-config", "128,1,0,8", "--no-tune-cache", NULL),
                      PS_CLI_OK);
-    assert_int_equal(c.opts.gpu_block, 128);
-    assert_int_equal(c.opts.gpu_blocks_per_sm, 8);
-    assert_int_equal(c.opts.tune_cache, 0);
+    assert_int_equal(c.opts.gpu->gpu_block, 128);
+    assert_int_equal(c.opts.gpu->gpu_blocks_per_sm, 8);
+    assert_int_equal(c.opts.gpu->tune_cache, 0);
     assert_int_equal(ps_options_validate(&c.opts), 0);
 
     expect_usage("--gpu-config: block '100'", "multiple of 32",

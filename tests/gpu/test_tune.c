@@ -27,6 +27,7 @@
 #include "cuda/launch.h"
 #include "gpu_suite.h"
 #include "persolve.h"
+#include "persolve_gpu.h"
 #include "test_util.h"
 #include "tune/cache.h"
 
@@ -247,6 +248,9 @@ static void tune_and_cache(void **state)
     int quick = getenv("PS_GPU_TEST_QUICK") != NULL;
     ps_problem *p = preset(quick ? "spiral2d:n=8,nt=100" : "spiral2d:n=16,nt=300");
     ps_options o = gpu_opts(PS_PRECISION_SINGLE);
+    ps_gpu_options g;
+    ps_gpu_options_default(&g);
+    o.gpu = &g;
     ps_tune_settings s = quick_settings(1);
     ps_tune_report r;
     assert_int_equal(ps_gpu_tune(p, &o, &s, &r), 0);
@@ -257,7 +261,7 @@ static void tune_and_cache(void **state)
     const ps_tune_shape best = r.shapes[r.best], heur = r.shapes[r.heuristic];
 
     /* the heuristic's shape is what the heuristic resolves to */
-    o.tune_cache = 0;
+    g.tune_cache = 0;
     ps_gpu_config c = resolved(p, &o);
     assert_true(same_shape(&c, &heur));
     assert_false(any_logged("tune cache"));
@@ -274,7 +278,7 @@ static void tune_and_cache(void **state)
     assert_true(fabs(e.seconds_per_iteration - best.seconds_per_iteration) <= 1e-5 * best.seconds_per_iteration);
 
     /* used: by the resolution of every solve that forces nothing ... */
-    o.tune_cache = 1;
+    g.tune_cache = 1;
     c = resolved(p, &o);
     assert_true(same_shape(&c, &best));
     assert_true(logged(PS_LOG_INFO, "launch shape from the tune cache", r.cache_path));
@@ -309,10 +313,10 @@ static void tune_and_cache(void **state)
 
     /* a forced shape wins over the cache, field by field */
     const int sms = r.sms;
-    o.gpu_block = 128;
-    o.gpu_spins_per_tile = 4;
-    o.gpu_max_registers = 64;
-    o.gpu_blocks_per_sm = 2;
+    g.gpu_block = 128;
+    g.gpu_spins_per_tile = 4;
+    g.gpu_max_registers = 64;
+    g.gpu_blocks_per_sm = 2;
     c = resolved(p, &o);
     assert_int_equal(c.block, 128);
     assert_int_equal(c.sb, 4);
@@ -320,16 +324,16 @@ static void tune_and_cache(void **state)
     assert_int_equal(c.regcap, 1);
     assert_int_equal(c.grid, 2 * sms);
     assert_false(any_logged("tune cache"));
-    o.gpu_spins_per_tile = o.gpu_max_registers = o.gpu_blocks_per_sm = 0;
-    o.gpu_block = 256;
+    g.gpu_spins_per_tile = g.gpu_max_registers = g.gpu_blocks_per_sm = 0;
+    g.gpu_block = 256;
     c = resolved(p, &o);
     assert_int_equal(c.block, 256);
     assert_int_equal(c.regcap, 0);
     assert_int_equal(c.sb * c.segs, 256);
     assert_false(any_logged("tune cache"));
     /* more blocks per SM than fit: refused, with the reason */
-    o.gpu_block = 512;
-    o.gpu_blocks_per_sm = 32;
+    g.gpu_block = 512;
+    g.gpu_blocks_per_sm = 32;
     nlogs = 0;
     assert_int_equal(ps_gpu_resolve_config(p, &o, NULL, &c), PS_ERR_GPU_LAUNCH);
     assert_true(logged(PS_LOG_ERROR, "co-resident", NULL));
@@ -388,10 +392,13 @@ static void corrupt_cache_ignored(void **state)
     fresh_cache_dir();
     ps_problem *p = preset("spiral2d:n=16,nt=300");
     ps_options o = gpu_opts(PS_PRECISION_SINGLE);
+    ps_gpu_options g;
+    ps_gpu_options_default(&g);
+    o.gpu = &g;
     char path[1024];
-    o.tune_cache = 0;
+    g.tune_cache = 0;
     const ps_gpu_config heur = resolved(p, &o);
-    o.tune_cache = 1;
+    g.tune_cache = 1;
     /* a shape the heuristic would not pick */
     const int block = heur.block == 256 ? 128 : 256, sb = 4;
     write_entry(p, PS_PRECISION_SINGLE, block, sb, 0, 1, NULL, path, sizeof path);
@@ -440,7 +447,7 @@ static void corrupt_cache_ignored(void **state)
     assert_true(logged(PS_LOG_WARNING, "do not fit on an SM", path));
 
     /* with tune_cache 0 the file is not even read */
-    o.tune_cache = 0;
+    g.tune_cache = 0;
     c = resolved(p, &o);
     assert_int_equal(nlogs, 0);
     free(x);
@@ -454,12 +461,12 @@ static void corrupt_cache_ignored(void **state)
     snprintf(need, sizeof need, "at least %d", ms);
     assert_true(ms > 32 && ms <= 64); /* 40 */
     write_entry(p, PS_PRECISION_SINGLE, 128, 32, 0, 1, NULL, path, sizeof path); /* 4 segments */
-    o.tune_cache = 1;
+    g.tune_cache = 1;
     c = resolved(p, &o);
     assert_true(c.segs >= ms);
     assert_true(logged(PS_LOG_WARNING, "relaxation bound", path));
-    o.gpu_block = 128;
-    o.gpu_spins_per_tile = 4; /* 32 segments */
+    g.gpu_block = 128;
+    g.gpu_spins_per_tile = 4; /* 32 segments */
     nlogs = 0;
     assert_int_equal(ps_gpu_resolve_config(p, &o, NULL, &c), PS_ERR_OPTION);
     assert_true(logged(PS_LOG_ERROR, "options.gpu_spins_per_tile", need));

@@ -16,6 +16,7 @@
 
 #include "opt/solver.h" /* PS_MAX_MEMORY, PS_MAX_PAST */
 #include "persolve.h"
+#include "persolve_gpu.h"
 #include "test_util.h"
 
 enum { NS = 3, NT = 4 };
@@ -427,7 +428,9 @@ static void test_options(void **state)
     (void)state;
     ps_problem *p = base_problem();
     ps_options def, o;
+    ps_gpu_options gdef, g;
     ps_options_default(&def);
+    ps_gpu_options_default(&gdef);
     assert_int_equal(ps_options_validate(&def), PS_CONVERGED);
     /* documented defaults */
     assert_int_equal(def.backend, PS_BACKEND_AUTO);
@@ -435,11 +438,15 @@ static void test_options(void **state)
     assert_int_equal(def.memory, 8);
     assert_true(def.c1 == 1e-4 && def.c2 == 0.9);
     assert_int_equal(def.max_linesearch, 20);
-    assert_int_equal(def.tune_cache, 1);
-    assert_int_equal(def.gpu_block, 0);
-    assert_int_equal(def.gpu_spins_per_tile, 0);
-    assert_int_equal(def.gpu_max_registers, 0);
-    assert_int_equal(def.gpu_blocks_per_sm, 0);
+    assert_null(def.gpu);
+    assert_int_equal(gdef.tune_cache, 1);
+    assert_int_equal(gdef.gpu_block, 0);
+    assert_int_equal(gdef.gpu_spins_per_tile, 0);
+    assert_int_equal(gdef.gpu_max_registers, 0);
+    assert_int_equal(gdef.gpu_blocks_per_sm, 0);
+    o = def;
+    o.gpu = &gdef;
+    assert_int_equal(ps_options_validate(&o), PS_CONVERGED);
 
 #define BAD(stmt, field)                                                       \
     do {                                                                       \
@@ -471,19 +478,25 @@ static void test_options(void **state)
     BAD(o.backend = (ps_backend)3, "backend");
     BAD(o.backend = (ps_backend)-1, "backend");
     BAD(o.precision = (ps_precision)2, "precision");
-    BAD(o.tune_cache = 2, "tune_cache");
-    BAD(o.tune_cache = -1, "tune_cache");
-    BAD(o.gpu_block = 100, "gpu_block");
-    BAD(o.gpu_block = 16, "gpu_block");
-    BAD(o.gpu_block = 1024, "gpu_block");
-    BAD(o.gpu_block = -32, "gpu_block");
-    BAD(o.gpu_spins_per_tile = 3, "gpu_spins_per_tile");
-    BAD(o.gpu_spins_per_tile = 64, "gpu_spins_per_tile");
-    BAD(o.gpu_spins_per_tile = -1, "gpu_spins_per_tile");
-    BAD(o.gpu_max_registers = 96, "gpu_max_registers");
-    BAD(o.gpu_max_registers = -64, "gpu_max_registers");
-    BAD(o.gpu_blocks_per_sm = 33, "gpu_blocks_per_sm");
-    BAD(o.gpu_blocks_per_sm = -1, "gpu_blocks_per_sm");
+    /* the GPU options through o.gpu */
+#define GBAD(stmt, field) BAD((g = gdef, o.gpu = &g, stmt), field)
+    GBAD(g.tune_cache = 2, "tune_cache");
+    GBAD(g.tune_cache = -1, "tune_cache");
+    GBAD(g.gpu_block = 100, "gpu_block");
+    GBAD(g.gpu_block = 16, "gpu_block");
+    GBAD(g.gpu_block = 1024, "gpu_block");
+    GBAD(g.gpu_block = -32, "gpu_block");
+    GBAD(g.gpu_spins_per_tile = 3, "gpu_spins_per_tile");
+    GBAD(g.gpu_spins_per_tile = 64, "gpu_spins_per_tile");
+    GBAD(g.gpu_spins_per_tile = -1, "gpu_spins_per_tile");
+    GBAD(g.gpu_max_registers = 96, "gpu_max_registers");
+    GBAD(g.gpu_max_registers = -64, "gpu_max_registers");
+    GBAD(g.gpu_blocks_per_sm = 33, "gpu_blocks_per_sm");
+    GBAD(g.gpu_blocks_per_sm = -1, "gpu_blocks_per_sm");
+    GBAD(g.reserved_int = 1, "reserved_int");
+    GBAD(g.reserved[0] = 1, "reserved");
+    GBAD(g.reserved[sizeof g.reserved / sizeof g.reserved[0] - 1] = -7, "reserved");
+#undef GBAD
     BAD(o.reserved_int = 1, "reserved_int");
     BAD(o.reserved[0] = 1, "reserved");
     BAD(o.reserved[sizeof o.reserved / sizeof o.reserved[0] - 1] = -7, "reserved");
@@ -501,19 +514,22 @@ static void test_options(void **state)
     o.max_linesearch = 100;
     assert_int_equal(ps_options_validate(&o), PS_CONVERGED);
     o = def;
-    o.tune_cache = 0;
-    o.gpu_block = 32;
-    o.gpu_spins_per_tile = 32;
-    o.gpu_max_registers = 64;
-    o.gpu_blocks_per_sm = 32;
+    g = gdef;
+    o.gpu = &g;
+    g.tune_cache = 0;
+    g.gpu_block = 32;
+    g.gpu_spins_per_tile = 32;
+    g.gpu_max_registers = 64;
+    g.gpu_blocks_per_sm = 32;
     assert_int_equal(ps_options_validate(&o), PS_CONVERGED);
-    o.gpu_block = 512;
-    o.gpu_spins_per_tile = 1;
-    o.gpu_max_registers = 128;
-    o.gpu_blocks_per_sm = 1;
+    g.gpu_block = 512;
+    g.gpu_spins_per_tile = 1;
+    g.gpu_max_registers = 128;
+    g.gpu_blocks_per_sm = 1;
     assert_int_equal(ps_options_validate(&o), PS_CONVERGED);
     assert_int_equal(ps_options_validate(NULL), PS_ERR_NULL);
     ps_options_default(NULL); /* must not crash */
+    ps_gpu_options_default(NULL);
     ps_problem_free(p);
 }
 

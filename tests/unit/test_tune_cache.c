@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "persolve.h"
+#include "persolve_gpu.h"
 #include "tune/cache.h"
 
 #define DIR "tune_cache_test"
@@ -437,7 +438,10 @@ static void test_tune_api(void **state)
     s.reserved[3] = 1;
     assert_int_equal(ps_gpu_tune(p, &o, &s, &r), PS_ERR_OPTION);
     assert_log(PS_LOG_ERROR, "reserved[3]");
-    o.gpu_block = 100;
+    ps_gpu_options g;
+    ps_gpu_options_default(&g);
+    g.gpu_block = 100;
+    o.gpu = &g;
     assert_int_equal(ps_gpu_tune(p, &o, NULL, &r), PS_ERR_OPTION);
     assert_log(PS_LOG_ERROR, "gpu_block");
     if (ps_gpu_count() == 0) {

@@ -1,0 +1,149 @@
+/*
+ * persolve GPU API: the launch shape of the persistent kernel, the tune
+ * cache and the tuning that fills it. This header is apart from the stable
+ * API of persolve.h: what it holds may change with the kernel (the way
+ * zstd keeps its ZSTD_STATIC_LINKING_ONLY section apart). No CUDA types
+ * appear here.
+ */
+#ifndef PERSOLVE_GPU_H
+#define PERSOLVE_GPU_H
+
+#include "persolve.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* GPU options                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The GPU launch shape (README "Tuning"), given to a solve through
+ * ps_options.gpu. Each gpu_* field set forces that part of the shape, the
+ * heuristic chooses the rest; with none set, the shape comes from the tune
+ * cache when tune_cache is 1 and the cache holds a valid entry for this
+ * GPU, build and problem-size class, else from the heuristic. Checked by
+ * ps_options_validate() (PS_ERR_OPTION, logged with the field name).
+ */
+typedef struct ps_gpu_options {
+    int tune_cache;          ///< 1: read the tune cache written by `persolve tune` /
+                             ///< ps_gpu_tune; 0: never (default 1)
+    int gpu_block;           ///< threads per block: 0 = automatic, else a multiple of 32
+                             ///< in 32..512 (default 0)
+    int gpu_spins_per_tile;  ///< spins per evaluation tile SB; the block's threads split
+                             ///< time into block / SB segments: 0 = automatic, else 1, 2,
+                             ///< 4, 8, 16 or 32, at most the block size (default 0)
+    int gpu_max_registers;   ///< register cap per thread of the kernel build: 0 =
+                             ///< automatic (128), 128 or 64 (default 0)
+    int gpu_blocks_per_sm;   ///< blocks per SM in the cooperative grid: 0 = automatic,
+                             ///< else 1..32; more than fit is PS_ERR_GPU_LAUNCH (default 0)
+    int reserved_int;        ///< must be zero
+    int64_t reserved[5];     ///< must be zero
+} ps_gpu_options;
+
+/** Fill *g with the documented defaults (tune_cache 1, the rest 0): the
+ * same as ps_options.gpu NULL. */
+void ps_gpu_options_default(ps_gpu_options *g);
+
+/* ------------------------------------------------------------------------ */
+/* Tuning the GPU launch shape                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A cooperative kernel can only use as many blocks as fit on the GPU at
+ * once, and the persistent kernel's register count is the maximum over all
+ * its phases: the launch shape decides its speed. ps_gpu_tune() measures
+ * the candidate shapes on a problem and stores the fastest in the tune
+ * cache, which solve_persistent() reads (ps_gpu_options.tune_cache). The cache
+ * lives in $PERSOLVE_CACHE_DIR, else $XDG_CACHE_HOME/persolve, else
+ * ~/.cache/persolve; its entries are keyed by GPU name, compute capability,
+ * driver, build id and problem-size class (README "Tuning").
+ */
+
+/** One launch shape of the persistent kernel and what it costs. */
+typedef struct ps_tune_shape {
+    int block;            ///< threads per block
+    int spins_per_tile;   ///< spins per evaluation tile SB
+    int segments;         ///< time segments per tile, block / SB
+    int max_registers;    ///< register cap of the kernel build: 128 or 64
+    int blocks_per_sm;    ///< blocks per SM in the cooperative grid
+    int grid;             ///< blocks in the cooperative grid (blocks_per_sm x SMs)
+    int registers;        ///< registers per thread of that kernel build
+    int local_bytes;      ///< local memory per thread, bytes (the stack of the one-thread decisions and any register spills)
+    int static_smem;      ///< static shared memory per block, bytes
+    int dynamic_smem;     ///< dynamic shared memory per block, bytes
+    int resident_blocks;  ///< blocks of this shape that fit on one SM at once
+                          ///< (cudaOccupancyMaxActiveBlocksPerMultiprocessor)
+    int status;           ///< ps_status of its last run: >= 0 or PS_ERR_LINE_SEARCH
+                          ///< measured, other negatives failed
+    int64_t iterations;   ///< iterations of its last timed run
+    int64_t evaluations;  ///< evaluations of its last timed run
+    double seconds_per_iteration; ///< median over the timed runs of the solve kernel's
+                                  ///< time / iterations, s (NaN if it failed)
+    double f;             ///< f at the end of its last timed run
+} ps_tune_shape;
+
+/** Called by ps_gpu_tune after measuring shape `index` of `count`. */
+typedef void (*ps_tune_fn)(void *user, const ps_tune_shape *shape, size_t index,
+                           size_t count);
+
+typedef struct ps_tune_settings {
+    int iterations;       ///< L-BFGS iterations of every timed run (gtol = ftol = 0),
+                          ///< 1..1000000 (default 20)
+    int repeats;          ///< timed runs per shape after one warm-up run; the median
+                          ///< counts, 1..1000 (default 5)
+    int write_cache;      ///< 1: store the fastest shape in the tune cache (default 1)
+    ps_tune_fn measured;  ///< progress callback (default NULL)
+    void *user;           ///< passed to measured
+    int64_t reserved[4];  ///< must be zero
+} ps_tune_settings;
+
+/** Fill *s with the documented defaults. */
+void ps_tune_settings_default(ps_tune_settings *s);
+
+typedef struct ps_tune_report {
+    ps_tune_shape *shapes;  ///< [count] the candidates in the order measured (owned)
+    size_t count;           ///< number of candidates
+    int best;               ///< index of the fastest measured shape, -1 if none ran
+    int heuristic;          ///< index of the shape the heuristic picks (no cache)
+    int cached;             ///< index of the shape the tune cache held before this
+                            ///< run, -1 if none was valid (or o->gpu->tune_cache is 0)
+    int cache_written;      ///< 1 if the fastest shape was written to cache_path
+    int sms;                ///< streaming multiprocessors of the GPU
+    char device[128];       ///< the GPU, as ps_gpu_describe
+    char cache_key[320];    ///< the cache key as text
+    char cache_path[1024];  ///< the cache file of this GPU, build and size class
+} ps_tune_report;
+
+/**
+ * Measure every candidate launch shape of the persistent kernel on p:
+ * blocks of 128, 256 and 512 threads; both register caps (64 only when
+ * the uncapped build needs more than 64 registers); spins per tile 1..32
+ * leaving at least the segments the problem's relaxation needs and no
+ * more segments than time steps (except at 32 spins per tile); blocks per
+ * SM min(resident, 2) and, where more fit, all resident blocks; plus the
+ * heuristic's and the cached shape (README "Tuning"). Each shape runs one
+ * warm-up solve and s->repeats timed solves of s->iterations iterations
+ * from the problem's x0 with o's precision and memory (o's limits,
+ * tolerances and o->gpu's gpu_* fields are not used; its tune_cache 0 ignores the
+ * cached shape). o and s may be NULL (defaults). r receives the table
+ * (ps_tune_report_free), also when the cache cannot be written.
+ * Returns PS_CONVERGED (0) when at least one shape ran (and, if asked, the
+ * fastest was written to the cache); PS_ERR_NULL; PS_ERR_OPTION (o or s
+ * invalid, logged); PS_ERR_NO_GPU or PS_ERR_GPU_UNSUPPORTED (no usable
+ * GPU); PS_ERR_NO_MEMORY; PS_ERR_GPU_LAUNCH (no shape ran: see each
+ * shape's status); PS_ERR_FILE (all measured, but the cache file could
+ * not be written: reason logged, the report is complete).
+ */
+int ps_gpu_tune(const ps_problem *p, const ps_options *o, const ps_tune_settings *s,
+                ps_tune_report *r);
+
+/** Release what a report owns; the struct itself is the caller's. NULL is accepted. */
+void ps_tune_report_free(ps_tune_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PERSOLVE_GPU_H */
