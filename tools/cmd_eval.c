@@ -27,9 +27,9 @@ int ps_cmd_eval(const ps_cli *cli)
                                    sizeof out)) != PS_EXIT_OK)
         goto done;
 
-    size_t ns = ps_problem_ns(p), nt = ps_problem_nt(p);
-    x = malloc(2 * nt * sizeof(double));
-    g = malloc(2 * nt * sizeof(double));
+    size_t ns = ps_problem_ns(p), nt = ps_problem_nt(p), nx = ps_problem_nx(p);
+    x = malloc(nx * sizeof(double));
+    g = malloc(nx * sizeof(double));
     m = malloc(3 * ns * sizeof(double));
     if (!x || !g || !m) {
         ps_cli_error("out of memory");
@@ -79,7 +79,7 @@ int ps_cmd_eval(const ps_cli *cli)
     }
     /* ||grad F||_2, summed in index order */
     double s = 0.0;
-    for (size_t i = 0; i < 2 * nt; i++)
+    for (size_t i = 0; i < nx; i++)
         s += g[i] * g[i];
     double gnorm = sqrt(s);
     if (!isfinite(f) || !isfinite(gnorm)) {

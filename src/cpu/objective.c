@@ -29,16 +29,6 @@
 #undef PS_REAL
 #undef PS_SFX
 
-void ps_objective_pulse(const ps_problem *p, const double *x, double *b)
-{
-    ps_design_pulse_of_x(p, x, b);
-}
-
-void ps_objective_from_pulse(const ps_problem *p, const double *b, double *x)
-{
-    ps_design_x_of_pulse(p, b, x);
-}
-
 /* Segment length of the checkpointed backward sweep: ceil(sqrt(nt)). */
 static size_t segment_length(size_t nt)
 {

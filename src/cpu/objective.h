@@ -8,9 +8,9 @@
 #include "persolve.h"
 
 /*
- * CPU evaluation. x[2*nt] is the optimizer's variable: the pulse (u, v)
- * itself, or with a finite b1_max the reparametrized z of model/bloch_math.h.
- * grad[2*nt] (may be NULL) is dF/dx in the same variables; m[ns][3] (may be
+ * CPU evaluation. x[nx] is the optimizer's variable: the pulse (u, v)
+ * itself, or with a finite b1_max the reparametrized z (model/design.h).
+ * grad[nx] (may be NULL) is dF/dx in the same variables; m[ns][3] (may be
  * NULL) receives M_Nt. precision: PS_PRECISION_SINGLE | _DOUBLE; threads:
  * 0 = OpenMP default. Results do not depend on the thread count.
  * Returns PS_CONVERGED (0) or PS_ERR_NO_MEMORY.
@@ -21,13 +21,5 @@ int ps_objective_cpu(const ps_problem *p, int precision, int threads,
 /* The same at the physical pulse x = (u, v), whatever b1_max is. */
 int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
                            const double *x, double *f, double *grad, double *m);
-
-/* Pulse b[2*nt] (solver layout) from optimizer variables x (identity
- * without b1_max). b may equal x. */
-void ps_objective_pulse(const ps_problem *p, const double *x, double *b);
-
-/* Optimizer variables x from a pulse b (inverse map, projected strictly
- * inside the b1_max constraint). x may equal b. */
-void ps_objective_from_pulse(const ps_problem *p, const double *b, double *x);
 
 #endif /* PS_SRC_OBJECTIVE_H */

@@ -636,11 +636,11 @@ extern "C" int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
     double *z = (double *)malloc(n * sizeof(double));
     if (!z)
         return PS_ERR_NO_MEMORY;
-    ps_objective_from_pulse(p, x, z);
+    ps_design_x_of_pulse(p, x, z);
     st = variant == PS_GPU_PERSISTENT ? run_kernel(p, o, cfg, MODE_SOLVE, z, r, NULL, NULL, NULL)
                                       : run_variant(p, o, cfg, variant, z, r);
     if (r->history_len > 0)
-        ps_objective_pulse(p, z, x);
+        ps_design_pulse_of_x(p, z, x);
     free(z);
     if (r->history_len > 0)
         describe_run(p, o, cfg, r);

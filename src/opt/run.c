@@ -35,6 +35,7 @@
 #include "opt/driver.h"
 #include "cpu/objective.h"
 #include "model/problem.h"
+#include "model/design.h"
 #include "opt/run.h"
 #include "opt/run_impl.h"
 #include "persolve_gpu.h"
@@ -201,7 +202,7 @@ static void join(ps_run *r)
 int ps_run_create(const ps_problem *p, const ps_options *o,
                   const double *x0, int fell_back, ps_run **out)
 {
-    size_t n = 2 * p->nt;
+    size_t n = ps_problem_nx(p);
     ps_run *r = calloc(1, sizeof *r);
     if (!r)
         return PS_ERR_NO_MEMORY;
@@ -220,7 +221,7 @@ int ps_run_create(const ps_problem *p, const ps_options *o,
     int st = PS_ERR_NO_MEMORY;
     if (r->x0 && z) {
         memcpy(r->x0, x0, n * sizeof(double));
-        ps_objective_from_pulse(p, x0, z);
+        ps_design_x_of_pulse(p, x0, z);
         ps_minimizer mz = {n, ps_run_bloch_eval, &r->ctx, NULL, NULL};
         st = ps_driver_init(&r->drv, &mz, &r->o, z);
     }
@@ -292,7 +293,7 @@ static int start_on_backend(const ps_problem *p, const ps_options *opt,
             return st;
         }
         /* the pulse returned if nothing is evaluated: the checkpoint's */
-        ps_objective_pulse(p, r->drv.x, r->x0);
+        ps_design_pulse_of_x(p, r->drv.x, r->x0);
     }
     if (use == PS_BACKEND_GPU && (st = ps_run_gpu_attach(r))) {
         ps_gpu_run_free(r->gpu);
@@ -319,7 +320,7 @@ int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
     ps_options opt;
     int st = ps_take_options(o, &opt);
     if (!st)
-        st = ps_check_x(&opt, x0, 2 * p->nt);
+        st = ps_check_x(&opt, x0, ps_problem_nx(p));
     if (st)
         return st;
     return start_on_backend(p, &opt, x0, NULL, 0, out);
@@ -336,7 +337,7 @@ int ps_solve_resume(const ps_problem *p, const ps_options *o, const void *buf,
     int st = ps_take_options(o, &opt);
     if (st)
         return st;
-    double *x0 = calloc(2 * p->nt, sizeof(double));
+    double *x0 = calloc(ps_problem_nx(p), sizeof(double));
     if (!x0)
         return PS_ERR_NO_MEMORY;
     ps_problem_x0(p, x0);
@@ -470,9 +471,9 @@ static int copy_result(ps_run *r, ps_result *res, double *x)
     }
     if (x) {
         if (c->history_len > 0 && !c->error)
-            ps_objective_pulse(r->p, c->x, x);
+            ps_design_pulse_of_x(r->p, c->x, x);
         else
-            memcpy(x, r->x0, 2 * r->p->nt * sizeof(double));
+            memcpy(x, r->x0, ps_problem_nx(r->p) * sizeof(double));
     }
     return r->status;
 }

@@ -23,7 +23,7 @@ int ps_pick_backend(const ps_options *o, ps_backend *use, int *fell_back);
 void ps_cpu_device(const ps_options *o, char *buf, size_t len);
 
 /*
- * Start a CPU run of problem p from the pulse x0[2*nt] with validated
+ * Start a CPU run of problem p from the pulse x0[nx] with validated
  * options o; fell_back is copied into the results. *out is NULL on error.
  */
 int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
@@ -31,7 +31,7 @@ int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
 
 /*
  * Start a GPU run (persistent kernel with control points) of p from the
- * pulse x0[2*nt] with validated options o. *out is NULL on error.
+ * pulse x0[nx] with validated options o. *out is NULL on error.
  */
 int ps_run_start_gpu(const ps_problem *p, const ps_options *o,
                      const double *x0, ps_run **out);

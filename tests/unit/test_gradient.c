@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "model/bloch_math.h"
+#include "model/design.h"
 #include "cpu/objective.h"
 #include "persolve.h"
 #include "reference/ref_bloch.h"
@@ -179,7 +180,7 @@ static void run_case(const grad_case *c, uint64_t seed)
          * F(z) = F(pulse(z)) */
         double b[2 * NT], fz, fb, gz[2 * NT], gb[2 * NT], gzr[2 * NT];
         tu_poison(b, 2 * NT);
-        ps_objective_pulse(p, rp.z, b);
+        ps_design_pulse_of_x(p, rp.z, b);
         for (size_t k = 0; k < NT; k++)
             assert_true(hypot(b[k], b[NT + k]) < B1MAX);
         assert_int_equal(eval_z(p, rp.z, &fz, gz), PS_CONVERGED);
