@@ -30,6 +30,7 @@
 
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "model/problem.h"
 #include "ps_build_id.h"
@@ -174,17 +175,6 @@ int ps_tune_cache_path(const ps_tune_key *k, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? PS_ERR_FILE : PS_CONVERGED;
 }
 
-/* 64-bit FNV-1a. */
-static unsigned long long fnv1a(const char *s, size_t n)
-{
-    unsigned long long h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* A value that goes into the file as one word: printable, no spaces. */
 static int is_word(const char *s)
 {
@@ -245,7 +235,8 @@ int ps_tune_cache_write(const char *path, const ps_tune_key *k, const ps_tune_en
                      e->seconds_per_iteration, e->ns, e->nt, e->date);
     PS_RETURN_ERROR_IF(o, n < 0 || (size_t)n + 32 > sizeof text, PS_ERR_FILE,
                        "tune cache %s: entry too long", path);
-    n += snprintf(text + n, sizeof text - (size_t)n, "checksum %016llx\n", fnv1a(text, (size_t)n));
+    n += snprintf(text + n, sizeof text - (size_t)n, "checksum %016llx\n",
+                  (unsigned long long)ps_fnv1a(PS_FNV_OFFSET, text, (size_t)n));
     PS_RETURN_ERROR_IF(o, snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp,
                        PS_ERR_FILE, "tune cache %s: file name too long", path);
     PS_RETURN_ERROR_IF(o, make_parents(path) != 0, PS_ERR_FILE,
@@ -352,7 +343,7 @@ int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
     buf[n - 1] = '\0';
     if (!(sscanf(last, "checksum %16llx%n", &sum, &used) == 1 && used == 25 && last[used] == '\0'))
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_CORRUPT, "truncated (no checksum line)");
-    if (sum != fnv1a(buf, (size_t)(last - buf)))
+    if (sum != ps_fnv1a(PS_FNV_OFFSET, buf, (size_t)(last - buf)))
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_CORRUPT, "checksum mismatch");
 
     /* the fields, one line each */
