@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
 
@@ -72,13 +73,6 @@ typedef struct bench_size {
     bench_row rows[N_GPU_VARIANTS + 1];
     int nrows;
 } bench_size;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -205,9 +199,9 @@ static double cpu_eval_seconds(const ps_problem *p, const ps_options *o, const d
         memcpy(x, at, n * sizeof *x);
         int ok = ps_eval(p, &oc, x, &f, g) == 0;
         for (int i = 0; i < reps && ok; i++) {
-            double t0 = now_seconds();
+            double t0 = ps_monotonic_seconds();
             ok = ps_eval(p, &oc, x, &f, g) == 0;
-            t[i] = now_seconds() - t0;
+            t[i] = ps_monotonic_seconds() - t0;
         }
         m = ok ? median(t, reps) : 0.0;
     }
@@ -492,15 +486,15 @@ static double quantile(double *v, int n, double q)
  * -1 after 5 s or if the run finished. */
 static double await(const ps_run *run, int want_state, uint64_t beat_above, int want_idle)
 {
-    double t0 = now_seconds();
+    double t0 = ps_monotonic_seconds();
     ps_snapshot s;
     do {
         ps_run_snapshot(run, &s);
         if (s.state == PS_RUN_FINISHED)
             return -1.0;
         if (s.state == want_state && s.heartbeat > beat_above && (!want_idle || s.idle))
-            return now_seconds() - t0;
-    } while (now_seconds() - t0 < 5.0);
+            return ps_monotonic_seconds() - t0;
+    } while (ps_monotonic_seconds() - t0 < 5.0);
     return -1.0;
 }
 
@@ -543,34 +537,34 @@ static void bench_control(const ps_problem *p, const ps_options *o0, control_sta
         goto out;
     for (int i = 0; i < CTL_PAUSES; i++) {
         random_gap(&seed);
-        double t0 = now_seconds();
+        double t0 = ps_monotonic_seconds();
         ps_run_pause(run);
         if (await(run, PS_RUN_PAUSED, 0, 0) < 0.0)
             goto out;
-        a[cs->pauses] = now_seconds() - t0;
+        a[cs->pauses] = ps_monotonic_seconds() - t0;
         if (await(run, PS_RUN_PAUSED, 0, 1) < 0.0)
             goto out;
-        e[cs->pauses] = now_seconds() - t0;
-        t0 = now_seconds();
+        e[cs->pauses] = ps_monotonic_seconds() - t0;
+        t0 = ps_monotonic_seconds();
         ps_run_resume(run);
         if (await(run, PS_RUN_RUNNING, 0, 0) < 0.0)
             goto out;
-        b[cs->pauses++] = now_seconds() - t0;
+        b[cs->pauses++] = ps_monotonic_seconds() - t0;
     }
     for (int i = 0; i < CTL_YIELDS; i++) {
         random_gap(&seed);
-        double t0 = now_seconds();
+        double t0 = ps_monotonic_seconds();
         ps_run_yield(run);
         if (await(run, PS_RUN_YIELDED, 0, 0) < 0.0)
             goto out;
-        c[cs->yields] = now_seconds() - t0;
+        c[cs->yields] = ps_monotonic_seconds() - t0;
         ps_snapshot s;
         ps_run_snapshot(run, &s);
-        t0 = now_seconds();
+        t0 = ps_monotonic_seconds();
         ps_run_resume(run);
         if (await(run, PS_RUN_RUNNING, s.heartbeat, 0) < 0.0)
             goto out;
-        d[cs->yields++] = now_seconds() - t0;
+        d[cs->yields++] = ps_monotonic_seconds() - t0;
     }
     cs->ran = 1;
     cs->pause_med = quantile(a, cs->pauses, 0.5);

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "io/h5io.h"
 
 /* Set by the handlers, read by the main loop (or the progress callback). */
@@ -84,13 +85,6 @@ static void restore_signals(const sigset_t *old)
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void nap(double seconds)
 {
     struct timespec ts;
@@ -114,7 +108,7 @@ static void draw_progress(progress_ctx *c, int64_t iteration, double f,
 {
     if (!c->show)
         return;
-    double t = now_seconds();
+    double t = ps_monotonic_seconds();
     if (c->drawn && t - c->last_draw < PROGRESS_INTERVAL)
         return;
     fprintf(stderr,
@@ -339,10 +333,10 @@ static void suspend_run(design_run *d)
 {
     int yielded = ps_run_yield(d->run) == 0;
     if (yielded) {
-        double t0 = now_seconds();
+        double t0 = ps_monotonic_seconds();
         ps_snapshot s;
         while (ps_run_snapshot(d->run, &s) == 0 && s.state != PS_RUN_YIELDED &&
-               s.state != PS_RUN_FINISHED && now_seconds() - t0 < YIELD_WAIT)
+               s.state != PS_RUN_FINISHED && ps_monotonic_seconds() - t0 < YIELD_WAIT)
             nap(0.001);
     }
     if (d->pc->drawn) {
@@ -372,7 +366,7 @@ static void on_paused(design_run *d, const ps_snapshot *s)
         }
         free(b);
         d->pause_requested = 0;
-        d->next_checkpoint = now_seconds() + d->cli->every;
+        d->next_checkpoint = ps_monotonic_seconds() + d->cli->every;
     }
     if (!d->cancelled)
         resume_run(d->run);
@@ -392,7 +386,7 @@ static void cancel_run(design_run *d)
 /* The main loop: progress, signals, periodic checkpoints, until the end. */
 static void watch_run(design_run *d)
 {
-    d->next_checkpoint = now_seconds() + d->cli->every;
+    d->next_checkpoint = ps_monotonic_seconds() + d->cli->every;
     for (;;) {
         if (ps_design_signal && !d->cancelled)
             cancel_run(d);
@@ -408,7 +402,7 @@ static void watch_run(design_run *d)
         if (s.state == PS_RUN_PAUSED && s.sequence != d->handled_seq)
             on_paused(d, &s);
         else if (d->cli->every > 0.0 && !d->pause_requested && !d->cancelled &&
-                 now_seconds() >= d->next_checkpoint &&
+                 ps_monotonic_seconds() >= d->next_checkpoint &&
                  ps_run_pause(d->run) == 0)
             d->pause_requested = 1;
         if (ps_run_wait(d->run, POLL_INTERVAL, NULL, NULL) != PS_RUNNING)

@@ -14,6 +14,7 @@
 #include "cuda/phases.cuh"
 
 extern "C" {
+#include "common/clock.h"
 #include "common/log.h"
 }
 
@@ -102,7 +103,7 @@ int context_result(const context *c, const ps_options *o, double *x, ps_result *
 void context_destroy(context *c);
 
 /* Host monotonic clock, seconds. */
-double wall_seconds(void);
+inline double wall_seconds(void) { return ps_monotonic_seconds(); }
 
 /* The comparison variants on a set-up context (cuda/variants.cu): the solve
  * from the START state to DONE, the final state left on the device

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda/context.cuh"
 #include "cuda/launch.h"
@@ -290,13 +289,6 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt)
     for (size_t k = 0; k < p->nt; k++)
         for (int c = 0; c < 3; c++)
             gdt[3 * k + c] = (R)(p->dt * gamma * p->g[3 * k + c]);
-}
-
-double ps_gpu::wall_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /*

@@ -1,5 +1,5 @@
 /*
- * The helpers of src/common: FNV-1a 64.
+ * The helpers of src/common: FNV-1a 64, the monotonic clock.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 
 /* The published FNV-1a 64 test vectors, and a hash continued in parts. */
@@ -29,10 +30,30 @@ static void test_fnv1a_vectors(void **state)
     assert_true(ps_fnv1a(ps_fnv1a(PS_FNV_OFFSET, "foo", 3), "bar", 3) == 0x85944171f73967e8ull);
 }
 
+/* The clock never runs back; a deadline is normalized and lies that far
+ * ahead (capped at 1e9 s). */
+static void test_monotonic_clock(void **state)
+{
+    (void)state;
+    double t0 = ps_monotonic_seconds(), t1 = ps_monotonic_seconds();
+    assert_true(t0 > 0.0 && t1 >= t0);
+    const double ahead[] = {0.0, 20e-6, 0.9999999999, 1.5, 3600.25, 1e12};
+    for (size_t i = 0; i < sizeof ahead / sizeof ahead[0]; i++) {
+        double before = ps_monotonic_seconds();
+        struct timespec t = ps_monotonic_after(ahead[i]);
+        double after = ps_monotonic_seconds();
+        double at = (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+        double want = ahead[i] > 1e9 ? 1e9 : ahead[i];
+        assert_true(t.tv_nsec >= 0 && t.tv_nsec < 1000000000L);
+        assert_true(at >= before + want - 1e-6 && at <= after + want + 1e-6);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fnv1a_vectors),
+        cmocka_unit_test(test_monotonic_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
