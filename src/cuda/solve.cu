@@ -24,6 +24,7 @@
 extern "C" {
 #include "cuda/gpu.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "cpu/objective.h"
 #include "opt/options.h"
 #include "model/problem.h"
@@ -648,12 +649,6 @@ extern "C" int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
     return ps_gpu_solve_variant(p, o, cfg, PS_GPU_PERSISTENT, x, r);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
                                   const ps_gpu_config *cfg, const double *x_at, int repeats,
                                   double *kernel_seconds, double *launch_seconds)
@@ -693,10 +688,8 @@ extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
     }
     context_destroy(&c);
     if (!st) {
-        qsort(tk, (size_t)repeats, sizeof(double), cmp_double);
-        qsort(tl, (size_t)repeats, sizeof(double), cmp_double);
-        *kernel_seconds = repeats % 2 ? tk[repeats / 2] : 0.5 * (tk[repeats / 2 - 1] + tk[repeats / 2]);
-        *launch_seconds = repeats % 2 ? tl[repeats / 2] : 0.5 * (tl[repeats / 2 - 1] + tl[repeats / 2]);
+        *kernel_seconds = ps_median(tk, (size_t)repeats);
+        *launch_seconds = ps_median(tl, (size_t)repeats);
     }
 done:
     free(x);

@@ -1,5 +1,6 @@
 /*
- * The helpers of src/common: FNV-1a 64, the monotonic clock.
+ * The helpers of src/common: FNV-1a 64, the monotonic clock, the median
+ * and quantiles.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/hash.h"
+#include "common/stats.h"
 
 /* The published FNV-1a 64 test vectors, and a hash continued in parts. */
 static void test_fnv1a_vectors(void **state)
@@ -49,11 +51,38 @@ static void test_monotonic_clock(void **state)
     }
 }
 
+/* Median of odd and even counts (v unchanged), nearest-rank quantiles. */
+static void test_median_quantile(void **state)
+{
+    (void)state;
+    const double odd[] = {5.0, -1.0, 3.0, 2.0, 4.0};
+    double even[] = {8.0, 1.0, 4.0, 2.0};
+    double one = 7.0;
+    assert_true(ps_median(odd, 5) == 3.0);
+    assert_true(odd[0] == 5.0 && odd[1] == -1.0 && odd[4] == 4.0);
+    assert_true(ps_median(even, 4) == 3.0);
+    assert_true(even[0] == 8.0 && even[3] == 2.0);
+    assert_true(ps_median(&one, 1) == 7.0);
+
+    /* nearest rank: the ceil(q n)-th smallest, clamped to 1..n */
+    assert_true(ps_quantile(even, 4, 0.5) == 2.0);
+    assert_true(even[0] == 1.0 && even[1] == 2.0 && even[2] == 4.0 && even[3] == 8.0);
+    assert_true(ps_quantile(even, 4, 0.51) == 4.0);
+    assert_true(ps_quantile(even, 4, 0.99) == 8.0);
+    assert_true(ps_quantile(even, 4, 0.0) == 1.0);
+    assert_true(ps_quantile(even, 4, 1.5) == 8.0);
+    double many[200];
+    for (int i = 0; i < 200; i++)
+        many[i] = (double)((i * 37) % 200);
+    assert_true(ps_quantile(many, 200, 0.99) == 197.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fnv1a_vectors),
         cmocka_unit_test(test_monotonic_clock),
+        cmocka_unit_test(test_median_quantile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
