@@ -23,7 +23,6 @@
 #include "cmd.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "io/h5io.h"
 
@@ -217,55 +217,17 @@ static int write_atomic(const char *path, const void *buf, size_t len,
                         char *why, size_t whylen)
 {
     char tmp[4200];
-    int fd = ps_create_temp_beside(path, 0644, tmp, sizeof tmp);
-    if (fd < 0 && errno == ENAMETOOLONG) {
+    ps_replace_step step = ps_replace_file(path, 0644, buf, len, tmp, sizeof tmp);
+    if (step == PS_REPLACE_DONE)
+        return 0;
+    if (step == PS_REPLACE_CREATE && errno == ENAMETOOLONG)
         snprintf(why, whylen, "%s: file name too long", path);
-        return -1;
-    }
-    if (fd < 0) {
-        snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
-        return -1;
-    }
-    const char *p = buf;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t k = write(fd, p, left);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            snprintf(why, whylen, "%s: cannot write: %s", tmp,
-                     k < 0 ? strerror(errno) : "no progress");
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        p += k;
-        left -= (size_t)k;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
+    else if (step == PS_REPLACE_RENAME)
         snprintf(why, whylen, "%s: cannot replace: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    /* the rename itself is durable once the directory is synced */
-    char dir[4200];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
     else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path),
-                 path);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
+        snprintf(why, whylen, "%s: cannot write: %s", tmp,
+                 errno ? strerror(errno) : "no progress");
+    return -1;
 }
 
 /* The whole file into *buf (malloc). Prints the reason and returns an exit

@@ -19,17 +19,16 @@
 #include "tune/cache.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
+#include "common/atomic_file.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "model/problem.h"
@@ -237,35 +236,16 @@ int ps_tune_cache_write(const char *path, const ps_tune_key *k, const ps_tune_en
                        "tune cache %s: entry too long", path);
     n += snprintf(text + n, sizeof text - (size_t)n, "checksum %016llx\n",
                   (unsigned long long)ps_fnv1a(PS_FNV_OFFSET, text, (size_t)n));
-    PS_RETURN_ERROR_IF(o, snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp,
-                       PS_ERR_FILE, "tune cache %s: file name too long", path);
+    PS_RETURN_ERROR_IF(o, strlen(path) + PS_TEMP_SUFFIX_MAX >= sizeof tmp, PS_ERR_FILE,
+                       "tune cache %s: file name too long", path);
     PS_RETURN_ERROR_IF(o, make_parents(path) != 0, PS_ERR_FILE,
                        "tune cache %s: cannot create its directory: %s", path, strerror(errno));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    PS_RETURN_ERROR_IF(o, fd < 0, PS_ERR_FILE, "tune cache %s: cannot write: %s", tmp, strerror(errno));
-    const char *p = text;
-    size_t left = (size_t)n;
-    int err = 0;
-    while (left > 0 && !err) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            err = w < 0 ? errno : EIO;
-        else {
-            p += w;
-            left -= (size_t)w;
-        }
-    }
-    if (!err && fsync(fd) != 0)
-        err = errno;
-    if (close(fd) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err)
-        unlink(tmp);
-    PS_RETURN_ERROR_IF(o, err, PS_ERR_FILE, "tune cache %s: cannot write: %s", path, strerror(err));
+    ps_replace_step step = ps_replace_file(path, 0644, text, (size_t)n, tmp, sizeof tmp);
+    int err = step == PS_REPLACE_WRITE && errno == 0 ? EIO : errno;
+    PS_RETURN_ERROR_IF(o, step == PS_REPLACE_CREATE, PS_ERR_FILE, "tune cache %s: cannot write: %s", tmp,
+                       strerror(err));
+    PS_RETURN_ERROR_IF(o, step != PS_REPLACE_DONE, PS_ERR_FILE, "tune cache %s: cannot write: %s", path,
+                       strerror(err));
     return PS_CONVERGED;
 }
 

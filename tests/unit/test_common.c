@@ -1,15 +1,22 @@
 /*
  * The helpers of src/common: FNV-1a 64, the monotonic clock, the median
- * and quantiles.
+ * and quantiles, files replaced atomically.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <glob.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/atomic_file.h"
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/stats.h"
@@ -77,12 +84,75 @@ static void test_median_quantile(void **state)
     assert_true(ps_quantile(many, 200, 0.99) == 197.0);
 }
 
+/* The whole file of path, NUL-terminated, into buf[len]; its length or -1. */
+static long slurp(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* No temporary file of path is left. */
+static void assert_no_temp(const char *path)
+{
+    char pattern[256];
+    glob_t g;
+    snprintf(pattern, sizeof pattern, "%s.tmp*", path);
+    assert_int_equal(glob(pattern, 0, NULL, &g), GLOB_NOMATCH);
+    globfree(&g);
+}
+
+/* A new file and a replaced one hold exactly the bytes written; each
+ * failing step is reported with its errno and leaves no temporary file. */
+static void test_replace_file(void **state)
+{
+    (void)state;
+    const char *path = "common_replace.txt";
+    char tmp[256], got[64];
+    unlink(path);
+    assert_int_equal(ps_replace_file(path, 0644, "first\n", 6, tmp, sizeof tmp), PS_REPLACE_DONE);
+    assert_int_equal(slurp(path, got, sizeof got), 6);
+    assert_string_equal(got, "first\n");
+    assert_int_equal(strncmp(tmp, "common_replace.txt.tmp-", 23), 0);
+    assert_int_equal(ps_replace_file(path, 0644, "second", 6, tmp, sizeof tmp), PS_REPLACE_DONE);
+    assert_int_equal(slurp(path, got, sizeof got), 6);
+    assert_string_equal(got, "second");
+    assert_int_equal(ps_replace_file(path, 0644, "", 0, tmp, sizeof tmp), PS_REPLACE_DONE);
+    assert_int_equal(slurp(path, got, sizeof got), 0);
+    assert_no_temp(path);
+
+    /* the temporary name does not fit tmp[] */
+    errno = 0;
+    assert_int_equal(ps_replace_file(path, 0644, "x", 1, tmp, 20), PS_REPLACE_CREATE);
+    assert_int_equal(errno, ENAMETOOLONG);
+    /* no directory to create it in */
+    errno = 0;
+    assert_int_equal(ps_replace_file("common_none/f.txt", 0644, "x", 1, tmp, sizeof tmp),
+                     PS_REPLACE_CREATE);
+    assert_int_equal(errno, ENOENT);
+    /* a directory in the way of the rename */
+    const char *dir = "common_replace_dir";
+    rmdir(dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    errno = 0;
+    assert_int_equal(ps_replace_file(dir, 0644, "x", 1, tmp, sizeof tmp), PS_REPLACE_RENAME);
+    assert_int_equal(errno, EISDIR);
+    assert_no_temp(dir);
+    assert_int_equal(rmdir(dir), 0);
+    assert_int_equal(unlink(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fnv1a_vectors),
         cmocka_unit_test(test_monotonic_clock),
         cmocka_unit_test(test_median_quantile),
+        cmocka_unit_test(test_replace_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
