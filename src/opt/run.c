@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "opt/backend.h"
 #include "opt/checkpoint.h"
 #include "common/clock.h"
 #include "cuda/gpu.h"

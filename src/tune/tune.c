@@ -25,7 +25,7 @@
 #include "common/log.h"
 #include "common/stats.h"
 #include "model/problem.h"
-#include "opt/run.h"
+#include "opt/backend.h"
 #include "tune/cache.h"
 
 /* The tune cache's shape for p, checked against this problem: 1 with c
