@@ -36,6 +36,16 @@ extern "C" {
 
 namespace ps_gpu {
 
+/* Milliseconds from ev0 to ev1 into *ms (0 where CUDA cannot tell); the
+ * caller has waited for ev1. Returns CUDA's status of the query. */
+inline cudaError_t event_ms(cudaEvent_t ev0, cudaEvent_t ev1, double *ms)
+{
+    float t = 0.0f;
+    cudaError_t e = cudaEventElapsedTime(&t, ev0, ev1);
+    *ms = t;
+    return e;
+}
+
 /*
  * A stream and the two events that time the work on it: created together,
  * released together on every path out (a member still NULL was never
@@ -60,8 +70,8 @@ out:
 /* Milliseconds from ev0 to ev1; the caller has waited for ev1. */
 inline double timed_stream_ms(const timed_stream *ts)
 {
-    float t = 0.0f;
-    cudaEventElapsedTime(&t, ts->ev0, ts->ev1);
+    double t;
+    event_ms(ts->ev0, ts->ev1, &t);
     return t;
 }
 

@@ -516,7 +516,6 @@ static int launch_persistent(context *c, const ps_options *o, double *ms)
     void *k = c->precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(c->cfg.regcap)
                                                   : kernel_ptr<float>(c->cfg.regcap);
     void *params[] = {&c->a};
-    float t = 0.0f;
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
@@ -526,8 +525,7 @@ static int launch_persistent(context *c, const ps_options *o, double *ms)
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(ev1, 0), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);
-    cudaEventElapsedTime(&t, ev0, ev1);
-    *ms = t;
+    event_ms(ev0, ev1, ms);
 out:
     if (ev0)
         cudaEventDestroy(ev0);
