@@ -1,153 +1,110 @@
 /*
- * Options, status texts, logging and build information.
+ * Public entry points: ps_eval, ps_simulate and solve_persistent (on the
+ * CPU, solve_persistent is an asynchronous run (opt/run.c) waited for; on
+ * the GPU it launches the persistent kernel), results, loss names and
+ * build information.
  */
-#include <stdarg.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "opt/backend.h"
 #include "cuda/gpu.h"
-#include "cuda/launch.h"
-#include "opt/solver.h"
 #include "common/log.h"
-#include "opt/options.h"
-#include "tune/gpu_options.h"
+#include "cpu/objective.h"
+#include "model/problem.h"
+#include "opt/run.h"
 #include "ps_config.h"
 
-const char *ps_version(void)
+/* One evaluation on the chosen backend: f, and grad and m where not NULL. */
+static int evaluate_once(const ps_problem *p, const ps_options *o,
+                         const double *x, double *f, double *grad, double *m)
 {
-    return PS_VERSION;
-}
-
-const char *ps_strerror(int status)
-{
-    switch (status) {
-    case PS_CONVERGED: return "converged (gradient norm below gtol)";
-    case PS_CONVERGED_FTOL: return "converged (relative decrease of f below ftol)";
-    case PS_MAX_ITERATIONS: return "maximum number of iterations reached";
-    case PS_MAX_EVALUATIONS: return "maximum number of evaluations reached";
-    case PS_TIME_LIMIT: return "time limit reached";
-    case PS_CANCELLED: return "cancelled";
-    case PS_YIELDED: return "yielded";
-    case PS_RUNNING: return "still running";
-    case PS_ERR_NULL: return "a required pointer is NULL";
-    case PS_ERR_SIZE: return "invalid size (Ns or Nt is 0 or too large)";
-    case PS_ERR_NONFINITE: return "NaN or Inf in the input";
-    case PS_ERR_DT: return "dt or gamma_bar is not positive";
-    case PS_ERR_NEGATIVE: return "negative weight or lambda";
-    case PS_ERR_RELAXATION: return "T1 or T2 is not positive";
-    case PS_ERR_LOSS: return "unknown loss type";
-    case PS_ERR_B1MAX: return "b1_max is not positive";
-    case PS_ERR_OPTION: return "invalid option value";
-    case PS_ERR_LINE_SEARCH: return "line search failed (returned the last good point)";
-    case PS_ERR_OBJECTIVE: return "objective is not finite at the start point";
-    case PS_ERR_NO_MEMORY: return "out of host memory";
-    case PS_ERR_NO_GPU: return "no usable GPU";
-    case PS_ERR_GPU_UNSUPPORTED: return "GPU does not support cooperative launch";
-    case PS_ERR_GPU_MEMORY: return "out of GPU memory";
-    case PS_ERR_GPU_LAUNCH: return "GPU kernel launch or execution failed";
-    case PS_ERR_NOT_IMPLEMENTED: return "not implemented in this build";
-    case PS_ERR_PRESET: return "unknown preset or bad preset parameter";
-    case PS_ERR_FILE: return "file missing, unreadable or malformed";
-    case PS_ERR_STATE: return "not allowed in the run's current state";
-    case PS_ERR_CHECKPOINT: return "checkpoint corrupted, truncated or not for this problem and settings";
-    default: return "unknown status";
-    }
-}
-
-void ps_log(const ps_options *o, int level, const char *file, int line,
-            const char *fmt, ...)
-{
-    if (!o || !o->log)
-        return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    o->log(o->log_user, level, file, line, msg);
-}
-
-void ps_options_default(ps_options *o)
-{
-    if (!o)
-        return;
-    memset(o, 0, sizeof *o);
-    o->backend = PS_BACKEND_AUTO;
-    o->precision = PS_PRECISION_SINGLE;
-    o->memory = 8;
-    o->max_iterations = 1000;
-    o->max_evaluations = 0;
-    o->time_limit = 0.0;
-    o->gtol = 1e-5;
-    o->ftol = 1e-7;
-    o->past = 10;
-    o->c1 = 1e-4;
-    o->c2 = 0.9;
-    o->max_linesearch = 20;
-    o->threads = 0;
-}
-
-/* The pointer to the GPU options took the place of the tune and GPU launch
- * fields: on LP64 ps_options keeps its size and the offsets of the fields
- * before them. */
-_Static_assert(sizeof(void *) != 8 ||
-                   sizeof(ps_options) - offsetof(ps_options, gpu) == 16 * sizeof(int64_t),
-               "ps_options: gpu, reserved_int and reserved[] must fill exactly 16 int64 words");
-
-#define OPT_CHECK(cond, ...) PS_RETURN_ERROR_IF(o, !(cond), PS_ERR_OPTION, __VA_ARGS__)
-
-int ps_options_validate(const ps_options *o)
-{
-    if (!o)
-        return PS_ERR_NULL;
-    OPT_CHECK(o->backend == PS_BACKEND_AUTO || o->backend == PS_BACKEND_CPU ||
-                  o->backend == PS_BACKEND_GPU,
-              "options.backend: %d is not auto, cpu or gpu", (int)o->backend);
-    OPT_CHECK(o->precision == PS_PRECISION_SINGLE ||
-                  o->precision == PS_PRECISION_DOUBLE,
-              "options.precision: %d is not single or double", (int)o->precision);
-    OPT_CHECK(o->memory >= 1 && o->memory <= PS_MAX_MEMORY,
-              "options.memory: %d is outside 1..%d", o->memory, PS_MAX_MEMORY);
-    OPT_CHECK(o->max_iterations >= 0, "options.max_iterations: %lld is negative",
-              (long long)o->max_iterations);
-    OPT_CHECK(o->max_evaluations >= 0,
-              "options.max_evaluations: %lld is negative",
-              (long long)o->max_evaluations);
-    OPT_CHECK(isfinite(o->time_limit) && o->time_limit >= 0.0,
-              "options.time_limit: %g is not a finite value >= 0", o->time_limit);
-    OPT_CHECK(isfinite(o->gtol) && o->gtol >= 0.0,
-              "options.gtol: %g is not a finite value >= 0", o->gtol);
-    OPT_CHECK(isfinite(o->ftol) && o->ftol >= 0.0,
-              "options.ftol: %g is not a finite value >= 0", o->ftol);
-    OPT_CHECK(o->past >= 1 && o->past <= PS_MAX_PAST,
-              "options.past: %d is outside 1..%d", o->past, PS_MAX_PAST);
-    OPT_CHECK(o->c1 > 0.0 && o->c1 < o->c2 && o->c2 < 1.0,
-              "options.c1, c2: need 0 < c1 < c2 < 1, got c1 = %g, c2 = %g",
-              o->c1, o->c2);
-    OPT_CHECK(o->max_linesearch >= 1 && o->max_linesearch <= 100,
-              "options.max_linesearch: %d is outside 1..100", o->max_linesearch);
-    OPT_CHECK(isfinite(o->fnoise) && o->fnoise >= 0.0 && o->fnoise < 1.0,
-              "options.fnoise: %g is outside [0, 1)", o->fnoise);
-    OPT_CHECK(o->threads >= 0 && o->threads <= 4096,
-              "options.threads: %d is outside 0..4096", o->threads);
-    if (o->gpu) {
-        int st = ps_gpu_options_validate(o); /* tune/gpu_options.c */
-        if (st)
+    ps_options opt;
+    int st = ps_take_options(o, &opt);
+    if (st)
+        return st;
+    if ((st = ps_check_x(&opt, x, ps_problem_nx(p))))
+        return st;
+    ps_backend use;
+    int fell_back;
+    if ((st = ps_pick_backend(&opt, &use, &fell_back)))
+        return st;
+    if (use == PS_BACKEND_GPU) {
+        st = ps_gpu_eval(p, &opt, x, f, grad, m);
+        if (!(opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st)))
             return st;
     }
-    OPT_CHECK(o->reserved_int == 0, "options.reserved_int is not zero");
-    for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
-        OPT_CHECK(o->reserved[i] == 0, "options.reserved[%zu] is not zero", i);
-    return PS_CONVERGED;
+    return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad, m);
 }
 
-double ps_options_fnoise(const ps_options *o)
+int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
+            double *f, double *grad)
 {
-    if (o->fnoise > 0.0)
-        return o->fnoise;
-    return o->precision == PS_PRECISION_SINGLE ? 1e-5 : 1e-12;
+    if (!p || !x || !f)
+        return PS_ERR_NULL;
+    return evaluate_once(p, o, x, f, grad, NULL);
+}
+
+int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
+                double *m)
+{
+    double f;
+    if (!p || !x || !m)
+        return PS_ERR_NULL;
+    return evaluate_once(p, o, x, &f, NULL, m);
+}
+
+/* A solve: an asynchronous run on the chosen backend, waited for. */
+static int solve_wait(const ps_problem *p, const ps_options *o, double *x,
+                      ps_backend use, int fell_back, ps_result *r)
+{
+    ps_run *run;
+    int st = use == PS_BACKEND_GPU ? ps_run_start_gpu(p, o, x, &run)
+                                   : ps_run_start_cpu(p, o, x, fell_back, &run);
+    if (st) {
+        r->status = st;
+        return st;
+    }
+    st = ps_run_wait(run, -1.0, r, x);
+    ps_run_free(run);
+    return st;
+}
+
+int solve_persistent(const ps_problem *p, const ps_options *o, double *x,
+                     ps_result *r)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    memset(r, 0, sizeof *r);
+    ps_options opt;
+    int st = PS_ERR_NULL;
+    if (p && x) {
+        st = ps_take_options(o, &opt);
+        if (!st)
+            st = ps_check_x(&opt, x, ps_problem_nx(p));
+    }
+    ps_backend use = PS_BACKEND_CPU;
+    if (!st)
+        st = ps_pick_backend(&opt, &use, &r->fell_back);
+    if (st) {
+        r->status = st;
+        return st;
+    }
+    r->backend = use;
+    if (use == PS_BACKEND_GPU) {
+        st = solve_wait(p, &opt, x, PS_BACKEND_GPU, 0, r);
+        if (!(opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st)))
+            return st;
+        ps_log(&opt, PS_LOG_WARNING, __FILE__, __LINE__,
+               "backend auto: GPU solve unavailable (%s), running on the CPU",
+               ps_strerror(st));
+        ps_result_free(r);
+        memset(r, 0, sizeof *r);
+        r->fell_back = 1;
+    }
+    r->backend = PS_BACKEND_CPU;
+    return solve_wait(p, &opt, x, PS_BACKEND_CPU, r->fell_back, r);
 }
 
 void ps_result_free(ps_result *r)

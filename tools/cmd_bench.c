@@ -24,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+#include "common/stats.h"
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
 
@@ -72,31 +74,6 @@ typedef struct bench_size {
     bench_row rows[N_GPU_VARIANTS + 1];
     int nrows;
 } bench_size;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-    double *s = malloc((size_t)n * sizeof *s);
-    if (!s)
-        return NAN;
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-    return m;
-}
 
 /* One solve from x0: variant >= 0 a GPU variant, -1 the CPU backend.
  * *secs: the solve's time. Returns the status; r is the caller's to free. */
@@ -174,7 +151,7 @@ static void bench_row_run(const ps_problem *p, const ps_options *o, int variant,
         ps_result_free(&row->last);
         row->last = r;
     }
-    row->seconds = median(row->samples, repeats);
+    row->seconds = ps_median(row->samples, (size_t)repeats);
     row->ran = 1;
 }
 
@@ -205,11 +182,11 @@ static double cpu_eval_seconds(const ps_problem *p, const ps_options *o, const d
         memcpy(x, at, n * sizeof *x);
         int ok = ps_eval(p, &oc, x, &f, g) == 0;
         for (int i = 0; i < reps && ok; i++) {
-            double t0 = now_seconds();
+            double t0 = ps_monotonic_seconds();
             ok = ps_eval(p, &oc, x, &f, g) == 0;
-            t[i] = now_seconds() - t0;
+            t[i] = ps_monotonic_seconds() - t0;
         }
-        m = ok ? median(t, reps) : 0.0;
+        m = ok ? ps_median(t, (size_t)reps) : 0.0;
     }
     free(x);
     free(g);
@@ -479,28 +456,20 @@ static void free_size(bench_size *b)
     ps_problem_free(b->p);
 }
 
-/* p-quantile of v[n] (sorted in place), nearest rank. */
-static double quantile(double *v, int n, double q)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    int k = (int)ceil(q * n) - 1;
-    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
-}
-
 /* Poll the snapshot until it is in want_state with a heartbeat above
  * beat_above (and idle, with want_idle); returns the seconds waited, or
  * -1 after 5 s or if the run finished. */
 static double await(const ps_run *run, int want_state, uint64_t beat_above, int want_idle)
 {
-    double t0 = now_seconds();
+    double t0 = ps_monotonic_seconds();
     ps_snapshot s;
     do {
         ps_run_snapshot(run, &s);
         if (s.state == PS_RUN_FINISHED)
             return -1.0;
         if (s.state == want_state && s.heartbeat > beat_above && (!want_idle || s.idle))
-            return now_seconds() - t0;
-    } while (now_seconds() - t0 < 5.0);
+            return ps_monotonic_seconds() - t0;
+    } while (ps_monotonic_seconds() - t0 < 5.0);
     return -1.0;
 }
 
@@ -543,46 +512,46 @@ static void bench_control(const ps_problem *p, const ps_options *o0, control_sta
         goto out;
     for (int i = 0; i < CTL_PAUSES; i++) {
         random_gap(&seed);
-        double t0 = now_seconds();
+        double t0 = ps_monotonic_seconds();
         ps_run_pause(run);
         if (await(run, PS_RUN_PAUSED, 0, 0) < 0.0)
             goto out;
-        a[cs->pauses] = now_seconds() - t0;
+        a[cs->pauses] = ps_monotonic_seconds() - t0;
         if (await(run, PS_RUN_PAUSED, 0, 1) < 0.0)
             goto out;
-        e[cs->pauses] = now_seconds() - t0;
-        t0 = now_seconds();
+        e[cs->pauses] = ps_monotonic_seconds() - t0;
+        t0 = ps_monotonic_seconds();
         ps_run_resume(run);
         if (await(run, PS_RUN_RUNNING, 0, 0) < 0.0)
             goto out;
-        b[cs->pauses++] = now_seconds() - t0;
+        b[cs->pauses++] = ps_monotonic_seconds() - t0;
     }
     for (int i = 0; i < CTL_YIELDS; i++) {
         random_gap(&seed);
-        double t0 = now_seconds();
+        double t0 = ps_monotonic_seconds();
         ps_run_yield(run);
         if (await(run, PS_RUN_YIELDED, 0, 0) < 0.0)
             goto out;
-        c[cs->yields] = now_seconds() - t0;
+        c[cs->yields] = ps_monotonic_seconds() - t0;
         ps_snapshot s;
         ps_run_snapshot(run, &s);
-        t0 = now_seconds();
+        t0 = ps_monotonic_seconds();
         ps_run_resume(run);
         if (await(run, PS_RUN_RUNNING, s.heartbeat, 0) < 0.0)
             goto out;
-        d[cs->yields++] = now_seconds() - t0;
+        d[cs->yields++] = ps_monotonic_seconds() - t0;
     }
     cs->ran = 1;
-    cs->pause_med = quantile(a, cs->pauses, 0.5);
-    cs->pause_p99 = quantile(a, cs->pauses, 0.99);
-    cs->idle_med = quantile(e, cs->pauses, 0.5);
-    cs->idle_p99 = quantile(e, cs->pauses, 0.99);
-    cs->resume_med = quantile(b, cs->pauses, 0.5);
-    cs->resume_p99 = quantile(b, cs->pauses, 0.99);
-    cs->yield_med = quantile(c, cs->yields, 0.5);
-    cs->yield_p99 = quantile(c, cs->yields, 0.99);
-    cs->relaunch_med = quantile(d, cs->yields, 0.5);
-    cs->relaunch_p99 = quantile(d, cs->yields, 0.99);
+    cs->pause_med = ps_quantile(a, (size_t)cs->pauses, 0.5);
+    cs->pause_p99 = ps_quantile(a, (size_t)cs->pauses, 0.99);
+    cs->idle_med = ps_quantile(e, (size_t)cs->pauses, 0.5);
+    cs->idle_p99 = ps_quantile(e, (size_t)cs->pauses, 0.99);
+    cs->resume_med = ps_quantile(b, (size_t)cs->pauses, 0.5);
+    cs->resume_p99 = ps_quantile(b, (size_t)cs->pauses, 0.99);
+    cs->yield_med = ps_quantile(c, (size_t)cs->yields, 0.5);
+    cs->yield_p99 = ps_quantile(c, (size_t)cs->yields, 0.99);
+    cs->relaunch_med = ps_quantile(d, (size_t)cs->yields, 0.5);
+    cs->relaunch_p99 = ps_quantile(d, (size_t)cs->yields, 0.99);
 out:
     if (run) {
         ps_run_cancel(run);

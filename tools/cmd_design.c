@@ -23,7 +23,6 @@
 #include "cmd.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
+#include "common/clock.h"
 #include "io/h5io.h"
 
 /* Set by the handlers, read by the main loop (or the progress callback). */
@@ -84,13 +85,6 @@ static void restore_signals(const sigset_t *old)
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void nap(double seconds)
 {
     struct timespec ts;
@@ -114,7 +108,7 @@ static void draw_progress(progress_ctx *c, int64_t iteration, double f,
 {
     if (!c->show)
         return;
-    double t = now_seconds();
+    double t = ps_monotonic_seconds();
     if (c->drawn && t - c->last_draw < PROGRESS_INTERVAL)
         return;
     fprintf(stderr,
@@ -223,55 +217,17 @@ static int write_atomic(const char *path, const void *buf, size_t len,
                         char *why, size_t whylen)
 {
     char tmp[4200];
-    int fd = ps_create_temp_beside(path, 0644, tmp, sizeof tmp);
-    if (fd < 0 && errno == ENAMETOOLONG) {
+    ps_replace_step step = ps_replace_file(path, 0644, buf, len, tmp, sizeof tmp);
+    if (step == PS_REPLACE_DONE)
+        return 0;
+    if (step == PS_REPLACE_CREATE && errno == ENAMETOOLONG)
         snprintf(why, whylen, "%s: file name too long", path);
-        return -1;
-    }
-    if (fd < 0) {
-        snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
-        return -1;
-    }
-    const char *p = buf;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t k = write(fd, p, left);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            snprintf(why, whylen, "%s: cannot write: %s", tmp,
-                     k < 0 ? strerror(errno) : "no progress");
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        p += k;
-        left -= (size_t)k;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        snprintf(why, whylen, "%s: cannot write: %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
+    else if (step == PS_REPLACE_RENAME)
         snprintf(why, whylen, "%s: cannot replace: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    /* the rename itself is durable once the directory is synced */
-    char dir[4200];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
     else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path),
-                 path);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
+        snprintf(why, whylen, "%s: cannot write: %s", tmp,
+                 errno ? strerror(errno) : "no progress");
+    return -1;
 }
 
 /* The whole file into *buf (malloc). Prints the reason and returns an exit
@@ -339,10 +295,10 @@ static void suspend_run(design_run *d)
 {
     int yielded = ps_run_yield(d->run) == 0;
     if (yielded) {
-        double t0 = now_seconds();
+        double t0 = ps_monotonic_seconds();
         ps_snapshot s;
         while (ps_run_snapshot(d->run, &s) == 0 && s.state != PS_RUN_YIELDED &&
-               s.state != PS_RUN_FINISHED && now_seconds() - t0 < YIELD_WAIT)
+               s.state != PS_RUN_FINISHED && ps_monotonic_seconds() - t0 < YIELD_WAIT)
             nap(0.001);
     }
     if (d->pc->drawn) {
@@ -372,7 +328,7 @@ static void on_paused(design_run *d, const ps_snapshot *s)
         }
         free(b);
         d->pause_requested = 0;
-        d->next_checkpoint = now_seconds() + d->cli->every;
+        d->next_checkpoint = ps_monotonic_seconds() + d->cli->every;
     }
     if (!d->cancelled)
         resume_run(d->run);
@@ -392,7 +348,7 @@ static void cancel_run(design_run *d)
 /* The main loop: progress, signals, periodic checkpoints, until the end. */
 static void watch_run(design_run *d)
 {
-    d->next_checkpoint = now_seconds() + d->cli->every;
+    d->next_checkpoint = ps_monotonic_seconds() + d->cli->every;
     for (;;) {
         if (ps_design_signal && !d->cancelled)
             cancel_run(d);
@@ -408,7 +364,7 @@ static void watch_run(design_run *d)
         if (s.state == PS_RUN_PAUSED && s.sequence != d->handled_seq)
             on_paused(d, &s);
         else if (d->cli->every > 0.0 && !d->pause_requested && !d->cancelled &&
-                 now_seconds() >= d->next_checkpoint &&
+                 ps_monotonic_seconds() >= d->next_checkpoint &&
                  ps_run_pause(d->run) == 0)
             d->pause_requested = 1;
         if (ps_run_wait(d->run, POLL_INTERVAL, NULL, NULL) != PS_RUNNING)

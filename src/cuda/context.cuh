@@ -14,6 +14,7 @@
 #include "cuda/phases.cuh"
 
 extern "C" {
+#include "common/clock.h"
 #include "common/log.h"
 }
 
@@ -34,6 +35,16 @@ extern "C" {
     } while (0)
 
 namespace ps_gpu {
+
+/* Milliseconds from ev0 to ev1 into *ms (0 where CUDA cannot tell); the
+ * caller has waited for ev1. Returns CUDA's status of the query. */
+inline cudaError_t event_ms(cudaEvent_t ev0, cudaEvent_t ev1, double *ms)
+{
+    float t = 0.0f;
+    cudaError_t e = cudaEventElapsedTime(&t, ev0, ev1);
+    *ms = t;
+    return e;
+}
 
 /*
  * A stream and the two events that time the work on it: created together,
@@ -59,8 +70,8 @@ out:
 /* Milliseconds from ev0 to ev1; the caller has waited for ev1. */
 inline double timed_stream_ms(const timed_stream *ts)
 {
-    float t = 0.0f;
-    cudaEventElapsedTime(&t, ts->ev0, ts->ev1);
+    double t;
+    event_ms(ts->ev0, ts->ev1, &t);
     return t;
 }
 
@@ -102,7 +113,7 @@ int context_result(const context *c, const ps_options *o, double *x, ps_result *
 void context_destroy(context *c);
 
 /* Host monotonic clock, seconds. */
-double wall_seconds(void);
+inline double wall_seconds(void) { return ps_monotonic_seconds(); }
 
 /* The comparison variants on a set-up context (cuda/variants.cu): the solve
  * from the START state to DONE, the final state left on the device

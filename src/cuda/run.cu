@@ -156,11 +156,11 @@ extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
 {
     int st = PS_CONVERGED;
     const ps_options *o = &g->o;
-    float ms = 0.0f;
+    double ms = 0.0;
     if (!__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
         return PS_CONVERGED;
     CUDA_TRY(o, cudaEventSynchronize(g->ks.ev1), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaEventElapsedTime(&ms, g->ks.ev0, g->ks.ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, event_ms(g->ks.ev0, g->ks.ev1, &ms), PS_ERR_GPU_LAUNCH);
     g->kernel_seconds += 1e-3 * ms;
 out:
     /* cleared once the kernel has ended (or its sync failed): while it

@@ -9,6 +9,7 @@
  */
 #include <pthread.h>
 
+#include "common/clock.h"
 #include "cuda/control.h"
 #include "cuda/run.h"
 #include "opt/driver.h"

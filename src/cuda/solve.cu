@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda/context.cuh"
 #include "cuda/launch.h"
@@ -25,6 +24,7 @@
 extern "C" {
 #include "cuda/gpu.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "cpu/objective.h"
 #include "opt/options.h"
 #include "model/design.h"
@@ -297,13 +297,6 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double
     }
 }
 
-double ps_gpu::wall_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /*
  * Set up a run: launch shape, host staging, device buffers, uploads, the
  * args struct and the solver state in its START phase (see cuda/context.cuh).
@@ -521,7 +514,6 @@ static int launch_persistent(context *c, const ps_options *o, double *ms)
     void *k = c->precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(c->cfg.regcap)
                                                   : kernel_ptr<float>(c->cfg.regcap);
     void *params[] = {&c->a};
-    float t = 0.0f;
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
@@ -531,8 +523,7 @@ static int launch_persistent(context *c, const ps_options *o, double *ms)
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(ev1, 0), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);
-    cudaEventElapsedTime(&t, ev0, ev1);
-    *ms = t;
+    event_ms(ev0, ev1, ms);
 out:
     if (ev0)
         cudaEventDestroy(ev0);
@@ -654,12 +645,6 @@ extern "C" int ps_gpu_solve_config(const ps_problem *p, const ps_options *o,
     return ps_gpu_solve_variant(p, o, cfg, PS_GPU_PERSISTENT, x, r);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
                                   const ps_gpu_config *cfg, const double *x_at, int repeats,
                                   double *kernel_seconds, double *launch_seconds)
@@ -699,10 +684,8 @@ extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
     }
     context_destroy(&c);
     if (!st) {
-        qsort(tk, (size_t)repeats, sizeof(double), cmp_double);
-        qsort(tl, (size_t)repeats, sizeof(double), cmp_double);
-        *kernel_seconds = repeats % 2 ? tk[repeats / 2] : 0.5 * (tk[repeats / 2 - 1] + tk[repeats / 2]);
-        *launch_seconds = repeats % 2 ? tl[repeats / 2] : 0.5 * (tl[repeats / 2 - 1] + tl[repeats / 2]);
+        *kernel_seconds = ps_median(tk, (size_t)repeats);
+        *launch_seconds = ps_median(tl, (size_t)repeats);
     }
 done:
     free(x);

@@ -26,7 +26,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,6 +38,7 @@
 
 #include <hdf5.h>
 
+#include "common/atomic_file.h"
 #include "model/problem.h"
 
 /* Error context: the file name goes in front of every message. */
@@ -772,30 +772,15 @@ done:
 }
 
 /*
- * A file being written: the temporary name beside the destination, renamed
- * into place by h5_commit() once everything is on disk.
+ * A file being written: the temporary file beside the destination (kept
+ * open as fd to sync it), renamed into place by h5_end() once everything
+ * is on disk.
  */
 typedef struct h5out {
     hid_t file;
     char *tmp;
+    int fd;
 } h5out;
-
-int ps_create_temp_beside(const char *path, int mode, char *tmp, size_t len)
-{
-    static unsigned counter;
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        int n = snprintf(tmp, len, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
-        if (n < 0 || (size_t)n >= len) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
-    return fd;
-}
 
 static int h5_begin(const h5ctx *c, h5out *o)
 {
@@ -803,6 +788,7 @@ static int h5_begin(const h5ctx *c, h5out *o)
     size_t len = strlen(c->path) + 64;
     o->file = -1;
     o->tmp = NULL;
+    o->fd = -1;
     /* the rename replaces the path itself: only a regular file (or none) */
     struct stat ls;
     if (lstat(c->path, &ls) == 0 && !S_ISREG(ls.st_mode))
@@ -811,18 +797,19 @@ static int h5_begin(const h5ctx *c, h5out *o)
     o->tmp = malloc(len);
     if (!o->tmp)
         return h5_fail(c, PS_ERR_NO_MEMORY, "out of memory");
-    int fd = ps_create_temp_beside(c->path, 0666, o->tmp, len);
-    if (fd < 0) {
+    o->fd = ps_create_temp_beside(c->path, 0666, o->tmp, len);
+    if (o->fd < 0) {
         int e = errno;
         free(o->tmp);
         o->tmp = NULL;
         return h5_fail(c, PS_ERR_FILE, "cannot create: %s", strerror(e));
     }
-    close(fd);
     o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (o->file < 0) {
         int st = h5_fail(c, PS_ERR_FILE, "cannot create HDF5 file: %s",
                          h5_reason(why));
+        close(o->fd);
+        o->fd = -1;
         unlink(o->tmp);
         free(o->tmp);
         o->tmp = NULL;
@@ -839,18 +826,17 @@ static int h5_end(const h5ctx *c, h5out *o, int st)
         st = h5_fail(c, PS_ERR_FILE, "cannot close: %s", h5_reason(why));
     o->file = -1;
     if (st == 0) {
-        int fd = open(o->tmp, O_RDONLY);
-        if (fd >= 0) {
-            if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
-                st = h5_fail(c, PS_ERR_FILE, "cannot sync: %s", strerror(errno));
-            close(fd);
-        }
-    }
-    if (st == 0 && rename(o->tmp, c->path) != 0)
-        st = h5_fail(c, PS_ERR_FILE, "cannot rename %s into place: %s", o->tmp,
-                     strerror(errno));
-    if (st != 0)
+        ps_replace_step step = ps_replace_finish(o->fd, o->tmp, c->path, PS_REPLACE_SYNC_OPTIONAL);
+        if (step == PS_REPLACE_SYNC)
+            st = h5_fail(c, PS_ERR_FILE, "cannot sync: %s", strerror(errno));
+        else if (step == PS_REPLACE_RENAME)
+            st = h5_fail(c, PS_ERR_FILE, "cannot rename %s into place: %s", o->tmp,
+                         strerror(errno));
+    } else {
+        close(o->fd);
         unlink(o->tmp);
+    }
+    o->fd = -1;
     free(o->tmp);
     o->tmp = NULL;
     return st;

@@ -42,15 +42,6 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
                      double f, const double *grad, const double *m,
                      char *err, size_t errlen);
 
-/*
- * A new, empty file beside `path`, for a write that is renamed over it:
- * path.tmp-PID-N, never an existing file (O_EXCL), created with `mode`
- * (less the umask); its name goes into tmp[len]. Returns the descriptor,
- * open for writing, or -1 with errno set (ENAMETOOLONG: tmp[len] is too
- * short for the name).
- */
-int ps_create_temp_beside(const char *path, int mode, char *tmp, size_t len);
-
 /* Read /pulse/b1 [nt,2] of any file into x[2*nt]. */
 int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
                      size_t errlen);

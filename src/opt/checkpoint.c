@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "opt/checkpoint.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "opt/options.h"
 #include "model/problem.h"
@@ -14,16 +15,6 @@
 #define BYTE_ORDER_MARK 0x01020304u
 #define HEADER_LEN 168u
 #define TRAILER_LEN 8u
-
-uint64_t ps_fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *b = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 static uint64_t hash_u64(uint64_t h, uint64_t v)
 {

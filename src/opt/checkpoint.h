@@ -21,10 +21,6 @@
 
 #define PS_CHECKPOINT_VERSION 1u
 
-/* FNV-1a 64 of n bytes, continuing from h (start: PS_FNV_OFFSET). */
-#define PS_FNV_OFFSET 0xcbf29ce484222325ull
-uint64_t ps_fnv1a(uint64_t h, const void *data, size_t n);
-
 /* Hash of everything that defines F: sizes, scalars and every array but
  * the start pulse (absent optional arrays hash differently from zeros). */
 uint64_t ps_problem_hash(const ps_problem *p);

@@ -5,17 +5,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
+#include "common/clock.h"
 #include "opt/driver.h"
 #include "opt/options.h"
-
-double ps_monotonic_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double dot(const double *a, const double *b, size_t n)
 {

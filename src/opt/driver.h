@@ -80,9 +80,6 @@ void ps_driver_step(ps_driver *c);
 /* End the solve now with PS_CANCELLED at the last accepted point. */
 void ps_driver_cancel(ps_driver *c);
 
-/* Seconds on the monotonic clock (the driver's solve clock runs on it). */
-double ps_monotonic_seconds(void);
-
 /* Solve time: counts only while the clock runs (not across pauses). */
 void ps_driver_clock_start(ps_driver *c);
 void ps_driver_clock_stop(ps_driver *c);

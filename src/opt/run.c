@@ -28,7 +28,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "opt/backend.h"
 #include "opt/checkpoint.h"
+#include "common/clock.h"
 #include "cuda/gpu.h"
 #include "cuda/run.h"
 #include "common/log.h"
@@ -478,27 +480,13 @@ static int copy_result(ps_run *r, ps_result *res, double *x)
     return r->status;
 }
 
-/* The time `seconds` (>= 0) from now on CLOCK_MONOTONIC, the clock of the
- * handle's condition variable. */
-static struct timespec monotonic_after(double seconds)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    const double s = seconds > 1e9 ? 1e9 : seconds;
-    const time_t whole = (time_t)s;
-    const long ns = t.tv_nsec + (long)((s - (double)whole) * 1e9);
-    t.tv_sec += whole + ns / 1000000000L;
-    t.tv_nsec = ns % 1000000000L;
-    return t;
-}
-
 int ps_run_wait(ps_run *r, double timeout_s, ps_result *res, double *x)
 {
     if (!r)
         return PS_ERR_NULL;
     if (timeout_s != timeout_s)
         return PS_ERR_NONFINITE;
-    const struct timespec deadline = monotonic_after(timeout_s > 0 ? timeout_s : 0.0);
+    const struct timespec deadline = ps_monotonic_after(timeout_s > 0 ? timeout_s : 0.0);
     pthread_mutex_lock(&r->mu);
     while (r->state != PS_RUN_FINISHED) {
         if (timeout_s < 0) {
@@ -546,7 +534,7 @@ int ps_run_checkpoint(const ps_run *cr, void **buf, size_t *len)
         if (paused_kernel || (r->requests & (PS_REQ_PAUSE | PS_REQ_YIELD | PS_REQ_CANCEL)) != PS_REQ_PAUSE ||
             ps_monotonic_seconds() >= t_end)
             break;
-        const struct timespec tick = monotonic_after(20e-6);
+        const struct timespec tick = ps_monotonic_after(20e-6);
         pthread_cond_timedwait(&r->cv, &r->mu, &tick);
     }
     if (r->state == PS_RUN_RUNNING && !paused_kernel) {

@@ -19,17 +19,17 @@
 #include "tune/cache.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
+#include "common/atomic_file.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "model/problem.h"
 #include "ps_build_id.h"
@@ -174,17 +174,6 @@ int ps_tune_cache_path(const ps_tune_key *k, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? PS_ERR_FILE : PS_CONVERGED;
 }
 
-/* 64-bit FNV-1a. */
-static unsigned long long fnv1a(const char *s, size_t n)
-{
-    unsigned long long h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* A value that goes into the file as one word: printable, no spaces. */
 static int is_word(const char *s)
 {
@@ -245,36 +234,18 @@ int ps_tune_cache_write(const char *path, const ps_tune_key *k, const ps_tune_en
                      e->seconds_per_iteration, e->ns, e->nt, e->date);
     PS_RETURN_ERROR_IF(o, n < 0 || (size_t)n + 32 > sizeof text, PS_ERR_FILE,
                        "tune cache %s: entry too long", path);
-    n += snprintf(text + n, sizeof text - (size_t)n, "checksum %016llx\n", fnv1a(text, (size_t)n));
-    PS_RETURN_ERROR_IF(o, snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp,
-                       PS_ERR_FILE, "tune cache %s: file name too long", path);
+    n += snprintf(text + n, sizeof text - (size_t)n, "checksum %016llx\n",
+                  (unsigned long long)ps_fnv1a(PS_FNV_OFFSET, text, (size_t)n));
+    PS_RETURN_ERROR_IF(o, strlen(path) + PS_TEMP_SUFFIX_MAX >= sizeof tmp, PS_ERR_FILE,
+                       "tune cache %s: file name too long", path);
     PS_RETURN_ERROR_IF(o, make_parents(path) != 0, PS_ERR_FILE,
                        "tune cache %s: cannot create its directory: %s", path, strerror(errno));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    PS_RETURN_ERROR_IF(o, fd < 0, PS_ERR_FILE, "tune cache %s: cannot write: %s", tmp, strerror(errno));
-    const char *p = text;
-    size_t left = (size_t)n;
-    int err = 0;
-    while (left > 0 && !err) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            err = w < 0 ? errno : EIO;
-        else {
-            p += w;
-            left -= (size_t)w;
-        }
-    }
-    if (!err && fsync(fd) != 0)
-        err = errno;
-    if (close(fd) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err)
-        unlink(tmp);
-    PS_RETURN_ERROR_IF(o, err, PS_ERR_FILE, "tune cache %s: cannot write: %s", path, strerror(err));
+    ps_replace_step step = ps_replace_file(path, 0644, text, (size_t)n, tmp, sizeof tmp);
+    int err = step == PS_REPLACE_WRITE && errno == 0 ? EIO : errno;
+    PS_RETURN_ERROR_IF(o, step == PS_REPLACE_CREATE, PS_ERR_FILE, "tune cache %s: cannot write: %s", tmp,
+                       strerror(err));
+    PS_RETURN_ERROR_IF(o, step != PS_REPLACE_DONE, PS_ERR_FILE, "tune cache %s: cannot write: %s", path,
+                       strerror(err));
     return PS_CONVERGED;
 }
 
@@ -352,7 +323,7 @@ int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
     buf[n - 1] = '\0';
     if (!(sscanf(last, "checksum %16llx%n", &sum, &used) == 1 && used == 25 && last[used] == '\0'))
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_CORRUPT, "truncated (no checksum line)");
-    if (sum != fnv1a(buf, (size_t)(last - buf)))
+    if (sum != ps_fnv1a(PS_FNV_OFFSET, buf, (size_t)(last - buf)))
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_CORRUPT, "checksum mismatch");
 
     /* the fields, one line each */

@@ -23,8 +23,9 @@
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "model/problem.h"
-#include "opt/run.h"
+#include "opt/backend.h"
 #include "persolve_gpu.h"
 #include "tune/cache.h"
 #include "tune/gpu_options.h"
@@ -225,12 +226,6 @@ static int enumerate(shape_list *l, int min_segs)
     return PS_CONVERGED;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* One warm-up run, then `repeats` timed runs of shape s from x0. t[repeats]
  * and x[2 nt] are scratch. Fills the measured fields of s. */
 static void measure(const ps_problem *p, const ps_options *run, int repeats, const double *x0,
@@ -254,8 +249,7 @@ static void measure(const ps_problem *p, const ps_options *run, int repeats, con
         if (!ok)
             return;
     }
-    qsort(t, (size_t)repeats, sizeof *t, cmp_double);
-    s->seconds_per_iteration = repeats % 2 ? t[repeats / 2] : 0.5 * (t[repeats / 2 - 1] + t[repeats / 2]);
+    s->seconds_per_iteration = ps_median(t, (size_t)repeats);
 }
 
 static int measured_ok(const ps_tune_shape *s)

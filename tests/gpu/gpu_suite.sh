@@ -35,12 +35,54 @@ run)
     export LD_LIBRARY_PATH="$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export PS_SOURCE_DIR="$root"
     python3 - "$root" "$sanitize" "$@" <<'PY'
-import json, os, subprocess, sys, time
+import json, os, signal, subprocess, sys, time
 root, sanitize, suites = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
 old = open(os.path.join(root, ".carry/build_root")).read().strip()
 fix = lambda s: s.replace(old, root) if isinstance(s, str) else s
 tests = json.load(open(os.path.join(root, "build/meson-info/intro-tests.json")))
-passed = failed = skipped = 0
+TAIL = 20000  # characters of a test's output shown
+
+def run(cmd, cwd, env, timeout):
+    """Run one test in a process group of its own: (result, output). Its
+    stdout and stderr are read as bytes and decoded leniently (tests print
+    bytes that are not UTF-8); a test that runs past its timeout is killed
+    with everything it started and reported with the output it gave."""
+    try:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as e:
+        return "FAIL", f"cannot run {cmd[0]}: {e}\n"
+    timed_out = False
+    try:
+        out = p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    except KeyboardInterrupt:
+        kill_group(p)
+        raise
+    if timed_out:
+        kill_group(p)
+        out = p.communicate()[0]  # the rest of what it wrote (none lost)
+    out = out.decode("utf-8", errors="replace")
+    if len(out) > TAIL:  # from a line start
+        cut = out.find("\n", len(out) - TAIL)
+        out = "[...]\n" + out[cut + 1 if cut >= 0 else len(out) - TAIL:]
+    if timed_out:
+        return "TIMEOUT", out + f"\n[killed after {timeout:g} s]\n"
+    if p.returncode == 77:
+        return "SKIP", out
+    if p.returncode == 0:
+        return "OK", out
+    return "FAIL", out + f"\n[exit status {p.returncode}]\n"
+
+def kill_group(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+passed = skipped = 0
+failures = []
 for t in tests:
     suite = [s.split(":")[-1] for s in t["suite"]]
     if suites and not set(suites) & set(suite):
@@ -54,16 +96,21 @@ for t in tests:
         t0 = time.time()
         # under a sanitizer the tests run their quick subset (small sizes)
         env = dict(os.environ, PS_GPU_TEST_QUICK="1") if tool else None
-        p = subprocess.run(c, cwd=fix(t["workdir"]), stdout=subprocess.PIPE, env=env,
-                           stderr=subprocess.STDOUT, text=True, timeout=t.get("timeout", 600) * 3)
+        res, out = run(c, fix(t["workdir"]), env, (t.get("timeout") or 600) * 3)
         name = t["name"] + (" [" + tool + "]" if tool else "")
-        res = "SKIP" if p.returncode == 77 else ("OK" if p.returncode == 0 else "FAIL")
         print(f"{'/'.join(suite):6s} {name:28s} {res:5s} {time.time() - t0:7.2f}s", flush=True)
-        if res == "FAIL" or os.environ.get("PS_VERBOSE") or (t["name"] == "gpu" and not tool):
-            print(p.stdout[-20000:])
-        passed += res == "OK"; failed += res == "FAIL"; skipped += res == "SKIP"
-print(f"{passed} passed, {failed} failed, {skipped} skipped")
-sys.exit(1 if failed else 0)
+        failed = res in ("FAIL", "TIMEOUT")
+        if failed or os.environ.get("PS_VERBOSE") or (t["name"] == "gpu" and not tool):
+            if failed:
+                print(f"---- {name}: {res}, the last part of its output ----")
+            print(out, flush=True)
+        passed += res == "OK"; skipped += res == "SKIP"
+        if failed:
+            failures.append(f"{name} ({res})")
+print(f"{passed} passed, {len(failures)} failed, {skipped} skipped")
+if failures:
+    print("failed: " + ", ".join(failures))
+sys.exit(1 if failures else 0)
 PY
     ;;
 *)

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "common/hash.h"
 #include "persolve.h"
 #include "test_util.h"
 
@@ -896,16 +897,6 @@ static void checkpoint_options(void **state)
     reference_free(&ref);
 }
 
-static uint64_t fnv1a(const unsigned char *b, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* Resume must refuse buf[len]: PS_ERR_CHECKPOINT, NULL handle, a reason. */
 static int refused(const reference *ref, const void *buf, size_t len)
 {
@@ -966,7 +957,7 @@ static void checkpoint_refused(void **state)
     memcpy(work, b, len);
     uint32_t version = 2;
     memcpy(work + 8, &version, sizeof version);
-    uint64_t sum = fnv1a(work, len - 8);
+    uint64_t sum = ps_fnv1a(PS_FNV_OFFSET, work, len - 8);
     memcpy(work + len - 8, &sum, sizeof sum);
     assert_true(refused(&ref, work, len));
     printf("wrong version: %s\n", last_log);
@@ -980,7 +971,7 @@ static void checkpoint_refused(void **state)
         memcpy(work, b, len);
         double nan = NAN;
         memcpy(work + x0 + 3 * sizeof(double), &nan, sizeof nan);
-        sum = fnv1a(work, len - 8);
+        sum = ps_fnv1a(PS_FNV_OFFSET, work, len - 8);
         memcpy(work + len - 8, &sum, sizeof sum);
         assert_true(refused(&ref, work, len));
         printf("forged x: %s\n", last_log);

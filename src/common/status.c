@@ -1,0 +1,46 @@
+/*
+ * Status texts (ps_strerror) and the library version.
+ */
+#include "persolve.h"
+#include "ps_config.h"
+
+const char *ps_version(void)
+{
+    return PS_VERSION;
+}
+
+const char *ps_strerror(int status)
+{
+    switch (status) {
+    case PS_CONVERGED: return "converged (gradient norm below gtol)";
+    case PS_CONVERGED_FTOL: return "converged (relative decrease of f below ftol)";
+    case PS_MAX_ITERATIONS: return "maximum number of iterations reached";
+    case PS_MAX_EVALUATIONS: return "maximum number of evaluations reached";
+    case PS_TIME_LIMIT: return "time limit reached";
+    case PS_CANCELLED: return "cancelled";
+    case PS_YIELDED: return "yielded";
+    case PS_RUNNING: return "still running";
+    case PS_ERR_NULL: return "a required pointer is NULL";
+    case PS_ERR_SIZE: return "invalid size (Ns or Nt is 0 or too large)";
+    case PS_ERR_NONFINITE: return "NaN or Inf in the input";
+    case PS_ERR_DT: return "dt or gamma_bar is not positive";
+    case PS_ERR_NEGATIVE: return "negative weight or lambda";
+    case PS_ERR_RELAXATION: return "T1 or T2 is not positive";
+    case PS_ERR_LOSS: return "unknown loss type";
+    case PS_ERR_B1MAX: return "b1_max is not positive";
+    case PS_ERR_OPTION: return "invalid option value";
+    case PS_ERR_LINE_SEARCH: return "line search failed (returned the last good point)";
+    case PS_ERR_OBJECTIVE: return "objective is not finite at the start point";
+    case PS_ERR_NO_MEMORY: return "out of host memory";
+    case PS_ERR_NO_GPU: return "no usable GPU";
+    case PS_ERR_GPU_UNSUPPORTED: return "GPU does not support cooperative launch";
+    case PS_ERR_GPU_MEMORY: return "out of GPU memory";
+    case PS_ERR_GPU_LAUNCH: return "GPU kernel launch or execution failed";
+    case PS_ERR_NOT_IMPLEMENTED: return "not implemented in this build";
+    case PS_ERR_PRESET: return "unknown preset or bad preset parameter";
+    case PS_ERR_FILE: return "file missing, unreadable or malformed";
+    case PS_ERR_STATE: return "not allowed in the run's current state";
+    case PS_ERR_CHECKPOINT: return "checkpoint corrupted, truncated or not for this problem and settings";
+    default: return "unknown status";
+    }
+}
