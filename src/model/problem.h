@@ -11,11 +11,6 @@
 #define PS_MAX_NS ((size_t)1 << 31)
 #define PS_MAX_NT ((size_t)1 << 26)
 
-/* Whether s is a plain decimal number: [+-]digits[.digits][(e|E)[+-]digits],
- * with a digit before the exponent (no spaces, hexadecimal, inf or nan):
- * the numbers preset parameters and command-line options accept. */
-int ps_is_decimal(const char *s);
-
 struct ps_problem {
     size_t ns, nt;
     double *r;       /* [ns][3], cm */
