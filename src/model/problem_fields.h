@@ -5,7 +5,9 @@
  * the HDF5 reader and writer (io/h5io.c) expand them. A new field is a new
  * row here, its member in ps_problem_desc (include/persolve.h; problem.c
  * checks that the two agree) and, for a scalar, its rule in
- * ps_problem_validate.
+ * ps_problem_validate. A new row changes the problem hash that checkpoints
+ * store (even an absent optional array is hashed, as a presence tag), so it
+ * comes with a new PS_CHECKPOINT_VERSION (opt/checkpoint.h).
  */
 #ifndef PS_SRC_PROBLEM_FIELDS_H
 #define PS_SRC_PROBLEM_FIELDS_H
