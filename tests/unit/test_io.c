@@ -592,6 +592,12 @@ static void test_missing_dataset(void **state)
     write_full("io_bad_nogroup.h5");
     delete_link("io_bad_nogroup.h5", "/pulse");
     expect_read_error("io_bad_nogroup.h5", PS_ERR_FILE, "/pulse/g", "missing");
+
+    /* /spins/r and /pulse/g, which set Ns and Nt, are read before the others */
+    write_full("io_bad_missing.h5");
+    delete_link("io_bad_missing.h5", "/spins/target");
+    delete_link("io_bad_missing.h5", "/pulse/g");
+    expect_read_error("io_bad_missing.h5", PS_ERR_FILE, "/pulse/g", "missing");
 }
 
 static void test_wrong_shape(void **state)
