@@ -468,13 +468,12 @@ static const h5_dataset h5_problem_datasets[] = {PS_PROBLEM_ARRAYS(DATASET)};
 typedef struct h5_attribute {
     const char *name;
     const char *where; /* "attribute NAME", for messages */
-    int required;
-    size_t field; /* offsetof the double in ps_problem_desc */
+    int presence;      /* PS_FIELD_REQUIRED, _DEFAULTED or _OPTIONAL */
+    size_t field;      /* offsetof the double in ps_problem_desc */
 } h5_attribute;
 
-#define ATTRIBUTE(name, in_file)                                              \
-    {#name, "attribute " #name, in_file == PS_FIELD_REQUIRED,                 \
-     offsetof(ps_problem_desc, name)},
+#define ATTRIBUTE(name, presence)                                             \
+    {#name, "attribute " #name, presence, offsetof(ps_problem_desc, name)},
 static const h5_attribute h5_problem_attributes[] = {PS_PROBLEM_REALS(ATTRIBUTE)};
 #undef ATTRIBUTE
 
@@ -562,7 +561,8 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
     for (size_t i = 0; i < H5_NATTRIBUTES; i++) {
         const h5_attribute *at = &h5_problem_attributes[i];
         double v;
-        if ((st = h5_read_attr_double(file, &c, at->name, at->required, &v,
+        if ((st = h5_read_attr_double(file, &c, at->name,
+                                      at->presence == PS_FIELD_REQUIRED, &v,
                                       &present)))
             goto done;
         if (present)
@@ -730,6 +730,21 @@ static double *h5_rows_from_x(const double *x, size_t nt)
     return b;
 }
 
+/* The real scalars' root attributes: the optional ones that are set
+ * (finite), or those every problem has (its gamma_bar is never 0). */
+static int h5_write_reals(hid_t file, const h5ctx *c, const ps_problem_desc *d,
+                          int optional)
+{
+    int st = 0;
+    for (size_t i = 0; i < H5_NATTRIBUTES && !st; i++) {
+        const h5_attribute *at = &h5_problem_attributes[i];
+        double v = *(const double *)((const char *)d + at->field);
+        if ((at->presence == PS_FIELD_OPTIONAL) == optional && isfinite(v))
+            st = h5_write_attr_double(file, c, at->name, v);
+    }
+    return st;
+}
+
 /*
  * The problem's groups and root attributes. x (solver layout) replaces the
  * problem's start pulse as /pulse/b1 when not NULL.
@@ -763,16 +778,13 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
 #undef WRITE
     if (st)
         goto done;
-    /* the real scalars (a problem's gamma_bar is never 0), then the loss */
-    for (size_t i = 0; i < H5_NATTRIBUTES && !st; i++) {
-        const h5_attribute *at = &h5_problem_attributes[i];
-        double v = *(const double *)((const char *)d + at->field);
-        if (isfinite(v))
-            st = h5_write_attr_double(file, c, at->name, v);
-    }
+    /* the scalars every problem has, the loss last; then the optional ones
+     * that are set */
     const char *loss = ps_loss_name(d->loss);
-    if (!st)
-        st = h5_write_attr_string(file, c, "loss", loss ? loss : "full");
+    if ((st = h5_write_reals(file, c, d, 0)) ||
+        (st = h5_write_attr_string(file, c, "loss", loss ? loss : "full")) ||
+        (st = h5_write_reals(file, c, d, 1)))
+        goto done;
 done:
     free(start);
     h5_close_id(&pulse, H5Gclose);

@@ -12,14 +12,18 @@
 #ifndef PS_SRC_PROBLEM_FIELDS_H
 #define PS_SRC_PROBLEM_FIELDS_H
 
-/* Whether an array must be given. */
+/* Whether a field must be given. */
 enum {
-    PS_FIELD_REQUIRED, /* never NULL */
-    PS_FIELD_OPTIONAL, /* NULL: absent (the model's default) */
-    PS_FIELD_START,    /* the start pulse: NULL in a description gives zeros,
-                        * which the problem holds; it is not part of the
-                        * problem's hash, and a result file writes the
-                        * solution in its place */
+    PS_FIELD_REQUIRED,  /* an array never NULL; a scalar a file must have */
+    PS_FIELD_OPTIONAL,  /* an array NULL when absent (the model's default);
+                         * a scalar unset when not finite (b1_max's
+                         * PS_B1MAX_NONE), which a file leaves out */
+    PS_FIELD_DEFAULTED, /* a scalar a file may leave out: then the default
+                         * of ps_problem_desc_init; a problem always has one */
+    PS_FIELD_START,     /* the start pulse: NULL in a description gives
+                         * zeros, which the problem holds; it is not part of
+                         * the problem's hash, and a result file writes the
+                         * solution in its place */
 };
 
 /* What validation asks of every element, beyond being finite. */
@@ -76,18 +80,14 @@ enum {
  * they are hashed and read from the HDF5 file's root attributes of the same
  * names:
  *
- *   X(name, in_file)
+ *   X(name, presence)
  *
- * in_file  PS_FIELD_REQUIRED: the attribute must be there;
- *          PS_FIELD_OPTIONAL: without it ps_problem_desc_init's default stays
- *
- * A value that is not finite is not written to a file: b1_max's
- * PS_B1MAX_NONE (the others are finite in a valid problem).
+ * presence PS_FIELD_REQUIRED, PS_FIELD_DEFAULTED or PS_FIELD_OPTIONAL
  */
 #define PS_PROBLEM_REALS(X)                                                    \
-    X(dt, PS_FIELD_REQUIRED)        /* time step, s */                         \
-    X(gamma_bar, PS_FIELD_OPTIONAL) /* Hz/G */                                 \
-    X(lambda, PS_FIELD_OPTIONAL)    /* RF power penalty weight */              \
-    X(b1_max, PS_FIELD_OPTIONAL)    /* peak |b1|, G, or PS_B1MAX_NONE */
+    X(dt, PS_FIELD_REQUIRED)         /* time step, s */                        \
+    X(gamma_bar, PS_FIELD_DEFAULTED) /* Hz/G */                                \
+    X(lambda, PS_FIELD_DEFAULTED)    /* RF power penalty weight */             \
+    X(b1_max, PS_FIELD_OPTIONAL)     /* peak |b1|, G, or PS_B1MAX_NONE */
 
 #endif /* PS_SRC_PROBLEM_FIELDS_H */
