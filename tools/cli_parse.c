@@ -3,7 +3,7 @@
  * subcommand. Fills ps_cli and its ps_options; prints nothing.
  */
 #include "cli_parse.h"
-#include "model/problem.h"
+#include "model/preset.h"
 
 #include <errno.h>
 #include <getopt.h>

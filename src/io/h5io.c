@@ -40,6 +40,7 @@
 
 #include "common/atomic_file.h"
 #include "model/problem.h"
+#include "model/problem_fields.h"
 
 /* Error context: the file name goes in front of every message. */
 typedef struct h5ctx {
@@ -440,6 +441,51 @@ static hid_t h5_open_read(const h5ctx *c, int *status)
 }
 
 /*
+ * The problem's datasets (model/problem_fields.h): the field's name, the
+ * dataset, whether it must be there, its rows (the offsetof ns or nt in
+ * ps_problem_desc), its columns (0: a vector) and the field of
+ * ps_problem_desc it fills.
+ */
+typedef struct h5_dataset {
+    const char *name; /* of the field, as validation messages name it */
+    const char *path;
+    int required;
+    size_t rows;
+    size_t cols;
+    size_t field; /* offsetof the pointer in ps_problem_desc */
+} h5_dataset;
+
+#define DATASET(name, rows, width, presence, rule, group, dataset, label)     \
+    {#name, "/" #group "/" dataset, presence == PS_FIELD_REQUIRED,            \
+     offsetof(ps_problem_desc, rows), width > 1 ? width : 0,                  \
+     offsetof(ps_problem_desc, name)},
+static const h5_dataset h5_problem_datasets[] = {PS_PROBLEM_ARRAYS(DATASET)};
+#undef DATASET
+
+#define H5_NDATASETS (sizeof h5_problem_datasets / sizeof h5_problem_datasets[0])
+
+/* The root attributes of the real scalars, and the field each fills. */
+typedef struct h5_attribute {
+    const char *name;
+    const char *where; /* "attribute NAME", for messages */
+    int presence;      /* PS_FIELD_REQUIRED, _DEFAULTED or _OPTIONAL */
+    size_t field;      /* offsetof the double in ps_problem_desc */
+} h5_attribute;
+
+#define ATTRIBUTE(name, presence)                                             \
+    {#name, "attribute " #name, presence, offsetof(ps_problem_desc, name)},
+static const h5_attribute h5_problem_attributes[] = {PS_PROBLEM_REALS(ATTRIBUTE)};
+#undef ATTRIBUTE
+
+#define H5_NATTRIBUTES (sizeof h5_problem_attributes / sizeof h5_problem_attributes[0])
+
+/* Whether the word s[n] is `name`. */
+static int h5_is_word(const char *s, size_t n, const char *name)
+{
+    return n && strlen(name) == n && !strncmp(name, s, n);
+}
+
+/*
  * Map the field a ps_problem_validate message names ("df[12] is NaN") to
  * where it lives in the file. Returns NULL if no known field is named.
  */
@@ -447,16 +493,8 @@ static const char *h5_field_location(const char *msg)
 {
     static const struct {
         const char *field, *where;
-    } map[] = {
-        {"r", "/spins/r"},           {"target", "/spins/target"},
-        {"df", "/spins/df"},         {"b1scale", "/spins/b1"},
-        {"w", "/spins/w"},           {"m0", "/spins/m0"},
-        {"t1", "/spins/t1"},         {"t2", "/spins/t2"},
-        {"g", "/pulse/g"},           {"b1", "/pulse/b1"},
-        {"dt", "attribute dt"},      {"gamma_bar", "attribute gamma_bar"},
-        {"lambda", "attribute lambda"}, {"loss", "attribute loss"},
-        {"b1_max", "attribute b1_max"}, {"ns", "/spins/r"},
-        {"nt", "/pulse/g"},
+    } others[] = {
+        {"loss", "attribute loss"}, {"ns", "/spins/r"}, {"nt", "/pulse/g"},
     };
     const char *p = msg;
     while (*p) {
@@ -466,41 +504,18 @@ static const char *h5_field_location(const char *msg)
         while (*p && (isalnum((unsigned char)*p) || *p == '_'))
             p++;
         size_t n = (size_t)(p - s);
-        for (size_t i = 0; n && i < sizeof map / sizeof map[0]; i++)
-            if (strlen(map[i].field) == n && !strncmp(map[i].field, s, n))
-                return map[i].where;
+        for (size_t i = 0; i < H5_NDATASETS; i++)
+            if (h5_is_word(s, n, h5_problem_datasets[i].name))
+                return h5_problem_datasets[i].path;
+        for (size_t i = 0; i < H5_NATTRIBUTES; i++)
+            if (h5_is_word(s, n, h5_problem_attributes[i].name))
+                return h5_problem_attributes[i].where;
+        for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+            if (h5_is_word(s, n, others[i].field))
+                return others[i].where;
     }
     return NULL;
 }
-
-/*
- * The problem's datasets in the order they are read: the dataset, whether
- * it must be there, its rows (Ns spins or Nt steps), its columns (0: a
- * vector) and the field of ps_problem_desc it fills. /spins/r and
- * /pulse/g come first and set Ns and Nt, which every later one must match.
- */
-typedef struct h5_dataset {
-    const char *path;
-    int required;
-    int per_step; /* Nt rows, else Ns */
-    size_t cols;
-    size_t field; /* offsetof the pointer in ps_problem_desc */
-} h5_dataset;
-
-static const h5_dataset h5_problem_datasets[] = {
-    {"/spins/r", 1, 0, 3, offsetof(ps_problem_desc, r)},
-    {"/pulse/g", 1, 1, 3, offsetof(ps_problem_desc, g)},
-    {"/spins/target", 1, 0, 3, offsetof(ps_problem_desc, target)},
-    {"/spins/df", 0, 0, 0, offsetof(ps_problem_desc, df)},
-    {"/spins/b1", 0, 0, 0, offsetof(ps_problem_desc, b1scale)},
-    {"/spins/w", 0, 0, 0, offsetof(ps_problem_desc, w)},
-    {"/spins/m0", 0, 0, 3, offsetof(ps_problem_desc, m0)},
-    {"/spins/t1", 0, 0, 0, offsetof(ps_problem_desc, t1)},
-    {"/spins/t2", 0, 0, 0, offsetof(ps_problem_desc, t2)},
-    {"/pulse/b1", 0, 1, 2, offsetof(ps_problem_desc, b1)},
-};
-
-#define H5_NDATASETS (sizeof h5_problem_datasets / sizeof h5_problem_datasets[0])
 
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen)
@@ -509,7 +524,6 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
     double *arrays[H5_NDATASETS] = {NULL};
     ps_problem_desc d;
     int st = 0, present = 0;
-    size_t ns = 0, nt = 0;
     char loss[64];
 
     if (err && errlen)
@@ -525,34 +539,35 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
         return st;
 
     ps_problem_desc_init(&d);
-    for (size_t i = 0; i < H5_NDATASETS; i++) {
-        const h5_dataset *ds = &h5_problem_datasets[i];
-        /* Ns or Nt is 0 until its first dataset is read: that one accepts
-         * any row count and sets it, the later ones must match it */
-        size_t *rows = ds->per_step ? &nt : &ns;
-        if ((st = h5_read_array(file, &c, ds->path, ds->required, *rows,
-                                ds->per_step ? "Nt" : "Ns", ds->cols,
-                                &arrays[i], rows)))
-            goto done;
-        *(const double **)((char *)&d + ds->field) = arrays[i];
+    /* Ns or Nt is 0 until its first dataset (/spins/r, /pulse/g) is read:
+     * those are read first, accept any row count and set it; the later
+     * ones, read in a second pass, must match it */
+    int taken[H5_NDATASETS] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < H5_NDATASETS; i++) {
+            const h5_dataset *ds = &h5_problem_datasets[i];
+            size_t *rows = (size_t *)((char *)&d + ds->rows);
+            if (taken[i] || (pass == 0 && *rows != 0))
+                continue;
+            taken[i] = 1;
+            const char *sym = ds->rows == offsetof(ps_problem_desc, nt) ? "Nt" : "Ns";
+            if ((st = h5_read_array(file, &c, ds->path, ds->required, *rows,
+                                    sym, ds->cols, &arrays[i], rows)))
+                goto done;
+            *(const double **)((char *)&d + ds->field) = arrays[i];
+        }
     }
 
-    double v;
-    if ((st = h5_read_attr_double(file, &c, "dt", 1, &v, &present)))
-        goto done;
-    d.dt = v;
-    if ((st = h5_read_attr_double(file, &c, "gamma_bar", 0, &v, &present)))
-        goto done;
-    if (present)
-        d.gamma_bar = v;
-    if ((st = h5_read_attr_double(file, &c, "lambda", 0, &v, &present)))
-        goto done;
-    if (present)
-        d.lambda = v;
-    if ((st = h5_read_attr_double(file, &c, "b1_max", 0, &v, &present)))
-        goto done;
-    if (present)
-        d.b1_max = v;
+    for (size_t i = 0; i < H5_NATTRIBUTES; i++) {
+        const h5_attribute *at = &h5_problem_attributes[i];
+        double v;
+        if ((st = h5_read_attr_double(file, &c, at->name,
+                                      at->presence == PS_FIELD_REQUIRED, &v,
+                                      &present)))
+            goto done;
+        if (present)
+            *(double *)((char *)&d + at->field) = v;
+    }
     if ((st = h5_read_attr_string(file, &c, "loss", loss, sizeof loss, &present)))
         goto done;
     if (present && ps_loss_parse(loss, &d.loss) != 0) {
@@ -561,9 +576,6 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                      "mls or z)", loss);
         goto done;
     }
-
-    d.ns = ns;
-    d.nt = nt;
 
     char msg[256] = "";
     st = ps_problem_validate(&d, msg, sizeof msg);
@@ -718,6 +730,21 @@ static double *h5_rows_from_x(const double *x, size_t nt)
     return b;
 }
 
+/* The real scalars' root attributes: the optional ones that are set
+ * (finite), or those every problem has (its gamma_bar is never 0). */
+static int h5_write_reals(hid_t file, const h5ctx *c, const ps_problem_desc *d,
+                          int optional)
+{
+    int st = 0;
+    for (size_t i = 0; i < H5_NATTRIBUTES && !st; i++) {
+        const h5_attribute *at = &h5_problem_attributes[i];
+        double v = *(const double *)((const char *)d + at->field);
+        if ((at->presence == PS_FIELD_OPTIONAL) == optional && isfinite(v))
+            st = h5_write_attr_double(file, c, at->name, v);
+    }
+    return st;
+}
+
 /*
  * The problem's groups and root attributes. x (solver layout) replaces the
  * problem's start pulse as /pulse/b1 when not NULL.
@@ -726,46 +753,40 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
                                  const ps_problem_desc *d, const double *x)
 {
     int st = 0;
-    double *rows = NULL;
+    double *start = NULL; /* x as rows (u_k, v_k) */
     hid_t spins = h5_group(file, c, "/spins", &st);
     hid_t pulse = spins >= 0 ? h5_group(file, c, "/pulse", &st) : -1;
     if (st)
         goto done;
-    size_t ns = d->ns, nt = d->nt;
-    if ((st = h5_write_array(spins, c, "r", ns, 3, d->r)) ||
-        (st = h5_write_array(spins, c, "target", ns, 3, d->target)) ||
-        (d->df && (st = h5_write_array(spins, c, "df", ns, 0, d->df))) ||
-        (d->b1scale && (st = h5_write_array(spins, c, "b1", ns, 0, d->b1scale))) ||
-        (d->w && (st = h5_write_array(spins, c, "w", ns, 0, d->w))) ||
-        (d->m0 && (st = h5_write_array(spins, c, "m0", ns, 3, d->m0))) ||
-        (d->t1 && (st = h5_write_array(spins, c, "t1", ns, 0, d->t1))) ||
-        (d->t2 && (st = h5_write_array(spins, c, "t2", ns, 0, d->t2))) ||
-        (st = h5_write_array(pulse, c, "g", nt, 3, d->g)))
-        goto done;
-    const double *b1 = d->b1;
     if (x) {
-        rows = h5_rows_from_x(x, nt);
-        if (!rows) {
+        start = h5_rows_from_x(x, d->nt);
+        if (!start) {
             st = h5_fail(c, PS_ERR_NO_MEMORY, "/pulse/b1: out of memory");
             goto done;
         }
-        b1 = rows;
     }
-    if (b1 && (st = h5_write_array(pulse, c, "b1", nt, 2, b1)))
+    /* every array the problem has, each in its group (the variables spins
+     * and pulse); x in place of the start pulse */
+#define WRITE(name, rows, width, presence, rule, group, dataset, label)      \
+    if (!st) {                                                                \
+        const double *a = presence == PS_FIELD_START && x ? start : d->name;  \
+        if (a)                                                                \
+            st = h5_write_array(group, c, dataset, d->rows,                   \
+                                width > 1 ? width : 0, a);                    \
+    }
+    PS_PROBLEM_ARRAYS(WRITE)
+#undef WRITE
+    if (st)
         goto done;
+    /* the scalars every problem has, the loss last; then the optional ones
+     * that are set */
     const char *loss = ps_loss_name(d->loss);
-    if ((st = h5_write_attr_double(file, c, "dt", d->dt)) ||
-        (st = h5_write_attr_double(file, c, "gamma_bar",
-                                   d->gamma_bar > 0 ? d->gamma_bar
-                                                    : PS_GAMMA_BAR_DEFAULT)) ||
-        (st = h5_write_attr_double(file, c, "lambda", d->lambda)) ||
-        (st = h5_write_attr_string(file, c, "loss", loss ? loss : "full")))
-        goto done;
-    if (isfinite(d->b1_max) &&
-        (st = h5_write_attr_double(file, c, "b1_max", d->b1_max)))
+    if ((st = h5_write_reals(file, c, d, 0)) ||
+        (st = h5_write_attr_string(file, c, "loss", loss ? loss : "full")) ||
+        (st = h5_write_reals(file, c, d, 1)))
         goto done;
 done:
-    free(rows);
+    free(start);
     h5_close_id(&pulse, H5Gclose);
     h5_close_id(&spins, H5Gclose);
     return st;

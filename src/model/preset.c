@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/preset.h"
 #include "model/problem.h"
 
 #define PS_PI 3.14159265358979323846

@@ -9,6 +9,21 @@
 
 #include "model/problem.h"
 
+/* ps_problem_desc (include/persolve.h) holds the fields of the lists and
+ * nothing more: a member added there without its row fails here. */
+#define DESC_ARRAY(name, ...) const double *name;
+#define DESC_REAL(name, ...) double name;
+struct desc_of_the_lists {
+    size_t ns, nt;
+    PS_PROBLEM_ARRAYS(DESC_ARRAY)
+    PS_PROBLEM_REALS(DESC_REAL)
+    ps_loss loss;
+};
+#undef DESC_REAL
+#undef DESC_ARRAY
+_Static_assert(sizeof(struct desc_of_the_lists) == sizeof(ps_problem_desc),
+               "a member of ps_problem_desc has no row in model/problem_fields.h");
+
 void ps_problem_desc_init(ps_problem_desc *d)
 {
     if (!d)
@@ -39,10 +54,9 @@ static size_t first_nonfinite(const double *a, size_t n)
     return n;
 }
 
-/* Checks an optional array of n values: finite, and >= lo (or > lo if strict). */
+/* Checks an array of n values, if given: finite, and what `rule` asks. */
 static int check_array(const char *name, const double *a, size_t n,
-                       size_t width, int sign_status, double lo, int strict,
-                       char *msg, size_t len)
+                       size_t width, int rule, char *msg, size_t len)
 {
     if (!a)
         return PS_CONVERGED;
@@ -54,11 +68,13 @@ static int check_array(const char *name, const double *a, size_t n,
         return fail(msg, len, PS_ERR_NONFINITE, "%s[%zu] is %s", name, i,
                     isnan(a[i]) ? "NaN" : "Inf");
     }
-    if (sign_status) {
+    if (rule != PS_RULE_FINITE) {
+        int strict = rule == PS_RULE_RELAXATION;
+        int status = strict ? PS_ERR_RELAXATION : PS_ERR_NEGATIVE;
         for (i = 0; i < n; i++) {
-            if (strict ? !(a[i] > lo) : !(a[i] >= lo))
-                return fail(msg, len, sign_status, "%s[%zu] = %g must be %s %g",
-                            name, i, a[i], strict ? ">" : ">=", lo);
+            if (strict ? !(a[i] > 0.0) : !(a[i] >= 0.0))
+                return fail(msg, len, status, "%s[%zu] = %g must be %s %g",
+                            name, i, a[i], strict ? ">" : ">=", 0.0);
         }
     }
     return PS_CONVERGED;
@@ -76,12 +92,11 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
         return fail(msg, len, PS_ERR_SIZE, "ns = %zu is too large (at most 2^31 spins)", d->ns);
     if (d->nt > PS_MAX_NT)
         return fail(msg, len, PS_ERR_SIZE, "nt = %zu is too large (at most 2^26 time steps)", d->nt);
-    if (!d->r)
-        return fail(msg, len, PS_ERR_NULL, "r (spin positions) is NULL");
-    if (!d->target)
-        return fail(msg, len, PS_ERR_NULL, "target is NULL");
-    if (!d->g)
-        return fail(msg, len, PS_ERR_NULL, "g (gradient waveform) is NULL");
+#define REQUIRE(name, rows, width, presence, rule, group, dataset, label)     \
+    if (presence == PS_FIELD_REQUIRED && !d->name)                            \
+        return fail(msg, len, PS_ERR_NULL, "%s is NULL", label);
+    PS_PROBLEM_ARRAYS(REQUIRE)
+#undef REQUIRE
     if (!isfinite(d->dt))
         return fail(msg, len, PS_ERR_NONFINITE, "dt is %s",
                     isnan(d->dt) ? "NaN" : "Inf");
@@ -103,32 +118,28 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
     if (isnan(d->b1_max) || !(d->b1_max > 0.0))
         return fail(msg, len, PS_ERR_B1MAX, "b1_max = %g must be > 0",
                     d->b1_max);
-    size_t ns = d->ns, nt = d->nt;
     int st;
-    if ((st = check_array("r", d->r, 3 * ns, 3, 0, 0, 0, msg, len)) ||
-        (st = check_array("target", d->target, 3 * ns, 3, 0, 0, 0, msg, len)) ||
-        (st = check_array("df", d->df, ns, 1, 0, 0, 0, msg, len)) ||
-        (st = check_array("b1scale", d->b1scale, ns, 1, 0, 0, 0, msg, len)) ||
-        (st = check_array("w", d->w, ns, 1, PS_ERR_NEGATIVE, 0.0, 0, msg, len)) ||
-        (st = check_array("m0", d->m0, 3 * ns, 3, 0, 0, 0, msg, len)) ||
-        (st = check_array("t1", d->t1, ns, 1, PS_ERR_RELAXATION, 0.0, 1, msg, len)) ||
-        (st = check_array("t2", d->t2, ns, 1, PS_ERR_RELAXATION, 0.0, 1, msg, len)) ||
-        (st = check_array("g", d->g, 3 * nt, 3, 0, 0, 0, msg, len)) ||
-        (st = check_array("b1", d->b1, 2 * nt, 2, 0, 0, 0, msg, len)))
+#define CHECK(name, rows, width, presence, rule, ...)                         \
+    if ((st = check_array(#name, d->name, d->rows * width, width, rule, msg, len))) \
         return st;
+    PS_PROBLEM_ARRAYS(CHECK)
+#undef CHECK
     return PS_CONVERGED;
 }
 
-static double *dup_array(const double *a, size_t n, int *oom)
+/* A copy of a[n], or NULL when a is; zeros instead when a is NULL and
+ * `zeros` is set. *oom is set if memory runs out. */
+static double *dup_array(const double *a, size_t n, int zeros, int *oom)
 {
-    if (!a)
+    if (!a && !zeros)
         return NULL;
-    double *c = malloc(n * sizeof *c);
+    double *c = a ? malloc(n * sizeof *c) : calloc(n, sizeof *c);
     if (!c) {
         *oom = 1;
         return NULL;
     }
-    memcpy(c, a, n * sizeof *c);
+    if (a)
+        memcpy(c, a, n * sizeof *c);
     return c;
 }
 
@@ -143,29 +154,18 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     ps_problem *p = calloc(1, sizeof *p);
     if (!p)
         return PS_ERR_NO_MEMORY;
-    size_t ns = d->ns, nt = d->nt;
     int oom = 0;
-    p->ns = ns;
-    p->nt = nt;
-    p->r = dup_array(d->r, 3 * ns, &oom);
-    p->target = dup_array(d->target, 3 * ns, &oom);
-    p->df = dup_array(d->df, ns, &oom);
-    p->b1scale = dup_array(d->b1scale, ns, &oom);
-    p->w = dup_array(d->w, ns, &oom);
-    p->m0 = dup_array(d->m0, 3 * ns, &oom);
-    p->t1 = dup_array(d->t1, ns, &oom);
-    p->t2 = dup_array(d->t2, ns, &oom);
-    p->g = dup_array(d->g, 3 * nt, &oom);
-    if (d->b1) {
-        p->b1 = dup_array(d->b1, 2 * nt, &oom);
-    } else {
-        p->b1 = calloc(2 * nt, sizeof *p->b1);
-        oom |= !p->b1;
-    }
-    p->dt = d->dt;
-    p->gamma_bar = d->gamma_bar > 0.0 ? d->gamma_bar : PS_GAMMA_BAR_DEFAULT;
-    p->lambda = d->lambda;
-    p->b1_max = d->b1_max;
+    p->ns = d->ns;
+    p->nt = d->nt;
+#define COPY(name, rows, width, presence, ...)                                \
+    p->name = dup_array(d->name, d->rows * width, presence == PS_FIELD_START, &oom);
+    PS_PROBLEM_ARRAYS(COPY)
+#undef COPY
+#define COPY_REAL(name, ...) p->name = d->name;
+    PS_PROBLEM_REALS(COPY_REAL)
+#undef COPY_REAL
+    if (!(d->gamma_bar > 0.0))
+        p->gamma_bar = PS_GAMMA_BAR_DEFAULT;
     p->loss = d->loss;
     if (oom) {
         ps_problem_free(p);
@@ -179,16 +179,9 @@ void ps_problem_free(ps_problem *p)
 {
     if (!p)
         return;
-    free(p->r);
-    free(p->target);
-    free(p->df);
-    free(p->b1scale);
-    free(p->w);
-    free(p->m0);
-    free(p->t1);
-    free(p->t2);
-    free(p->g);
-    free(p->b1);
+#define FREE(name, ...) free(p->name);
+    PS_PROBLEM_ARRAYS(FREE)
+#undef FREE
     free(p);
 }
 
@@ -198,21 +191,11 @@ int ps_problem_describe(const ps_problem *p, ps_problem_desc *d)
         return PS_ERR_NULL;
     d->ns = p->ns;
     d->nt = p->nt;
-    d->r = p->r;
-    d->target = p->target;
-    d->df = p->df;
-    d->b1scale = p->b1scale;
-    d->w = p->w;
-    d->m0 = p->m0;
-    d->t1 = p->t1;
-    d->t2 = p->t2;
-    d->g = p->g;
-    d->b1 = p->b1;
-    d->dt = p->dt;
-    d->gamma_bar = p->gamma_bar;
-    d->lambda = p->lambda;
+#define DESCRIBE(name, ...) d->name = p->name;
+    PS_PROBLEM_ARRAYS(DESCRIBE)
+    PS_PROBLEM_REALS(DESCRIBE)
+#undef DESCRIBE
     d->loss = p->loss;
-    d->b1_max = p->b1_max;
     return PS_CONVERGED;
 }
 

@@ -5,33 +5,23 @@
 #ifndef PS_SRC_PROBLEM_H
 #define PS_SRC_PROBLEM_H
 
+#include "model/problem_fields.h"
 #include "persolve.h"
 
 /* The largest sizes a problem may have (ps_problem_validate). */
 #define PS_MAX_NS ((size_t)1 << 31)
 #define PS_MAX_NT ((size_t)1 << 26)
 
-/* Whether s is a plain decimal number: [+-]digits[.digits][(e|E)[+-]digits],
- * with a digit before the exponent (no spaces, hexadecimal, inf or nan):
- * the numbers preset parameters and command-line options accept. */
-int ps_is_decimal(const char *s);
-
+/* The fields of ps_problem_desc (model/problem_fields.h), owned: every
+ * optional array absent from the description is NULL, b1 never is. */
 struct ps_problem {
     size_t ns, nt;
-    double *r;       /* [ns][3], cm */
-    double *target;  /* [ns][3] */
-    double *df;      /* [ns], Hz, or NULL */
-    double *b1scale; /* [ns], or NULL */
-    double *w;       /* [ns], or NULL */
-    double *m0;      /* [ns][3], or NULL */
-    double *t1;      /* [ns], s, or NULL */
-    double *t2;      /* [ns], s, or NULL */
-    double *g;       /* [nt][3], G/cm */
-    double *b1;      /* [nt][2], G (start pulse, zeros if not given) */
-    double dt;        /* s */
-    double gamma_bar; /* Hz/G */
-    double lambda;
-    double b1_max;    /* G, or PS_B1MAX_NONE */
+#define PS_MEMBER_ARRAY(name, ...) double *name;
+    PS_PROBLEM_ARRAYS(PS_MEMBER_ARRAY)
+#undef PS_MEMBER_ARRAY
+#define PS_MEMBER_REAL(name, ...) double name;
+    PS_PROBLEM_REALS(PS_MEMBER_REAL)
+#undef PS_MEMBER_REAL
     ps_loss loss;
 };
 

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "opt/options.h"
 #include "model/problem.h"
+#include "model/problem_fields.h"
 
 #define MAGIC "PSCKPT\0\0"
 #define BYTE_ORDER_MARK 0x01020304u
@@ -34,17 +35,17 @@ uint64_t ps_problem_hash(const ps_problem *p)
     h = hash_u64(h, p->ns);
     h = hash_u64(h, p->nt);
     h = hash_u64(h, (uint64_t)p->loss);
-    double sc[4] = {p->dt, p->gamma_bar, p->lambda, p->b1_max};
+    /* the fields in the order of their lists (model/problem_fields.h): the
+     * bytes checkpoints of this format version hash */
+#define REAL(name, ...) p->name,
+    double sc[] = {PS_PROBLEM_REALS(REAL)};
+#undef REAL
     h = ps_fnv1a(h, sc, sizeof sc);
-    h = hash_array(h, p->r, 3 * p->ns);
-    h = hash_array(h, p->target, 3 * p->ns);
-    h = hash_array(h, p->df, p->ns);
-    h = hash_array(h, p->b1scale, p->ns);
-    h = hash_array(h, p->w, p->ns);
-    h = hash_array(h, p->m0, 3 * p->ns);
-    h = hash_array(h, p->t1, p->ns);
-    h = hash_array(h, p->t2, p->ns);
-    h = hash_array(h, p->g, 3 * p->nt);
+#define ARRAY(name, rows, width, presence, ...)                               \
+    if (presence != PS_FIELD_START)                                           \
+        h = hash_array(h, p->name, p->rows * width);
+    PS_PROBLEM_ARRAYS(ARRAY)
+#undef ARRAY
     return h;
 }
 

@@ -18,16 +18,9 @@
 #include "persolve.h"
 #include "persolve_gpu.h"
 #include "test_util.h"
-
-enum { NS = 3, NT = 4 };
+#include "unit/problem_fixture.h"
 
 /* A valid problem with every optional array present. */
-typedef struct base {
-    double r[3 * NS], target[3 * NS], df[NS], b1scale[NS], w[NS], m0[3 * NS];
-    double t1[NS], t2[NS], g[3 * NT], b1[2 * NT];
-    ps_problem_desc d;
-} base;
-
 static void base_init(base *b)
 {
     uint64_t s = 3;
@@ -47,19 +40,7 @@ static void base_init(base *b)
         b->g[k] = tu_uniform(&s, -1, 1);
     for (int k = 0; k < 2 * NT; k++)
         b->b1[k] = tu_uniform(&s, -0.1, 0.1);
-    ps_problem_desc_init(&b->d);
-    b->d.ns = NS;
-    b->d.nt = NT;
-    b->d.r = b->r;
-    b->d.target = b->target;
-    b->d.df = b->df;
-    b->d.b1scale = b->b1scale;
-    b->d.w = b->w;
-    b->d.m0 = b->m0;
-    b->d.t1 = b->t1;
-    b->d.t2 = b->t2;
-    b->d.g = b->g;
-    b->d.b1 = b->b1;
+    base_wire(b);
     b->d.dt = 4e-6;
     b->d.lambda = 0.1;
     b->d.b1_max = 0.2;
@@ -162,26 +143,6 @@ static void test_sizes(void **state)
     printf("nt = SIZE_MAX / 2\n");
     b.d.nt = SIZE_MAX / 2;
     expect_desc(&b.d, PS_ERR_SIZE, NULL);
-}
-
-/* The arrays of a desc by name, with their lengths and widths. */
-typedef struct array_ref {
-    const char *name;
-    double *a;
-    size_t n, width;
-} array_ref;
-
-static size_t arrays_of(base *b, array_ref *out)
-{
-    array_ref list[] = {
-        {"r", b->r, 3 * NS, 3}, {"target", b->target, 3 * NS, 3},
-        {"df", b->df, NS, 1},   {"b1scale", b->b1scale, NS, 1},
-        {"w", b->w, NS, 1},     {"m0", b->m0, 3 * NS, 3},
-        {"t1", b->t1, NS, 1},   {"t2", b->t2, NS, 1},
-        {"g", b->g, 3 * NT, 3}, {"b1", b->b1, 2 * NT, 2},
-    };
-    memcpy(out, list, sizeof list);
-    return sizeof list / sizeof list[0];
 }
 
 /*

@@ -151,6 +151,29 @@ static void expect_read_error(const char *path, int want, const char *n1,
 
 /* ---- round trips ---------------------------------------------------- */
 
+static herr_t append_attr_name(hid_t loc, const char *name,
+                               const H5A_info_t *info, void *user)
+{
+    (void)loc;
+    (void)info;
+    char *list = user;
+    size_t n = strlen(list);
+    snprintf(list + n, 256 - n, "%s%s", n ? "," : "", name);
+    return 0;
+}
+
+/* The root attributes of path in the order they are stored. */
+static void stored_root_attrs(const char *path, char list[256])
+{
+    list[0] = '\0';
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hsize_t idx = 0;
+    assert_true(H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx,
+                            append_attr_name, list) >= 0);
+    H5Fclose(f);
+}
+
 static void test_roundtrip_full(void **state)
 {
     (void)state;
@@ -191,6 +214,11 @@ static void test_roundtrip_full(void **state)
     assert_true(b.lambda == 0.125);
     assert_true(b.b1_max == 0.3);
     assert_int_equal(b.loss, PS_LOSS_MLS);
+    /* the attributes in the order files have always had them */
+    char attrs[256];
+    stored_root_attrs(path, attrs);
+    printf("root attributes: %s\n", attrs);
+    assert_string_equal(attrs, "dt,gamma_bar,lambda,loss,b1_max");
 
     /* the start pulse as the solver sees it */
     double x0[2 * NT], x1[2 * NT], xr[2 * NT];
@@ -592,6 +620,12 @@ static void test_missing_dataset(void **state)
     write_full("io_bad_nogroup.h5");
     delete_link("io_bad_nogroup.h5", "/pulse");
     expect_read_error("io_bad_nogroup.h5", PS_ERR_FILE, "/pulse/g", "missing");
+
+    /* /spins/r and /pulse/g, which set Ns and Nt, are read before the others */
+    write_full("io_bad_missing.h5");
+    delete_link("io_bad_missing.h5", "/spins/target");
+    delete_link("io_bad_missing.h5", "/pulse/g");
+    expect_read_error("io_bad_missing.h5", PS_ERR_FILE, "/pulse/g", "missing");
 }
 
 static void test_wrong_shape(void **state)

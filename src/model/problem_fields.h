@@ -1,0 +1,93 @@
+/*
+ * The fields of a problem, listed once. struct ps_problem (model/problem.h)
+ * is built from these lists, and validation, creation, describe and free
+ * (model/problem.c), the checkpoint's problem hash (opt/checkpoint.c) and
+ * the HDF5 reader and writer (io/h5io.c) expand them. A new field is a new
+ * row here, its member in ps_problem_desc (include/persolve.h; problem.c
+ * checks that the two agree) and, for a scalar, its rule in
+ * ps_problem_validate. A new row changes the problem hash that checkpoints
+ * store (even an absent optional array is hashed, as a presence tag), so it
+ * comes with a new PS_CHECKPOINT_VERSION (opt/checkpoint.h).
+ */
+#ifndef PS_SRC_PROBLEM_FIELDS_H
+#define PS_SRC_PROBLEM_FIELDS_H
+
+/* Whether a field must be given. */
+enum {
+    PS_FIELD_REQUIRED,  /* an array never NULL; a scalar a file must have */
+    PS_FIELD_OPTIONAL,  /* an array NULL when absent (the model's default);
+                         * a scalar unset when not finite (b1_max's
+                         * PS_B1MAX_NONE), which a file leaves out */
+    PS_FIELD_DEFAULTED, /* a scalar a file may leave out: then the default
+                         * of ps_problem_desc_init; a problem always has one */
+    PS_FIELD_START,     /* the start pulse: NULL in a description gives
+                         * zeros, which the problem holds; it is not part of
+                         * the problem's hash, and a result file writes the
+                         * solution in its place */
+};
+
+/* What validation asks of every element, beyond being finite. */
+enum {
+    PS_RULE_FINITE,      /* nothing more */
+    PS_RULE_NONNEGATIVE, /* >= 0, else PS_ERR_NEGATIVE */
+    PS_RULE_RELAXATION,  /* > 0 (a relaxation time), else PS_ERR_RELAXATION */
+};
+
+/*
+ * The arrays, in the order they are validated, copied and hashed:
+ *
+ *   X(name, rows, width, presence, rule, group, dataset, label)
+ *
+ * name     the member of ps_problem_desc and ps_problem, and its name in
+ *          validation messages ("df[12] is NaN")
+ * rows     ns (a row per spin) or nt (a row per time step): the member that
+ *          counts the rows
+ * width    values per row: [rows][width], row-major ([rows] when 1)
+ * presence PS_FIELD_REQUIRED, PS_FIELD_OPTIONAL or PS_FIELD_START
+ * rule     PS_RULE_FINITE, PS_RULE_NONNEGATIVE or PS_RULE_RELAXATION
+ * group    the HDF5 group: spins or pulse (the dataset is /group/dataset)
+ * dataset  its name in the group
+ * label    how the message of a missing required array names it
+ */
+#define PS_PROBLEM_ARRAYS(X)                                                   \
+    /* positions, cm */                                                        \
+    X(r, ns, 3, PS_FIELD_REQUIRED, PS_RULE_FINITE, spins, "r",                 \
+      "r (spin positions)")                                                    \
+    /* target magnetization */                                                 \
+    X(target, ns, 3, PS_FIELD_REQUIRED, PS_RULE_FINITE, spins, "target",       \
+      "target")                                                                \
+    /* off-resonance, Hz (absent: 0) */                                        \
+    X(df, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "df", "df")         \
+    /* B1 scale s_j (absent: 1) */                                             \
+    X(b1scale, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "b1",          \
+      "b1scale")                                                               \
+    /* weights (absent: 1) */                                                  \
+    X(w, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_NONNEGATIVE, spins, "w", "w")       \
+    /* start magnetization (absent: (0, 0, 1)) */                              \
+    X(m0, ns, 3, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "m0", "m0")         \
+    /* T1, s (absent: no T1 relaxation) */                                     \
+    X(t1, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_RELAXATION, spins, "t1", "t1")     \
+    /* T2, s (absent: no T2 relaxation) */                                     \
+    X(t2, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_RELAXATION, spins, "t2", "t2")     \
+    /* gradient waveform, G/cm */                                              \
+    X(g, nt, 3, PS_FIELD_REQUIRED, PS_RULE_FINITE, pulse, "g",                 \
+      "g (gradient waveform)")                                                 \
+    /* start pulse (u, v), G */                                                \
+    X(b1, nt, 2, PS_FIELD_START, PS_RULE_FINITE, pulse, "b1", "b1")
+
+/*
+ * The real scalars (the loss type is the one other scalar), in the order
+ * they are hashed and read from the HDF5 file's root attributes of the same
+ * names:
+ *
+ *   X(name, presence)
+ *
+ * presence PS_FIELD_REQUIRED, PS_FIELD_DEFAULTED or PS_FIELD_OPTIONAL
+ */
+#define PS_PROBLEM_REALS(X)                                                    \
+    X(dt, PS_FIELD_REQUIRED)         /* time step, s */                        \
+    X(gamma_bar, PS_FIELD_DEFAULTED) /* Hz/G */                                \
+    X(lambda, PS_FIELD_DEFAULTED)    /* RF power penalty weight */             \
+    X(b1_max, PS_FIELD_OPTIONAL)     /* peak |b1|, G, or PS_B1MAX_NONE */
+
+#endif /* PS_SRC_PROBLEM_FIELDS_H */

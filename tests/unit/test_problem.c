@@ -1,0 +1,218 @@
+/*
+ * The problem's fields through creation, describe and the checkpoint's
+ * problem hash: every array is copied (the start pulse defaults to zeros,
+ * the other optional arrays stay absent), the scalars are kept (gamma_bar
+ * 0 becomes the default), and the hash of a problem is pinned to the value
+ * that checkpoints already written store, so they still resume.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "opt/checkpoint.h"
+#include "persolve.h"
+#include "test_util.h"
+#include "unit/problem_fixture.h"
+
+/* Every optional array, of values exact in binary. */
+static void full_init(base *f)
+{
+    for (int i = 0; i < 3 * NS; i++) {
+        f->r[i] = 0.25 * i - 1;
+        f->target[i] = 0.125 * (i % 3);
+        f->m0[i] = i % 3 == 2;
+    }
+    for (int j = 0; j < NS; j++) {
+        f->df[j] = 10.5 * j - 3;
+        f->b1scale[j] = 1 + 0.0625 * j;
+        f->w[j] = 0.5 + j;
+        f->t1[j] = 1 + 0.5 * j;
+        f->t2[j] = 0.0625 * (j + 1);
+    }
+    for (int k = 0; k < 3 * NT; k++)
+        f->g[k] = 0.03125 * k - 0.1875;
+    for (int k = 0; k < 2 * NT; k++)
+        f->b1[k] = 0.001953125 * k;
+    base_wire(f);
+    f->d.dt = 0.0000038147;
+    f->d.lambda = 0.25;
+    f->d.b1_max = 0.5;
+    f->d.loss = PS_LOSS_XY;
+}
+
+static uint64_t hash_of(const ps_problem_desc *d)
+{
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(d, &p), PS_CONVERGED);
+    uint64_t h = ps_problem_hash(p);
+    ps_problem_free(p);
+    return h;
+}
+
+/*
+ * The hash of presets and of hand-made problems, as checkpoints of format
+ * version 1 store it (the values of commit d94f9bf): a change of these
+ * values makes every stored checkpoint unresumable.
+ */
+static void test_hash_pinned(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec;
+        uint64_t hash;
+    } presets[] = {
+        {"slice1d", 0xb028ad94715cf5daull},
+        {"spiral2d", 0xdb94de68f3f3e704ull},
+        {"inversion", 0x23a3a9453e71a49bull},
+        {"slice1d:nt=64,lambda=0.5,b1_max=0.3", 0xf7a655f81a30c9f5ull},
+    };
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        ps_problem *p = NULL;
+        char err[256] = "";
+        assert_int_equal(ps_preset_create(presets[i].spec, &p, err, sizeof err), 0);
+        uint64_t h = ps_problem_hash(p);
+        printf("%-40s %016" PRIx64 "\n", presets[i].spec, h);
+        assert_true(h == presets[i].hash);
+        ps_problem_free(p);
+    }
+
+    base f;
+    full_init(&f);
+    uint64_t h = hash_of(&f.d);
+    printf("every array                              %016" PRIx64 "\n", h);
+    assert_true(h == 0xc57d57b233b5fe79ull);
+    /* the start pulse is not part of the problem */
+    f.d.b1 = NULL;
+    assert_true(hash_of(&f.d) == 0xc57d57b233b5fe79ull);
+    f.d.df = f.d.b1scale = f.d.w = f.d.m0 = f.d.t1 = f.d.t2 = NULL;
+    f.d.b1_max = PS_B1MAX_NONE;
+    f.d.gamma_bar = 0.0;
+    h = hash_of(&f.d);
+    printf("required arrays only                     %016" PRIx64 "\n", h);
+    assert_true(h == 0xa7f8221c6c83adabull);
+}
+
+/*
+ * Each array, scalar and size is in the hash (the start pulse excepted):
+ * one element changed, an optional array left out, a scalar changed.
+ */
+static void test_hash_sees_every_field(void **state)
+{
+    (void)state;
+    base f;
+    array_ref arr[16];
+    full_init(&f);
+    const uint64_t h0 = hash_of(&f.d);
+    size_t na = arrays_of(&f, arr);
+    for (size_t a = 0; a < na; a++) {
+        full_init(&f);
+        arrays_of(&f, arr);
+        arr[a].a[arr[a].n - 1] += 0.5;
+        int is_start = strcmp(arr[a].name, "b1") == 0;
+        printf("%s changed\n", arr[a].name);
+        assert_true((hash_of(&f.d) == h0) == is_start);
+    }
+    const double **optional[] = {&f.d.df, &f.d.b1scale, &f.d.w,
+                                 &f.d.m0, &f.d.t1, &f.d.t2};
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
+        full_init(&f);
+        *optional[i] = NULL;
+        assert_true(hash_of(&f.d) != h0);
+    }
+    double *scalars[] = {&f.d.dt, &f.d.gamma_bar, &f.d.lambda, &f.d.b1_max};
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
+        full_init(&f);
+        *scalars[i] = (*scalars[i] > 0 ? *scalars[i] : PS_GAMMA_BAR_DEFAULT) * 1.5;
+        assert_true(hash_of(&f.d) != h0);
+    }
+    full_init(&f);
+    f.d.loss = PS_LOSS_FULL;
+    assert_true(hash_of(&f.d) != h0);
+    full_init(&f);
+    f.d.ns = NS - 1;
+    assert_true(hash_of(&f.d) != h0);
+    full_init(&f);
+    f.d.nt = NT - 1;
+    assert_true(hash_of(&f.d) != h0);
+}
+
+/* describe gives back copies of every array and the scalars. */
+static void test_create_describe(void **state)
+{
+    (void)state;
+    base f;
+    array_ref arr[16];
+    full_init(&f);
+    f.d.gamma_bar = 4000.0;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&f.d, &p), PS_CONVERGED);
+    /* the problem owns its copies: the caller's arrays may change */
+    size_t na = arrays_of(&f, arr);
+    for (size_t a = 0; a < na; a++)
+        tu_poison(arr[a].a, arr[a].n);
+    base ref;
+    full_init(&ref);
+    ps_problem_desc d;
+    memset(&d, 0xff, sizeof d);
+    assert_int_equal(ps_problem_describe(p, &d), PS_CONVERGED);
+    const double *got[] = {d.r, d.target, d.df, d.b1scale, d.w,
+                           d.m0, d.t1, d.t2, d.g, d.b1};
+    arrays_of(&ref, arr);
+    for (size_t a = 0; a < na; a++) {
+        assert_non_null(got[a]);
+        assert_true(tu_compare(arr[a].name, got[a], arr[a].a, arr[a].n, 0.0, 0.0));
+    }
+    assert_int_equal(d.ns, NS);
+    assert_int_equal(d.nt, NT);
+    assert_true(d.dt == ref.d.dt);
+    assert_true(d.gamma_bar == 4000.0);
+    assert_true(d.lambda == ref.d.lambda);
+    assert_true(d.b1_max == ref.d.b1_max);
+    assert_int_equal(d.loss, PS_LOSS_XY);
+    ps_problem_free(p);
+
+    /* absent optional arrays stay absent; the start pulse becomes zeros */
+    full_init(&f);
+    f.d.df = f.d.b1scale = f.d.w = f.d.m0 = f.d.t1 = f.d.t2 = f.d.b1 = NULL;
+    f.d.b1_max = PS_B1MAX_NONE;
+    f.d.gamma_bar = 0.0;
+    assert_int_equal(ps_problem_create(&f.d, &p), PS_CONVERGED);
+    memset(&d, 0xff, sizeof d);
+    assert_int_equal(ps_problem_describe(p, &d), PS_CONVERGED);
+    assert_null(d.df);
+    assert_null(d.b1scale);
+    assert_null(d.w);
+    assert_null(d.m0);
+    assert_null(d.t1);
+    assert_null(d.t2);
+    assert_non_null(d.r);
+    assert_non_null(d.target);
+    assert_non_null(d.g);
+    assert_non_null(d.b1);
+    for (size_t k = 0; k < 2 * NT; k++)
+        assert_true(d.b1[k] == 0.0);
+    assert_true(d.gamma_bar == PS_GAMMA_BAR_DEFAULT);
+    assert_true(isinf(d.b1_max));
+    double x[2 * NT];
+    tu_poison(x, 2 * NT);
+    assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
+    for (size_t k = 0; k < 2 * NT; k++)
+        assert_true(x[k] == 0.0);
+    ps_problem_free(p);
+    ps_problem_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hash_pinned),
+        cmocka_unit_test(test_hash_sees_every_field),
+        cmocka_unit_test(test_create_describe),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
