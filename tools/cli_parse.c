@@ -3,12 +3,12 @@
  * subcommand. Fills ps_cli and its ps_options; prints nothing.
  */
 #include "cli_parse.h"
+#include "common/status.h"
 #include "model/preset.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,20 +150,6 @@ static const struct {
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int usage_error(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return PS_CLI_USAGE;
-}
-
 const char *ps_cli_command_name(ps_cli_command cmd)
 {
     for (size_t i = 0; i < N_COMMANDS; i++)
@@ -254,7 +240,7 @@ static int parse_gpu_config(ps_gpu_options *o, const char *arg, char *err, size_
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (n == 4 || len >= sizeof field)
-            return usage_error(err, errlen, "--gpu-config: '%s' is not BLOCK,SB,REGS[,BPS]", arg);
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--gpu-config: '%s' is not BLOCK,SB,REGS[,BPS]", arg);
         memcpy(field, p, len);
         field[len] = '\0';
         int ok = parse_int(field, 0, 512, &v[n]);
@@ -268,7 +254,7 @@ static int parse_gpu_config(ps_gpu_options *o, const char *arg, char *err, size_
             static const char *const range[4] = {"0 or a multiple of 32 in 32..512",
                                                  "0, 1, 2, 4, 8, 16 or 32", "0, 64 or 128",
                                                  "an integer in 0..32"};
-            return usage_error(err, errlen, "--gpu-config: %s '%s' is not %s", what[n], field,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--gpu-config: %s '%s' is not %s", what[n], field,
                                range[n]);
         }
         n++;
@@ -277,9 +263,9 @@ static int parse_gpu_config(ps_gpu_options *o, const char *arg, char *err, size_
         p = comma + 1;
     }
     if (n < 3)
-        return usage_error(err, errlen, "--gpu-config: '%s' is not BLOCK,SB,REGS[,BPS]", arg);
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "--gpu-config: '%s' is not BLOCK,SB,REGS[,BPS]", arg);
     if (v[0] && v[1] > v[0])
-        return usage_error(err, errlen, "--gpu-config: %lld spins per tile exceed the block of %lld threads",
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "--gpu-config: %lld spins per tile exceed the block of %lld threads",
                            (long long)v[1], (long long)v[0]);
     o->gpu_block = (int)v[0];
     o->gpu_spins_per_tile = (int)v[1];
@@ -314,12 +300,12 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         return PS_CLI_OK;
     case 'o':
         if (!*arg)
-            return usage_error(err, errlen, "--output: empty file name");
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--output: empty file name");
         cli->output = arg;
         return PS_CLI_OK;
     case OPT_X:
         if (!*arg)
-            return usage_error(err, errlen, "--x: empty file name");
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--x: empty file name");
         cli->x_file = arg;
         return PS_CLI_OK;
     case 'q':
@@ -336,7 +322,7 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         else if (!strcmp(arg, "gpu"))
             o->backend = PS_BACKEND_GPU;
         else
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--backend: '%s' is not auto, cpu or gpu", arg);
         return PS_CLI_OK;
     case OPT_PRECISION:
@@ -345,13 +331,13 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         else if (!strcmp(arg, "double"))
             o->precision = PS_PRECISION_DOUBLE;
         else
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--precision: '%s' is not single or double", arg);
         return PS_CLI_OK;
     case OPT_MAX_ITERS:
     case OPT_MAX_EVALS:
         if (!parse_int(arg, 0, INT64_MAX, &iv))
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--%s: '%s' is not a non-negative integer", name,
                                arg);
         if (code == OPT_MAX_ITERS)
@@ -361,13 +347,13 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         return PS_CLI_OK;
     case OPT_MEMORY:
         if (!parse_int(arg, 1, 32, &iv))
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--memory: '%s' is not an integer in 1..32", arg);
         o->memory = (int)iv;
         return PS_CLI_OK;
     case OPT_THREADS:
         if (!parse_int(arg, 0, 4096, &iv))
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--threads: '%s' is not an integer in 0..4096",
                                arg);
         o->threads = (int)iv;
@@ -376,14 +362,14 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         ps_bench_size sz[PS_BENCH_MAX_SIZES];
         char why[256];
         if (ps_cli_bench_sizes(arg, sz, PS_BENCH_MAX_SIZES, why, sizeof why) < 0)
-            return usage_error(err, errlen, "--sizes: %s", why);
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--sizes: %s", why);
         cli->sizes = arg;
         return PS_CLI_OK;
     }
     case OPT_ITERS:
     case OPT_CPU_ITERS:
         if (!parse_int(arg, code == OPT_ITERS ? 1 : 0, 100000000, &iv))
-            return usage_error(err, errlen, "--%s: '%s' is not an integer in %d..100000000",
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--%s: '%s' is not an integer in %d..100000000",
                                name, arg, code == OPT_ITERS ? 1 : 0);
         if (code == OPT_ITERS)
             cli->iters = iv;
@@ -392,19 +378,19 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         return PS_CLI_OK;
     case OPT_REPEATS:
         if (!parse_int(arg, 1, 1000, &iv))
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--repeats: '%s' is not an integer in 1..1000", arg);
         cli->repeats = (int)iv;
         return PS_CLI_OK;
     case OPT_JSON_FILE:
         if (!*arg)
-            return usage_error(err, errlen, "--json: empty file name");
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--json: empty file name");
         cli->json_file = arg;
         return PS_CLI_OK;
     case OPT_CHECKPOINT:
     case OPT_RESUME:
         if (!*arg)
-            return usage_error(err, errlen, "--%s: empty file name", name);
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--%s: empty file name", name);
         if (code == OPT_CHECKPOINT)
             cli->checkpoint = arg;
         else
@@ -424,7 +410,7 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         return parse_gpu_config(&cli->gpu, arg, err, errlen);
     case OPT_EVERY:
         if (!parse_nonneg(arg, &dv) || !(dv > 0.0))
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--every: '%s' is not a positive number of seconds",
                                arg);
         cli->every = dv;
@@ -433,7 +419,7 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
     case OPT_GTOL:
     case OPT_FTOL:
         if (!parse_nonneg(arg, &dv))
-            return usage_error(err, errlen,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                "--%s: '%s' is not a non-negative number", name,
                                arg);
         if (code == OPT_TIME_LIMIT)
@@ -444,7 +430,7 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
             o->ftol = dv;
         return PS_CLI_OK;
     default:
-        return usage_error(err, errlen, "internal: unhandled option %d", code);
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "internal: unhandled option %d", code);
     }
 }
 
@@ -467,10 +453,10 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
         if (code == 1) {
             if (npos >= commands[ci].positional) {
                 if (cmdname)
-                    return usage_error(err, errlen,
+                    return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                        "%s: unexpected argument '%s'", cmdname,
                                        optarg);
-                return usage_error(err, errlen, "unknown command '%s'", optarg);
+                return ps_status_msg(err, errlen, PS_CLI_USAGE, "unknown command '%s'", optarg);
             }
             cli->input = optarg;
             npos++;
@@ -483,14 +469,14 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
              * caller prefixes "persolve: ") */
             const char *where = cmdname ? cmdname : "";
             if (code == ':')
-                return usage_error(err, errlen, "%s: missing value", typed);
+                return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s: missing value", typed);
             if (optopt != 0 && strncmp(typed, "--", 2) == 0)
-                return usage_error(err, errlen, "%s: does not take a value",
+                return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s: does not take a value",
                                    typed);
             if (optopt > 0 && optopt < 256)
-                return usage_error(err, errlen, "%s%sunknown option '-%c'", where,
+                return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s%sunknown option '-%c'", where,
                                    cmdname ? ": " : "", optopt);
-            return usage_error(err, errlen, "%s%sunknown or ambiguous option '%s'", where,
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s%sunknown or ambiguous option '%s'", where,
                                cmdname ? ": " : "", typed);
         }
         st = parse_option(cli, opts, code, optarg, err, errlen);
@@ -500,7 +486,7 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
     /* After "--": the rest are positional. */
     for (int i = optind; i < argc; i++) {
         if (npos >= commands[ci].positional)
-            return usage_error(err, errlen, "%s: unexpected argument '%s'",
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s: unexpected argument '%s'",
                                cmdname ? cmdname : "persolve", argv[i]);
         cli->input = argv[i];
         npos++;
@@ -508,12 +494,12 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
     if (cli->help || cli->version)
         return PS_CLI_OK;
     if (npos < commands[ci].required)
-        return usage_error(err, errlen, "%s: missing %s argument", cmdname,
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s: missing %s argument", cmdname,
                            commands[ci].positional_name);
     if (cli->command == PS_CMD_TUNE && !cli->input)
         cli->input = PS_TUNE_DEFAULT_INPUT;
     if (cli->every > 0.0 && !cli->checkpoint)
-        return usage_error(err, errlen, "--every: requires --checkpoint FILE");
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "--every: requires --checkpoint FILE");
     return PS_CLI_OK;
 }
 
@@ -530,14 +516,14 @@ int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
     cli->argc = argc;
     cli->argv = argv;
     if (argc < 2)
-        return usage_error(err, errlen, "missing command");
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "missing command");
 
     const char *first = argv[1];
     if (first[0] == '-') {
         /* Top level: only --help and --version. */
         int st = parse_command(cli, 0, argc, argv, err, errlen);
         if (st == PS_CLI_OK && !cli->help && !cli->version)
-            return usage_error(err, errlen, "missing command");
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "missing command");
         return st;
     }
     for (size_t i = 1; i < N_COMMANDS; i++) {
@@ -550,7 +536,7 @@ int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
             return parse_command(cli, i, argc - 1, argv + 1, err, errlen);
         }
     }
-    return usage_error(err, errlen, "unknown command '%s'", first);
+    return ps_status_msg(err, errlen, PS_CLI_USAGE, "unknown command '%s'", first);
 }
 
 static const struct {
@@ -568,14 +554,14 @@ int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
     int n = 0;
     const char *p = list;
     if (!list || !*list) {
-        usage_error(err, errlen, "empty list");
+        ps_status_msg(err, errlen, PS_CLI_USAGE, "empty list");
         return -1;
     }
     for (;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (len == 0) {
-            usage_error(err, errlen, "empty item in '%s'", list);
+            ps_status_msg(err, errlen, PS_CLI_USAGE, "empty item in '%s'", list);
             return -1;
         }
         int named = -1;
@@ -588,7 +574,7 @@ int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
             ps_bench_size *b = &out[n - 1];
             size_t have = strlen(b->spec);
             if (have + 1 + len >= sizeof b->spec) {
-                usage_error(err, errlen, "spec too long in '%s'", list);
+                ps_status_msg(err, errlen, PS_CLI_USAGE, "spec too long in '%s'", list);
                 return -1;
             }
             b->spec[have] = ',';
@@ -597,7 +583,7 @@ int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
             snprintf(b->label, sizeof b->label, "%.63s", b->spec);
         } else {
             if (n >= max) {
-                usage_error(err, errlen, "more than %d sizes", max);
+                ps_status_msg(err, errlen, PS_CLI_USAGE, "more than %d sizes", max);
                 return -1;
             }
             ps_bench_size *b = &out[n++];
@@ -606,7 +592,7 @@ int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
                 snprintf(b->spec, sizeof b->spec, "%s", bench_named[named].spec);
             } else {
                 if (len >= sizeof b->spec) {
-                    usage_error(err, errlen, "spec too long in '%s'", list);
+                    ps_status_msg(err, errlen, PS_CLI_USAGE, "spec too long in '%s'", list);
                     return -1;
                 }
                 memcpy(b->spec, p, len);

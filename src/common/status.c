@@ -1,6 +1,10 @@
 /*
- * Status texts (ps_strerror) and the library version.
+ * Status texts (ps_strerror), status messages and the library version.
  */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "common/status.h"
 #include "persolve.h"
 #include "ps_config.h"
 
@@ -43,4 +47,15 @@ const char *ps_strerror(int status)
     case PS_ERR_CHECKPOINT: return "checkpoint corrupted, truncated or not for this problem and settings";
     default: return "unknown status";
     }
+}
+
+int ps_status_msg(char *buf, size_t len, int status, const char *fmt, ...)
+{
+    if (buf && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, len, fmt, ap);
+        va_end(ap);
+    }
+    return status;
 }

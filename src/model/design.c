@@ -22,22 +22,24 @@ ps_design ps_problem_design(const ps_problem *p, int physical)
     return d;
 }
 
-void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b)
+/* out = fn(in) step by step, in the layout of x (out may equal in). */
+static void each_step(const ps_problem *p, const double *in, double *out,
+                      void (*fn)(const ps_design *, double, double, double *, double *))
 {
     const ps_design d = ps_problem_design(p, 0);
     const size_t nt = p->nt;
     for (size_t k = 0; k < nt; k++)
-        ps_design_pulse(&d, x[PS_X_U(nt, k)], x[PS_X_V(nt, k)], &b[PS_X_U(nt, k)],
-                        &b[PS_X_V(nt, k)]);
+        fn(&d, in[PS_X_U(nt, k)], in[PS_X_V(nt, k)], &out[PS_X_U(nt, k)], &out[PS_X_V(nt, k)]);
+}
+
+void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b)
+{
+    each_step(p, x, b, ps_design_pulse);
 }
 
 void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x)
 {
-    const ps_design d = ps_problem_design(p, 0);
-    const size_t nt = p->nt;
-    for (size_t k = 0; k < nt; k++)
-        ps_design_from_pulse(&d, b[PS_X_U(nt, k)], b[PS_X_V(nt, k)], &x[PS_X_U(nt, k)],
-                             &x[PS_X_V(nt, k)]);
+    each_step(p, b, x, ps_design_from_pulse);
 }
 
 void ps_design_spin(const ps_problem *p, size_t j, ps_spin_consts *s)

@@ -4,11 +4,11 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/status.h"
 #include "model/preset.h"
 #include "model/problem.h"
 
@@ -225,17 +225,6 @@ const char *const *ps_preset_names(void)
     return preset_name_list;
 }
 
-static int perr(char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return PS_ERR_PRESET;
-}
-
 int ps_is_decimal(const char *s)
 {
     int digits = 0;
@@ -270,13 +259,13 @@ static int parse_overrides(const char *name, const char *list,
         size_t n = end ? (size_t)(end - p) : strlen(p);
         char item[128];
         if (n == 0 || n >= sizeof item || (end && end[1] == '\0'))
-            return perr(err, errlen, "preset '%s': empty or too long override "
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': empty or too long override "
                         "near '%.40s'", name, p);
         memcpy(item, p, n);
         item[n] = '\0';
         char *eq = strchr(item, '=');
         if (!eq)
-            return perr(err, errlen, "preset '%s': override '%s' is not "
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': override '%s' is not "
                         "key=value", name, item);
         *eq = '\0';
         const char *key = item, *val = eq + 1;
@@ -290,30 +279,30 @@ static int parse_overrides(const char *name, const char *list,
                 if (k[1].key)
                     strncat(keys, ", ", sizeof keys - strlen(keys) - 1);
             }
-            return perr(err, errlen, "preset '%s': unknown key '%s' (keys: %s)",
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': unknown key '%s' (keys: %s)",
                         name, key, keys);
         }
         char *stop;
         errno = 0;
         double v = strtod(val, &stop);
         if (!ps_is_decimal(val) || *stop != '\0')
-            return perr(err, errlen, "preset '%s': %s='%s' is not a number",
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s='%s' is not a number",
                         name, key, val);
         if (errno == ERANGE || !isfinite(v))
-            return perr(err, errlen, "preset '%s': %s=%s is out of range", name,
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s is out of range", name,
                         key, val);
         if (q->integer && (v < 1 || v != floor(v) || v > 1e8))
-            return perr(err, errlen, "preset '%s': %s=%s must be a whole number "
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be a whole number "
                         "from 1 to 1e8", name, key, val);
         if (q->positive && !(v > 0))
-            return perr(err, errlen, "preset '%s': %s=%s must be > 0", name,
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be > 0", name,
                         key, val);
         if ((strcmp(key, "lambda") == 0 || strcmp(key, "b1_max") == 0 ||
              strcmp(key, "trans") == 0) && v < 0)
-            return perr(err, errlen, "preset '%s': %s=%s must be >= 0", name,
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be >= 0", name,
                         key, val);
         if (strcmp(key, "flip") == 0 && fabs(v) > 360.0)
-            return perr(err, errlen, "preset '%s': flip=%s must be within "
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': flip=%s must be within "
                         "[-360, 360] degrees", name, val);
         q->value = v;
         p += n;
@@ -339,7 +328,7 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
             strncmp(presets[i].name, spec, nlen) == 0)
             def = &presets[i];
     if (!def)
-        return perr(err, errlen, "unknown preset '%.*s' (presets: spiral2d, "
+        return ps_status_msg(err, errlen, PS_ERR_PRESET, "unknown preset '%.*s' (presets: spiral2d, "
                     "slice1d, inversion)", (int)nlen, spec);
     preset_param prm[10];
     memcpy(prm, def->params, sizeof prm);
@@ -358,7 +347,7 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
         char msg[200];
         st = ps_problem_validate(&d, msg, sizeof msg);
         if (st) /* the parameters given make an invalid problem */
-            perr(err, errlen, "preset '%s': %s, from the parameters '%s'", def->name, msg,
+            ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s, from the parameters '%s'", def->name, msg,
                  colon ? colon + 1 : "");
         else
             st = ps_problem_create(&d, out);
@@ -366,10 +355,10 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
     for (int i = 0; i < 8; i++)
         free(buf[i]);
     if (st == PS_ERR_SIZE && !(err && errlen && err[0]))
-        perr(err, errlen, "preset '%s': the parameters '%s' make more than 2^31 spins "
+        ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': the parameters '%s' make more than 2^31 spins "
              "or 2^26 time steps", def->name, colon ? colon + 1 : "");
     if (st == PS_ERR_NO_MEMORY)
-        perr(err, errlen, "preset '%s': out of memory", def->name);
+        ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': out of memory", def->name);
     else if (st)
         st = PS_ERR_PRESET;
     return st;

@@ -2,11 +2,11 @@
  * Problem creation: validation of every field of a ps_problem_desc and a
  * private copy of its arrays.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/status.h"
 #include "model/problem.h"
 
 /* ps_problem_desc (include/persolve.h) holds the fields of the lists and
@@ -34,17 +34,6 @@ void ps_problem_desc_init(ps_problem_desc *d)
     d->b1_max = PS_B1MAX_NONE;
 }
 
-static int fail(char *msg, size_t len, int status, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
 /* First non-finite element of a[n], or n. */
 static size_t first_nonfinite(const double *a, size_t n)
 {
@@ -63,9 +52,9 @@ static int check_array(const char *name, const double *a, size_t n,
     size_t i = first_nonfinite(a, n);
     if (i < n) {
         if (width > 1)
-            return fail(msg, len, PS_ERR_NONFINITE, "%s[%zu][%zu] is %s", name,
+            return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s[%zu][%zu] is %s", name,
                         i / width, i % width, isnan(a[i]) ? "NaN" : "Inf");
-        return fail(msg, len, PS_ERR_NONFINITE, "%s[%zu] is %s", name, i,
+        return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s[%zu] is %s", name, i,
                     isnan(a[i]) ? "NaN" : "Inf");
     }
     if (rule != PS_RULE_FINITE) {
@@ -73,7 +62,7 @@ static int check_array(const char *name, const double *a, size_t n,
         int status = strict ? PS_ERR_RELAXATION : PS_ERR_NEGATIVE;
         for (i = 0; i < n; i++) {
             if (strict ? !(a[i] > 0.0) : !(a[i] >= 0.0))
-                return fail(msg, len, status, "%s[%zu] = %g must be %s %g",
+                return ps_status_msg(msg, len, status, "%s[%zu] = %g must be %s %g",
                             name, i, a[i], strict ? ">" : ">=", 0.0);
         }
     }
@@ -85,38 +74,38 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
     if (msg && len)
         msg[0] = '\0';
     if (!d)
-        return fail(msg, len, PS_ERR_NULL, "problem description is NULL");
+        return ps_status_msg(msg, len, PS_ERR_NULL, "problem description is NULL");
     if (d->ns == 0 || d->nt == 0)
-        return fail(msg, len, PS_ERR_SIZE, "%s is 0", d->ns == 0 ? "ns" : "nt");
+        return ps_status_msg(msg, len, PS_ERR_SIZE, "%s is 0", d->ns == 0 ? "ns" : "nt");
     if (d->ns > PS_MAX_NS)
-        return fail(msg, len, PS_ERR_SIZE, "ns = %zu is too large (at most 2^31 spins)", d->ns);
+        return ps_status_msg(msg, len, PS_ERR_SIZE, "ns = %zu is too large (at most 2^31 spins)", d->ns);
     if (d->nt > PS_MAX_NT)
-        return fail(msg, len, PS_ERR_SIZE, "nt = %zu is too large (at most 2^26 time steps)", d->nt);
+        return ps_status_msg(msg, len, PS_ERR_SIZE, "nt = %zu is too large (at most 2^26 time steps)", d->nt);
 #define REQUIRE(name, rows, width, presence, rule, group, dataset, label)     \
     if (presence == PS_FIELD_REQUIRED && !d->name)                            \
-        return fail(msg, len, PS_ERR_NULL, "%s is NULL", label);
+        return ps_status_msg(msg, len, PS_ERR_NULL, "%s is NULL", label);
     PS_PROBLEM_ARRAYS(REQUIRE)
 #undef REQUIRE
     if (!isfinite(d->dt))
-        return fail(msg, len, PS_ERR_NONFINITE, "dt is %s",
+        return ps_status_msg(msg, len, PS_ERR_NONFINITE, "dt is %s",
                     isnan(d->dt) ? "NaN" : "Inf");
     if (!(d->dt > 0.0))
-        return fail(msg, len, PS_ERR_DT, "dt = %g must be > 0", d->dt);
+        return ps_status_msg(msg, len, PS_ERR_DT, "dt = %g must be > 0", d->dt);
     if (!isfinite(d->gamma_bar))
-        return fail(msg, len, PS_ERR_NONFINITE, "gamma_bar is not finite");
+        return ps_status_msg(msg, len, PS_ERR_NONFINITE, "gamma_bar is not finite");
     if (d->gamma_bar < 0.0)
-        return fail(msg, len, PS_ERR_DT, "gamma_bar = %g must be > 0 (0: default)",
+        return ps_status_msg(msg, len, PS_ERR_DT, "gamma_bar = %g must be > 0 (0: default)",
                     d->gamma_bar);
     if (!isfinite(d->lambda))
-        return fail(msg, len, PS_ERR_NONFINITE, "lambda is not finite");
+        return ps_status_msg(msg, len, PS_ERR_NONFINITE, "lambda is not finite");
     if (d->lambda < 0.0)
-        return fail(msg, len, PS_ERR_NEGATIVE, "lambda = %g must be >= 0",
+        return ps_status_msg(msg, len, PS_ERR_NEGATIVE, "lambda = %g must be >= 0",
                     d->lambda);
     if ((int)d->loss < 0 || (int)d->loss > 3)
-        return fail(msg, len, PS_ERR_LOSS, "loss = %d is not a loss type",
+        return ps_status_msg(msg, len, PS_ERR_LOSS, "loss = %d is not a loss type",
                     (int)d->loss);
     if (isnan(d->b1_max) || !(d->b1_max > 0.0))
-        return fail(msg, len, PS_ERR_B1MAX, "b1_max = %g must be > 0",
+        return ps_status_msg(msg, len, PS_ERR_B1MAX, "b1_max = %g must be > 0",
                     d->b1_max);
     int st;
 #define CHECK(name, rows, width, presence, rule, ...)                         \
