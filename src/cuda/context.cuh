@@ -112,6 +112,10 @@ int context_result(const context *c, const ps_options *o, double *x, ps_result *
 
 void context_destroy(context *c);
 
+/* The persistent kernel on a set-up context: one cooperative launch
+ * (cuda/kernel.cu); *ms: its time by CUDA events. */
+int launch_persistent(context *c, const ps_options *o, double *ms);
+
 /* Host monotonic clock, seconds. */
 inline double wall_seconds(void) { return ps_monotonic_seconds(); }
 

@@ -1,0 +1,108 @@
+/*
+ * The persistent kernel: ONE cooperative launch runs the whole L-BFGS
+ * solve. Every block keeps its own copy of the solver state machine
+ * (opt/solver.h) in shared memory and takes every decision redundantly
+ * from the same reduced values, so phases are separated by grid barriers
+ * alone: no host round trip, no relaunch, no atomics that a result depends
+ * on. The phases are the shared loop of cuda/loop.cuh (the CUDA-graph
+ * variant runs it too, one iteration per launch); the device data is a
+ * context (cuda/context.cu).
+ */
+#include <cuda_runtime.h>
+
+#include "cuda/context.cuh"
+#include "cuda/launch.h"
+#include "cuda/loop.cuh"
+
+extern "C" {
+#include "common/log.h"
+}
+
+using namespace ps_gpu;
+
+/* MINB: __launch_bounds__ minimum blocks of PS_GPU_MAX_THREADS per SM (1:
+ * up to 128 registers a thread, 2: up to 64). */
+template <typename R, int MINB>
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_kernel(args a)
+{
+    cg::grid_group grid = cg::this_grid();
+    extern __shared__ __align__(16) char smem[];
+    __shared__ loop_shared L;
+    /* the solve's clock, continued from t_base seconds for a resumed run */
+    uint64_t t0 = global_ns() - (uint64_t)(a.t_base * 1e9);
+    uint64_t last = t0;
+    state_copy(&L.S, a.state);
+    if (threadIdx.x == 0) {
+        L.ft = a.ft_in; /* a launch in the UPDATE phase: f at the accepted trial */
+        L.cmd = PS_GPU_CMD_NONE;
+        L.nev = 0;
+        L.acked = 0;
+        L.gen = a.cw ? *(volatile unsigned long long *)&a.cw[PS_GPU_CW_RELEASE] >> 3 : 0;
+    }
+    __syncthreads();
+
+    // ---- the phases, from the stored state to DONE or a yield (cuda/loop.cuh) ----
+    solve_phases<R>(a, grid, L, smem, t0, last, a.t_base, false);
+    if (a.mode == MODE_EVAL)
+        return;
+
+    // ---- the state for the host: final, or where a yield stopped ----
+    if (blockIdx.x == 0) {
+        state_copy(a.state, &L.S);
+        if (threadIdx.x == 0) {
+            a.eval_out[0] = (double)(global_ns() - t0) * 1e-9; /* solve seconds at the end */
+            a.eval_out[1] = L.ft; /* f at the accepted trial (a limit may stop before UPDATE) */
+        }
+    }
+}
+
+template <typename R> static void *kernel_ptr(int regcap)
+{
+    return regcap ? (void *)persistent_solve_kernel<R, 2> : (void *)persistent_solve_kernel<R, 1>;
+}
+
+extern "C" void *ps_gpu_kernel_ptr(int precision, int regcap)
+{
+    return precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(regcap) : kernel_ptr<float>(regcap);
+}
+
+extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info)
+{
+    cudaFuncAttributes fa;
+    void *k = ps_gpu_kernel_ptr(precision, regcap);
+    if (cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
+        cudaGetLastError();
+        return PS_ERR_NO_GPU;
+    }
+    info->registers = fa.numRegs;
+    info->local_bytes = (int)fa.localSizeBytes;
+    info->static_smem = (int)fa.sharedSizeBytes;
+    info->max_threads = fa.maxThreadsPerBlock;
+    return PS_CONVERGED;
+}
+
+/* The persistent kernel on a set-up context: one cooperative launch. */
+int ps_gpu::launch_persistent(context *c, const ps_options *o, double *ms)
+{
+    int st = PS_CONVERGED;
+    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap);
+    void *params[] = {&c->a};
+    CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventCreate(&ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(ev0, 0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(c->cfg.grid), dim3(c->cfg.block), params, c->smem, 0),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(ev1, 0), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);
+    event_ms(ev0, ev1, ms);
+out:
+    if (ev0)
+        cudaEventDestroy(ev0);
+    if (ev1)
+        cudaEventDestroy(ev1);
+    return st;
+}
+
