@@ -76,10 +76,12 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
             PS_SFX(spin_theta)(ws, sp, k, th);
             PS_SFX(ps_bloch_adjoint)(th, ws->seg + 3 * (k - k0), lam,
                                      sp->relax, sp->a1, sp->a2, gth);
-            PS_REAL gu, gv;
-            PS_SFX(ps_design_spin_grad)(sp->gs, gth, &gu, &gv);
-            gacc[PS_X_U(nt, k)] += (double)gu;
-            gacc[PS_X_V(nt, k)] += (double)gv;
+            /* the chain rule in the accumulation's precision, double */
+            const double gthd[3] = {gth[0], gth[1], gth[2]};
+            double gu, gv;
+            ps_design_spin_grad_d((double)sp->gs, gthd, &gu, &gv);
+            gacc[PS_X_U(nt, k)] += gu;
+            gacc[PS_X_V(nt, k)] += gv;
         }
     }
 }

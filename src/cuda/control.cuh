@@ -317,6 +317,13 @@ __device__ __forceinline__ void prof_mark(const args &a, uint64_t &last, int i)
     }
 }
 
+/* The block's barrier after a decision, then profile mark `mark`. */
+__device__ __forceinline__ void block_barrier(const args &a, uint64_t &last, int mark)
+{
+    __syncthreads();
+    prof_mark(a, last, mark);
+}
+
 /* The control thread issues its read of the host's command (0 elsewhere
  * or without control), to be used after the phase that follows. */
 __device__ __forceinline__ int control_issue(const args &a)

@@ -174,8 +174,7 @@ __device__ inline int take_update(const args &a, loop_shared &L, uint64_t &last,
     }
     pend_alpha = alpha;
     pend_slot = ns;
-    __syncthreads();
-    prof_mark(a, last, PS_PROF_DECIDE_UPDATE);
+    block_barrier(a, last, PS_PROF_DECIDE_UPDATE);
     if (!one_iteration)
         return 0;
     apply_pass(a, pend_alpha, pend_slot);
@@ -240,8 +239,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             // ---- direction (warp 0) ----
             if (threadIdx.x < 32)
                 decide_direction(&S, elapsed);
-            __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE_DIRECTION);
+            block_barrier(a, last, PS_PROF_DECIDE_DIRECTION);
             if (S.phase != PS_PHASE_TRIAL)
                 continue; /* DONE */
             const int cmd = control_issue(a);
@@ -259,8 +257,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 L.ft = sums[3]; /* f at the trial, kept for the update */
                 decide_trial(&S, sums[3], sums[0]);
             }
-            __syncthreads();
-            prof_mark(a, last, PS_PROF_DECIDE_TRIAL);
+            block_barrier(a, last, PS_PROF_DECIDE_TRIAL);
             const bool accepted = S.phase == PS_PHASE_UPDATE;
             __syncthreads(); /* every thread has the decision before the update changes it */
             if (accepted && take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))

@@ -22,7 +22,9 @@
  * Chain rule. With gth = dL/dtheta of step k for spin j (the adjoint,
  * model/bloch_math.h), the spin's share of the loss gradient is
  *     dL/du_k += gs gth_x,   dL/dv_k += gs gth_y;
- * summed over the spins (each backend in its own fixed order), then per
+ * summed over the spins (each backend in its own fixed order and in its
+ * accumulation's precision: double on the CPU, the spin loop's on the
+ * GPU, whose per-step sums over a tile's spins are in that precision), then per
  * step the power penalty and the reparametrization:
  *     dF/db_k = dL/db_k + 2 lambda b_k,    dF/dz_k = (db/dz)^T dF/db_k.
  *

@@ -770,6 +770,35 @@ static void test_design_checkpoint_resume(void **state)
     assert_false(file_exists("cli_ck_x.h5"));
 }
 
+/*
+ * A checkpoint written by an earlier build (persolve 0.1.0 at 36283d2, CPU:
+ * `persolve design slice1d:nz=60,nt=80 --backend cpu --max-iters 8
+ * --checkpoint FILE`) resumes in this one: on the CPU to the run this
+ * build makes from the start, bit for bit; on the GPU to the same number
+ * of iterations.
+ */
+static void test_design_checkpoint_stored(void **state)
+{
+    (void)state;
+    /* $PS_SOURCE_DIR: a checkout moved elsewhere (tests/gpu/gpu_suite.sh) */
+    const char *root = getenv("PS_SOURCE_DIR");
+    char ck[4096];
+    snprintf(ck, sizeof ck, "%s/tests/data/checkpoint_0.1.0_slice1d.bin", root ? root : PS_SOURCE_DIR);
+    unlink("cli_cks_ref.h5");
+    unlink("cli_cks.h5");
+    run_result *r = run("design", CK_PROBLEM, "--backend", BACKEND, "--resume", ck,
+                        "--max-iters", "30", "-o", "cli_cks.h5", "--json", NULL);
+    assert_code(r, 1);
+    assert_true(json_number(r->out, "iterations") == 30);
+    assert_true(h5_attr("cli_cks.h5", "/result", "iterations") == 30);
+#ifndef PS_TEST_GPU
+    r = run("design", CK_PROBLEM, "--backend", BACKEND, "--max-iters", "30", "-o", "cli_cks_ref.h5",
+            "--quiet", NULL);
+    assert_code(r, 1);
+    assert_same_result("cli_cks_ref.h5", "cli_cks.h5", 80);
+#endif
+}
+
 static void test_design_checkpoint_corrupt(void **state)
 {
     (void)state;
@@ -1256,6 +1285,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest gpu_tests[] = {
         cmocka_unit_test(test_design_checkpoint_resume),
+        cmocka_unit_test(test_design_checkpoint_stored),
         cmocka_unit_test(test_design_checkpoint_corrupt),
         cmocka_unit_test(test_design_sigint),
         cmocka_unit_test(test_design_stop_continue),
@@ -1273,6 +1303,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_design_cancel),
         cmocka_unit_test(test_progress_on_terminal),
         cmocka_unit_test(test_design_checkpoint_resume),
+        cmocka_unit_test(test_design_checkpoint_stored),
         cmocka_unit_test(test_design_checkpoint_corrupt),
         cmocka_unit_test(test_design_sigint),
         cmocka_unit_test(test_design_stop_continue),
