@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opt/backend.h"
-#include "cuda/gpu.h"
 #include "common/log.h"
 #include "cpu/objective.h"
+#include "cuda/gpu.h"
 #include "model/problem.h"
+#include "opt/backend.h"
 #include "opt/run.h"
 #include "ps_config.h"
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/objective.h"
 #include "model/bloch_math.h"
 #include "model/design.h"
-#include "cpu/objective.h"
 #include "model/problem.h"
 
 #ifdef _OPENMP

@@ -9,8 +9,8 @@
 #include "cuda/launch.h"
 
 extern "C" {
-#include "cuda/gpu.h"
 #include "common/log.h"
+#include "cuda/gpu.h"
 }
 
 extern "C" int ps_gpu_device_count(void)

@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
 #include "cuda/run.h"
-#include "common/log.h"
 
 int ps_gpu_device_count(void)
 {

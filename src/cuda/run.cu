@@ -15,9 +15,9 @@
 #include "cuda/phases.cuh"
 
 extern "C" {
+#include "common/log.h"
 #include "cuda/gpu.h"
 #include "cuda/run.h"
-#include "common/log.h"
 }
 
 using namespace ps_gpu;

@@ -13,9 +13,9 @@
 #include "cuda/launch.h"
 
 extern "C" {
-#include "cuda/gpu.h"
 #include "common/log.h"
 #include "common/stats.h"
+#include "cuda/gpu.h"
 #include "model/design.h"
 #include "model/problem.h"
 }

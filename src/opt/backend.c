@@ -9,9 +9,9 @@
 #include <omp.h>
 #endif
 
-#include "opt/backend.h"
-#include "cuda/gpu.h"
 #include "common/log.h"
+#include "cuda/gpu.h"
+#include "opt/backend.h"
 
 int ps_check_x(const ps_options *o, const double *x, size_t n)
 {

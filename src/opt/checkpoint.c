@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opt/checkpoint.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "opt/options.h"
 #include "model/problem.h"
 #include "model/problem_fields.h"
+#include "opt/checkpoint.h"
+#include "opt/options.h"
 
 #define MAGIC "PSCKPT\0\0"
 #define BYTE_ORDER_MARK 0x01020304u

@@ -28,16 +28,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "opt/backend.h"
-#include "opt/checkpoint.h"
 #include "common/clock.h"
+#include "common/log.h"
+#include "cpu/objective.h"
 #include "cuda/gpu.h"
 #include "cuda/run.h"
-#include "common/log.h"
-#include "opt/driver.h"
-#include "cpu/objective.h"
-#include "model/problem.h"
 #include "model/design.h"
+#include "model/problem.h"
+#include "opt/backend.h"
+#include "opt/checkpoint.h"
+#include "opt/driver.h"
 #include "opt/run.h"
 #include "opt/run_impl.h"
 #include "persolve_gpu.h"

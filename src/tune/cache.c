@@ -26,11 +26,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cuda/gpu.h"
-#include "cuda/launch.h"
 #include "common/atomic_file.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
 #include "model/problem.h"
 #include "ps_build_id.h"
 

@@ -20,10 +20,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda/gpu.h"
-#include "cuda/launch.h"
 #include "common/log.h"
 #include "common/stats.h"
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
 #include "model/problem.h"
 #include "opt/backend.h"
 #include "persolve_gpu.h"

@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
+#include "cpu/objective.h"
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
 #include "gpu_suite.h"
-#include "cpu/objective.h"
 #include "persolve.h"
 #include "test_util.h"
 

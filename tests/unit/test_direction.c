@@ -25,8 +25,8 @@
 #ifdef PS_TEST_GPU
 #include "gpu_suite.h"
 #endif
-#include "unit/lbfgs_pairs.h"
 #include "test_util.h"
+#include "unit/lbfgs_pairs.h"
 #include "unit/warp_direction.h"
 
 #ifdef PS_TEST_GPU

@@ -25,9 +25,9 @@
 
 #include <cmocka.h>
 
+#include "cpu/objective.h"
 #include "model/bloch_math.h"
 #include "model/design.h"
-#include "cpu/objective.h"
 #include "persolve.h"
 #include "reference/ref_bloch.h"
 #include "test_util.h"

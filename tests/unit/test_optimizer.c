@@ -13,9 +13,9 @@
 
 #include <cmocka.h>
 
-#include "unit/lbfgs_pairs.h"
 #include "opt/driver.h"
 #include "test_util.h"
+#include "unit/lbfgs_pairs.h"
 
 /* Every accepted step is checked against strong Wolfe (with the line
  * search's documented noise allowance feps). */
