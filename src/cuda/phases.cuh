@@ -13,10 +13,11 @@
  * p = t / SB of P equal segments:
  *   composite  each thread composes its segment's steps into one affine
  *              map T_p (3x4: rotation and relaxation), in shared memory;
- *   scan       one thread per spin applies the P maps in order (segment
- *              start states), takes the loss and dL/dM_Nt, and carries the
- *              adjoint back through the maps' linear parts (segment-end
- *              adjoints);
+ *   scan       the P threads of a spin scan its maps over the segments
+ *              (Hillis-Steele, log2 P levels): the prefix compositions give
+ *              each segment's end state, the last one M_Nt (the loss and
+ *              dL/dM_Nt), and the suffix products of the maps' linear parts
+ *              carry the adjoint back (segment-end adjoints);
  *   replay     each thread walks its segment backward from the segment's
  *              end state (reverse step + adjoint, model/bloch_math.h), and the SB
  *              threads of a segment sum their dF/du_k, dF/dv_k with warp
