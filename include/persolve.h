@@ -70,6 +70,8 @@ typedef enum ps_status {
     PS_ERR_STATE            = -20, ///< asynchronous run: call not allowed in its state
     PS_ERR_CHECKPOINT       = -21, ///< checkpoint corrupted, truncated, of another problem,
                                    ///< version or algorithmic settings (reason logged)
+    PS_ERR_CHANNELS         = -22, ///< transmit channels inconsistent: nc > 1 without a b1map,
+                                   ///< a b1map together with a b1scale
 } ps_status;
 
 /** Static English text for a status (never NULL). */
@@ -94,6 +96,9 @@ int ps_loss_parse(const char *name, ps_loss *out);
 /** Name of a loss type, or NULL if out of range. */
 const char *ps_loss_name(ps_loss loss);
 
+/** The most transmit channels a problem may have (ps_problem_desc.nc). */
+#define PS_MAX_CHANNELS 64
+
 /** No peak constraint: the value of ps_problem_desc.b1_max for "none". */
 #define PS_B1MAX_NONE HUGE_VAL
 
@@ -104,16 +109,20 @@ const char *ps_loss_name(ps_loss loss);
 typedef struct ps_problem_desc {
     size_t ns;              ///< number of spins (>= 1)
     size_t nt;              ///< number of time steps (>= 1)
+    size_t nc;              ///< number of transmit channels, 1..PS_MAX_CHANNELS (0: 1)
     const double *r;        ///< [ns][3] positions, cm (required)
     const double *target;   ///< [ns][3] target magnetization (required)
     const double *df;       ///< [ns] off-resonance, Hz (NULL: 0)
-    const double *b1scale;  ///< [ns] B1 scale s_j (NULL: 1)
+    const double *b1scale;  ///< [ns] B1 scale s_j of the one channel (NULL: 1; NULL
+                            ///< when b1map is given)
     const double *w;        ///< [ns] weights >= 0 (NULL: 1)
     const double *m0;       ///< [ns][3] start magnetization (NULL: (0,0,1))
     const double *t1;       ///< [ns] T1 > 0, s (NULL: no T1 relaxation)
     const double *t2;       ///< [ns] T2 > 0, s (NULL: no T2 relaxation)
+    const double *b1map;    ///< [ns][nc][2] complex B1+ sensitivity S_jc (Re, Im) of
+                            ///< every channel (NULL: nc = 1 and S_j1 = b1scale_j)
     const double *g;        ///< [nt][3] gradient waveform, G/cm (required)
-    const double *b1;       ///< [nt][2] start pulse (u, v), G (NULL: 0)
+    const double *b1;       ///< [nc][nt][2] start pulse (u, v) per channel, G (NULL: 0)
     double dt;              ///< time step, s (> 0)
     double gamma_bar;       ///< Hz/G (0: PS_GAMMA_BAR_DEFAULT)
     double lambda;          ///< RF power penalty weight (>= 0)
@@ -144,12 +153,15 @@ void ps_problem_free(ps_problem *p);
  * [nt][2]). Returns PS_ERR_NULL on NULL arguments.
  */
 int ps_problem_describe(const ps_problem *p, ps_problem_desc *out);
-/** Start point x0 in solver layout (u_1..u_Nt, v_1..v_Nt) into x[2*nt]. */
+/** Start point x0 in solver layout into x[ps_problem_nx(p)]. */
 int ps_problem_x0(const ps_problem *p, double *x);
 size_t ps_problem_ns(const ps_problem *p);
 size_t ps_problem_nt(const ps_problem *p);
+/** Number of transmit channels (1 without a b1map); 0 for NULL. */
+size_t ps_problem_nc(const ps_problem *p);
 /** Number of unknowns of the design, the length of x, gradients and pulses
- *  in solver layout (2 nt: u_1..u_nt, v_1..v_nt); 0 for NULL. */
+ *  in solver layout (2 nc nt, channel-major: u_c1..u_cNt, v_c1..v_cNt for
+ *  c = 1..nc); 0 for NULL. */
 size_t ps_problem_nx(const ps_problem *p);
 
 /**

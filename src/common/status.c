@@ -45,6 +45,7 @@ const char *ps_strerror(int status)
     case PS_ERR_FILE: return "file missing, unreadable or malformed";
     case PS_ERR_STATE: return "not allowed in the run's current state";
     case PS_ERR_CHECKPOINT: return "checkpoint corrupted, truncated or not for this problem and settings";
+    case PS_ERR_CHANNELS: return "transmit channels inconsistent (nc, b1map, b1scale)";
     default: return "unknown status";
     }
 }

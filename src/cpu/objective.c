@@ -46,7 +46,7 @@ static size_t segment_length(size_t nt)
 static int objective(const ps_problem *p, const ps_design *des, int precision, int threads,
                      const double *x, double *f, double *grad, double *m)
 {
-    size_t nt = p->nt, ns = p->ns, nx = PS_DESIGN_NX(nt);
+    size_t nt = p->nt, ns = p->ns, nc = p->nc, nx = PS_DESIGN_NX(nc, nt);
     size_t K = segment_length(nt), nseg = (nt + K - 1) / K;
     size_t nl = ns < PS_CPU_LANES ? ns : PS_CPU_LANES;
     int single = precision == PS_PRECISION_SINGLE;
@@ -55,24 +55,30 @@ static int objective(const ps_problem *p, const ps_design *des, int precision, i
     double *b = malloc(nx * sizeof *b); /* the pulse, layout of x */
     double *lane_loss = calloc(nl, sizeof *lane_loss);
     double *gacc = grad ? calloc(nl * nx, sizeof *gacc) : NULL;
-    /* pulse and per-step gradient rotation in the spin loop's precision */
-    void *u = malloc(nt * rs), *v = malloc(nt * rs), *gdt = malloc(3 * nt * rs);
+    /* pulse [nc][nt] and per-step gradient rotation in the spin loop's precision */
+    void *u = malloc(nc * nt * rs), *v = malloc(nc * nt * rs), *gdt = malloc(3 * nt * rs);
     int oom = !b || !lane_loss || (grad && !gacc) || !u || !v || !gdt;
     if (!oom) {
+        for (size_t c = 0; c < nc; c++) {
+            for (size_t k = 0; k < nt; k++) {
+                const size_t iu = PS_X_U(nt, c, k), iv = PS_X_V(nt, c, k);
+                ps_design_pulse(des, x[iu], x[iv], &b[iu], &b[iv]);
+                if (single) {
+                    ((float *)u)[c * nt + k] = (float)b[iu];
+                    ((float *)v)[c * nt + k] = (float)b[iv];
+                } else {
+                    ((double *)u)[c * nt + k] = b[iu];
+                    ((double *)v)[c * nt + k] = b[iv];
+                }
+            }
+        }
         for (size_t k = 0; k < nt; k++) {
             double gk[3];
-            ps_design_pulse(des, x[PS_X_U(nt, k)], x[PS_X_V(nt, k)], &b[PS_X_U(nt, k)],
-                            &b[PS_X_V(nt, k)]);
             ps_design_gdt(p, k, gk);
-            if (single) {
-                ((float *)u)[k] = (float)b[PS_X_U(nt, k)];
-                ((float *)v)[k] = (float)b[PS_X_V(nt, k)];
-                for (int c = 0; c < 3; c++)
+            for (int c = 0; c < 3; c++) {
+                if (single)
                     ((float *)gdt)[3 * k + c] = (float)gk[c];
-            } else {
-                ((double *)u)[k] = b[PS_X_U(nt, k)];
-                ((double *)v)[k] = b[PS_X_V(nt, k)];
-                for (int c = 0; c < 3; c++)
+                else
                     ((double *)gdt)[3 * k + c] = gk[c];
             }
         }
@@ -110,15 +116,16 @@ static int objective(const ps_problem *p, const ps_design *des, int precision, i
         double loss = 0.0, power = 0.0;
         for (size_t l = 0; l < nl; l++)
             loss += lane_loss[l];
-        for (size_t k = 0; k < nt; k++)
-            power += ps_design_power(b[PS_X_U(nt, k)], b[PS_X_V(nt, k)]);
+        for (size_t c = 0; c < nc; c++)
+            for (size_t k = 0; k < nt; k++)
+                power += ps_design_power(b[PS_X_U(nt, c, k)], b[PS_X_V(nt, c, k)]);
         *f = loss + des->lambda * power;
         if (grad) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nthreads) if (ns * nt >= PS_CPU_PARALLEL_MIN)
 #endif
-            for (size_t k = 0; k < nt; k++) {
-                const size_t iu = PS_X_U(nt, k), iv = PS_X_V(nt, k);
+            for (size_t ck = 0; ck < nc * nt; ck++) {
+                const size_t iu = PS_X_U(nt, ck / nt, ck % nt), iv = PS_X_V(nt, ck / nt, ck % nt);
                 double gu = 0.0, gv = 0.0;
                 for (size_t l = 0; l < nl; l++) {
                     gu += gacc[l * nx + iu];

@@ -11,7 +11,7 @@
  */
 
 typedef struct PS_SFX(spin_ws) {
-    PS_REAL *u, *v;   /* [nt] pulse, G */
+    PS_REAL *u, *v;   /* [nc][nt] pulse per channel, G */
     PS_REAL *gdt;     /* [nt][3] dt gamma G_k, rad/cm */
     PS_REAL *ckpt;    /* [nseg][3] segment-start states */
     PS_REAL *seg;     /* [K][3] replayed states M_{k-1} */
@@ -19,16 +19,18 @@ typedef struct PS_SFX(spin_ws) {
 
 /* Per-spin constants (model/design.h, ps_design_spin) in this precision. */
 typedef struct PS_SFX(spin_par) {
-    PS_REAL r[3], gs, wz, a1, a2; /* relaxation decrements 1 - exp(-dt/T) */
-    int relax;
+    PS_REAL r[3], wz, a1, a2; /* relaxation decrements 1 - exp(-dt/T) */
+    PS_REAL gS[PS_MAX_CHANNELS][2]; /* dt gamma S_jc */
+    int relax, nc;
 } PS_SFX(spin_par);
 
-/* theta of step k for the spin (model/design.h). */
+/* theta of step k for the spin (model/design.h), nt the pulse's stride. */
 PS_HD void PS_SFX(spin_theta)(const PS_SFX(spin_ws) *ws,
-                              const PS_SFX(spin_par) *sp, size_t k,
+                              const PS_SFX(spin_par) *sp, size_t nt, size_t k,
                               PS_REAL th[3])
 {
-    PS_SFX(ps_design_theta)(sp->gs, ws->u[k], ws->v[k], ws->gdt + 3 * k, sp->r, sp->wz, th);
+    PS_SFX(ps_design_theta_channels)(sp->nc, (const PS_REAL (*)[2])sp->gS, ws->u + k, ws->v + k, nt,
+                                     ws->gdt + 3 * k, sp->r, sp->wz, th);
 }
 
 /* M_Nt from m0 (in/out m[3]); keeps checkpoints every K steps if ckpt. */
@@ -44,7 +46,7 @@ static void PS_SFX(spin_forward)(const PS_SFX(spin_ws) *ws,
             c[1] = m[1];
             c[2] = m[2];
         }
-        PS_SFX(spin_theta)(ws, sp, k, th);
+        PS_SFX(spin_theta)(ws, sp, nt, k, th);
         PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
     }
 }
@@ -69,25 +71,28 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
             b[0] = m[0];
             b[1] = m[1];
             b[2] = m[2];
-            PS_SFX(spin_theta)(ws, sp, k, th);
+            PS_SFX(spin_theta)(ws, sp, nt, k, th);
             PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
         }
         for (size_t k = k1; k-- > k0;) {
-            PS_SFX(spin_theta)(ws, sp, k, th);
+            PS_SFX(spin_theta)(ws, sp, nt, k, th);
             PS_SFX(ps_bloch_adjoint)(th, ws->seg + 3 * (k - k0), lam,
                                      sp->relax, sp->a1, sp->a2, gth);
             /* the chain rule in the accumulation's precision, double */
             const double gthd[3] = {gth[0], gth[1], gth[2]};
-            double gu, gv;
-            ps_design_spin_grad_d((double)sp->gs, gthd, &gu, &gv);
-            gacc[PS_X_U(nt, k)] += gu;
-            gacc[PS_X_V(nt, k)] += gv;
+            for (int c = 0; c < sp->nc; c++) {
+                double gu, gv;
+                ps_design_spin_grad_channel_d((double)sp->gS[c][0], (double)sp->gS[c][1], gthd,
+                                              &gu, &gv);
+                gacc[PS_X_U(nt, c, k)] += gu;
+                gacc[PS_X_V(nt, c, k)] += gv;
+            }
         }
     }
 }
 
 /*
- * Loss of spins [j0, j1) and, if gacc, their gradient added to gacc[2nt].
+ * Loss of spins [j0, j1) and, if gacc, their gradient added to gacc[nx].
  * mout[ns][3] (may be NULL) receives M_Nt.
  */
 static double PS_SFX(lane_eval)(const ps_problem *p, const PS_SFX(spin_ws) *ws,
@@ -101,7 +106,11 @@ static double PS_SFX(lane_eval)(const ps_problem *p, const PS_SFX(spin_ws) *ws,
         PS_SFX(spin_par) sp;
         for (int i = 0; i < 3; i++)
             sp.r[i] = (PS_REAL)c.r[i];
-        sp.gs = (PS_REAL)c.gs;
+        sp.nc = (int)p->nc;
+        for (int i = 0; i < sp.nc; i++) {
+            sp.gS[i][0] = (PS_REAL)c.gS[i][0];
+            sp.gS[i][1] = (PS_REAL)c.gS[i][1];
+        }
         sp.wz = (PS_REAL)c.wz;
         sp.relax = p->t1 || p->t2;
         sp.a1 = (PS_REAL)c.a1;

@@ -82,7 +82,7 @@ __device__ __forceinline__ uint64_t global_ns()
 __device__ __forceinline__ void pulse_at(const args &a, const double *x, const double *d, double alpha,
                                          int k, double *u, double *v, double *zp, double *zq)
 {
-    const int iu = PS_X_U(a.nt, k), iv = PS_X_V(a.nt, k);
+    const int iu = PS_X_U(a.nt, 0, k), iv = PS_X_V(a.nt, 0, k);
     double p = x[iu], q = x[iv];
     if (d) {
         p = ps_trial_coord(p, alpha, d[iu]);

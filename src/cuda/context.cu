@@ -32,7 +32,7 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double
         s[SP_R0] = (R)c.r[0];
         s[SP_R1] = (R)c.r[1];
         s[SP_R2] = (R)c.r[2];
-        s[SP_GS] = (R)c.gs;
+        s[SP_GS] = (R)c.gS[0][0]; /* one real channel (context_create) */
         s[SP_WZ] = (R)c.wz;
         s[SP_A1] = (R)c.a1;
         s[SP_A2] = (R)c.a2;
@@ -59,7 +59,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
                             int mode, const double *x, int want_m, context *c)
 {
     int st = PS_CONVERGED;
-    const size_t ns = p->ns, nt = p->nt, n = PS_DESIGN_NX(nt);
+    const size_t ns = p->ns, nt = p->nt, n = PS_DESIGN_NX(p->nc, nt);
     const int m = o->memory;
     args a;
     memset(&a, 0, sizeof a);
@@ -72,6 +72,10 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     double *h_w = NULL, *h_m0 = NULL;
     ps_solver *h_state = NULL;
 
+    PS_RETURN_ERROR_IF(o, p->b1map != NULL, PS_ERR_NOT_IMPLEMENTED,
+                       "the GPU backend runs one transmit channel of real B1 scale; this problem has "
+                       "a b1map of %zu channel(s) (the CPU backend runs it)",
+                       p->nc);
     ps_gpu_config cfg;
     st = ps_gpu_resolve_config(p, o, cfg_in, &cfg);
     if (st)

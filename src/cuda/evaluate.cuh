@@ -292,7 +292,7 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R *pul
                 const int kk = (pw + g) * kseg + itop - r;
                 if (kk < nt) {
                     /* component c: u (0) or v (1) of step kk, the layout of x */
-                    double *dst = gp + (c ? PS_X_V((size_t)nt, kk) : PS_X_U((size_t)nt, kk));
+                    double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk));
                     *dst = (first ? 0.0 : *dst) + (double)sum;
                 }
             }

@@ -99,8 +99,8 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
         double gu = 0.0, gv = 0.0;
         if (ok)
             for (int b = warp; b < G; b += nw) {
-                gu += a.gpart[(size_t)b * a.n + PS_X_U(nt, k)];
-                gv += a.gpart[(size_t)b * a.n + PS_X_V(nt, k)];
+                gu += a.gpart[(size_t)b * a.n + PS_X_U(nt, 0, k)];
+                gv += a.gpart[(size_t)b * a.n + PS_X_V(nt, 0, k)];
             }
         wsum[(warp * 2) * 32 + lane] = gu;
         wsum[(warp * 2 + 1) * 32 + lane] = gv;
@@ -113,7 +113,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
                 gv += wsum[(w * 2 + 1) * 32 + lane];
             }
             ps_design_step_grad(&a.des, zp, zq, u, v, gu, gv, &gu, &gv);
-            const int iu = PS_X_U(nt, k), iv = PS_X_V(nt, k);
+            const int iu = PS_X_U(nt, 0, k), iv = PS_X_V(nt, 0, k);
             gout[iu] = gu;
             gout[iv] = gv;
             if (d)

@@ -455,7 +455,7 @@ typedef struct h5_dataset {
     size_t field; /* offsetof the pointer in ps_problem_desc */
 } h5_dataset;
 
-#define DATASET(name, rows, width, presence, rule, group, dataset, label)     \
+#define DATASET(name, rows, width, channels, presence, rule, group, dataset, label) \
     {#name, "/" #group "/" dataset, presence == PS_FIELD_REQUIRED,            \
      offsetof(ps_problem_desc, rows), width > 1 ? width : 0,                  \
      offsetof(ps_problem_desc, name)},
@@ -767,7 +767,7 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
     }
     /* every array the problem has, each in its group (the variables spins
      * and pulse); x in place of the start pulse */
-#define WRITE(name, rows, width, presence, rule, group, dataset, label)      \
+#define WRITE(name, rows, width, channels, presence, rule, group, dataset, label) \
     if (!st) {                                                                \
         const double *a = presence == PS_FIELD_START && x ? start : d->name;  \
         if (a)                                                                \

@@ -10,7 +10,7 @@
 
 size_t ps_problem_nx(const ps_problem *p)
 {
-    return p ? PS_DESIGN_NX(p->nt) : 0;
+    return p ? PS_DESIGN_NX(p->nc, p->nt) : 0;
 }
 
 ps_design ps_problem_design(const ps_problem *p, int physical)
@@ -22,14 +22,17 @@ ps_design ps_problem_design(const ps_problem *p, int physical)
     return d;
 }
 
-/* out = fn(in) step by step, in the layout of x (out may equal in). */
+/* out = fn(in) step by step and channel by channel, in the layout of x
+ * (out may equal in). */
 static void each_step(const ps_problem *p, const double *in, double *out,
                       void (*fn)(const ps_design *, double, double, double *, double *))
 {
     const ps_design d = ps_problem_design(p, 0);
     const size_t nt = p->nt;
-    for (size_t k = 0; k < nt; k++)
-        fn(&d, in[PS_X_U(nt, k)], in[PS_X_V(nt, k)], &out[PS_X_U(nt, k)], &out[PS_X_V(nt, k)]);
+    for (size_t c = 0; c < p->nc; c++)
+        for (size_t k = 0; k < nt; k++)
+            fn(&d, in[PS_X_U(nt, c, k)], in[PS_X_V(nt, c, k)], &out[PS_X_U(nt, c, k)],
+               &out[PS_X_V(nt, c, k)]);
 }
 
 void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b)
@@ -49,7 +52,16 @@ void ps_design_spin(const ps_problem *p, size_t j, ps_spin_consts *s)
         s->r[c] = p->r[3 * j + c];
         s->m0[c] = p->m0 ? p->m0[3 * j + c] : (c == 2 ? 1.0 : 0.0);
     }
-    s->gs = p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0);
+    for (size_t c = 0; c < p->nc; c++) {
+        if (p->b1map) { /* [ns][nc][2] */
+            const double *S = p->b1map + 2 * (j * p->nc + c);
+            s->gS[c][0] = p->dt * gamma * S[0];
+            s->gS[c][1] = p->dt * gamma * S[1];
+        } else {
+            s->gS[c][0] = p->dt * gamma * (p->b1scale ? p->b1scale[j] : 1.0);
+            s->gS[c][1] = 0.0;
+        }
+    }
     s->wz = p->dt * 2.0 * PS_PI * (p->df ? p->df[j] : 0.0);
     ps_relax_decrements(p->dt, p->t1 ? p->t1[j] : 0.0, &s->a1, &s->b1);
     ps_relax_decrements(p->dt, p->t2 ? p->t2[j] : 0.0, &s->a2, &s->b2);

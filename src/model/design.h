@@ -5,30 +5,38 @@
  * layout of x, the rotation vector theta, the chain rule back to x, the
  * power penalty or the peak reparametrization (docs/model.md).
  *
- * Layout. x has nx = 2 Nt reals, the u halves first:
- *     x[PS_X_U(nt, k)] = u_k,   x[PS_X_V(nt, k)] = v_k     (k = 0..Nt-1)
- * (the RF pulse b1 = u + i v in G, or with a finite b1_max the variables
- * z = (p, q) of the reparametrization below).
+ * Layout. x has nx = 2 Nc Nt reals, channel-major, each channel's u half
+ * first:
+ *     x[PS_X_U(nt, c, k)] = u_ck = x[2 c Nt + k],
+ *     x[PS_X_V(nt, c, k)] = v_ck = x[(2 c + 1) Nt + k]     (k = 0..Nt-1)
+ * (channel c's RF pulse b_c = u_c + i v_c in G, or with a finite b1_max the
+ * variables z = (p, q) of the reparametrization below, per channel and
+ * step). One channel: u_1..u_Nt, v_1..v_Nt.
  *
  * Pulse. Without b1_max, (u, v) = (p, q). With b1_max = bm:
  *     b = bm tanh(|z|) z/|z|          (model/bloch_math.h, ps_reparam_*)
  * so that |b_k| < bm for every x.
  *
  * Rotation vector of step k for spin j (rad), from the per-spin constants
- * gs = dt gamma s_j, wz = dt 2 pi df_j, the position r_j and the per-step
- * gradient rotation gdt_k = dt gamma G_k (rad/cm):
- *     theta = (gs u_k, gs v_k, gdt_k . r_j + wz)
+ * gS_jc = dt gamma S_jc (the complex sensitivity of channel c; one channel
+ * without a B1 map: S_j1 = s_j, the real B1 scale), wz = dt 2 pi df_j, the
+ * position r_j and the per-step gradient rotation gdt_k = dt gamma G_k
+ * (rad/cm): with the field b1_jk = sum_c gS_jc (u_ck + i v_ck),
+ *     theta = (Re b1_jk, Im b1_jk, gdt_k . r_j + wz)
+ * (one real channel: (gs u_k, gs v_k, ...), gs = dt gamma s_j).
  *
  * Chain rule. With gth = dL/dtheta of step k for spin j (the adjoint,
- * model/bloch_math.h), the spin's share of the loss gradient is
- *     dL/du_k += gs gth_x,   dL/dv_k += gs gth_y;
+ * model/bloch_math.h), the spin's share of the loss gradient is, per
+ * channel, with gS_jc = gr + i gi,
+ *     dL/du_ck += gr gth_x + gi gth_y,   dL/dv_ck += -gi gth_x + gr gth_y
+ * (one real channel: gs gth_x, gs gth_y);
  * summed over the spins (each backend in its own fixed order and in its
  * accumulation's precision: double on the CPU, the spin loop's on the
  * GPU, whose per-step sums over a tile's spins are in that precision), then per
  * step the power penalty and the reparametrization:
  *     dF/db_k = dL/db_k + 2 lambda b_k,    dF/dz_k = (db/dz)^T dF/db_k.
  *
- * Objective: F = sum_j loss_j + lambda sum_k (u_k^2 + v_k^2).
+ * Objective: F = sum_j loss_j + lambda sum_c sum_k (u_ck^2 + v_ck^2).
  */
 #ifndef PS_SRC_MODEL_DESIGN_H
 #define PS_SRC_MODEL_DESIGN_H
@@ -42,11 +50,11 @@
 
 /* ---- layout of x ---- */
 
-/* Number of unknowns for nt time steps. */
-#define PS_DESIGN_NX(nt) (2 * (nt))
-/* Index of u_k and v_k in x (and in every vector of the optimizer). */
-#define PS_X_U(nt, k) (k)
-#define PS_X_V(nt, k) ((nt) + (k))
+/* Number of unknowns for nc channels of nt time steps. */
+#define PS_DESIGN_NX(nc, nt) (2 * (nc) * (nt))
+/* Index of u_ck and v_ck in x (and in every vector of the optimizer). */
+#define PS_X_U(nt, c, k) (2 * (c) * (nt) + (k))
+#define PS_X_V(nt, c, k) ((2 * (c) + 1) * (nt) + (k))
 
 /* What maps x to the pulse and the pulse to F's penalty. */
 typedef struct ps_design {
@@ -83,10 +91,20 @@ PS_HD void ps_design_from_pulse(const ps_design *d, double u, double v, double *
 /* ---- rotation vector and the spin's chain rule, per precision ---- */
 
 /*
- * theta = (gs u, gs v, gdt.r + wz) of one step for one spin, and the
- * spin's share (gu, gv) = gs (gth_x, gth_y) of dL/du_k, dL/dv_k. The
- * z component's multiply-adds are fused on the GPU (PS_FMA_*), in the
- * order written: wz + gdt_x r_x, + gdt_y r_y, + gdt_z r_z.
+ * ps_design_theta: theta = (gs u, gs v, gdt.r + wz) of one step for one
+ * spin and one channel of real sensitivity gs. The z component's
+ * multiply-adds are fused on the GPU (PS_FMA_*), in the order written:
+ * wz + gdt_x r_x, + gdt_y r_y, + gdt_z r_z.
+ * ps_design_theta_channels: the same for nc channels of complex
+ * sensitivities gS[c] = (gr, gi) and pulse values u[c s], v[c s] (stride
+ * s): the first channel's real part as above, then its imaginary part and
+ * the other channels added, x += gr u - gi v, y += gr v + gi u, so that
+ * one channel with gi = 0 gives the bits of ps_design_theta.
+ *
+ * ps_design_spin_grad: the spin's share (gu, gv) = gs (gth_x, gth_y) of
+ * dL/du_k, dL/dv_k for one real channel; ps_design_spin_grad_channel: that
+ * of channel (gr, gi): (gr gth_x + gi gth_y, gr gth_y - gi gth_x), the
+ * bits of ps_design_spin_grad when gi = 0.
  */
 #define PS_DESIGN_SPIN_MATH(R, SFX, FMA)                                                \
     PS_HD void ps_design_theta_##SFX(R gs, R u, R v, const R gdt[3], const R r[3], R wz, \
@@ -96,10 +114,29 @@ PS_HD void ps_design_from_pulse(const ps_design *d, double u, double v, double *
         th[1] = gs * v;                                                                 \
         th[2] = FMA(gdt[2], r[2], FMA(gdt[1], r[1], FMA(gdt[0], r[0], wz)));            \
     }                                                                                   \
+    PS_HD void ps_design_theta_channels_##SFX(int nc, const R (*gS)[2], const R *u,      \
+                                              const R *v, size_t s, const R gdt[3],     \
+                                              const R r[3], R wz, R th[3])              \
+    {                                                                                   \
+        ps_design_theta_##SFX(gS[0][0], u[0], v[0], gdt, r, wz, th);                    \
+        th[0] = FMA(-gS[0][1], v[0], th[0]);                                            \
+        th[1] = FMA(gS[0][1], u[0], th[1]);                                             \
+        for (int c = 1; c < nc; c++) {                                                  \
+            const R uc = u[c * s], vc = v[c * s];                                       \
+            th[0] = FMA(-gS[c][1], vc, FMA(gS[c][0], uc, th[0]));                       \
+            th[1] = FMA(gS[c][1], uc, FMA(gS[c][0], vc, th[1]));                        \
+        }                                                                               \
+    }                                                                                   \
     PS_HD void ps_design_spin_grad_##SFX(R gs, const R gth[3], R *gu, R *gv)            \
     {                                                                                   \
         *gu = gth[0] * gs;                                                              \
         *gv = gth[1] * gs;                                                              \
+    }                                                                                   \
+    PS_HD void ps_design_spin_grad_channel_##SFX(R gr, R gi, const R gth[3], R *gu,      \
+                                                 R *gv)                                 \
+    {                                                                                   \
+        *gu = FMA(gi, gth[1], gth[0] * gr);                                             \
+        *gv = FMA(-gi, gth[0], gth[1] * gr);                                            \
     }
 PS_DESIGN_SPIN_MATH(float, f, PS_FMA_F)
 PS_DESIGN_SPIN_MATH(double, d, PS_FMA_D)
@@ -147,7 +184,8 @@ void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x);
  * their precision. */
 typedef struct ps_spin_consts {
     double r[3];   /* position, cm */
-    double gs;     /* dt gamma s_j, rad/G */
+    double gS[PS_MAX_CHANNELS][2]; /* dt gamma S_jc per channel (Re, Im), rad/G; one
+                                      channel without a b1map: (dt gamma s_j, 0) */
     double wz;     /* dt 2 pi df_j, rad */
     double a1, a2; /* relaxation decrements 1 - exp(-dt/T1,2) (0: none) */
     double b1, b2; /* their inverse increments exp(dt/T1,2) - 1 */

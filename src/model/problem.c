@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "model/design.h"
 #include "model/problem.h"
 
 /* ps_problem_desc (include/persolve.h) holds the fields of the lists and
@@ -14,7 +15,7 @@
 #define DESC_ARRAY(name, ...) const double *name;
 #define DESC_REAL(name, ...) double name;
 struct desc_of_the_lists {
-    size_t ns, nt;
+    size_t ns, nt, nc;
     PS_PROBLEM_ARRAYS(DESC_ARRAY)
     PS_PROBLEM_REALS(DESC_REAL)
     ps_loss loss;
@@ -43,14 +44,20 @@ static size_t first_nonfinite(const double *a, size_t n)
     return n;
 }
 
-/* Checks an array of n values, if given: finite, and what `rule` asks. */
-static int check_array(const char *name, const double *a, size_t n,
+/* Checks an array of n values, if given: finite, and what `rule` asks.
+ * Messages name an element [i][j][w] of [n / (mid width)][mid][width]
+ * when mid > 1, else [i][w] of [n / width][width] (or [i]). */
+static int check_array(const char *name, const double *a, size_t n, size_t mid,
                        size_t width, int rule, char *msg, size_t len)
 {
     if (!a)
         return PS_CONVERGED;
     size_t i = first_nonfinite(a, n);
     if (i < n) {
+        if (mid > 1)
+            return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s[%zu][%zu][%zu] is %s", name,
+                                 i / (mid * width), i / width % mid, i % width,
+                                 isnan(a[i]) ? "NaN" : "Inf");
         if (width > 1)
             return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s[%zu][%zu] is %s", name,
                         i / width, i % width, isnan(a[i]) ? "NaN" : "Inf");
@@ -81,7 +88,15 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
         return ps_status_msg(msg, len, PS_ERR_SIZE, "ns = %zu is too large (at most 2^31 spins)", d->ns);
     if (d->nt > PS_MAX_NT)
         return ps_status_msg(msg, len, PS_ERR_SIZE, "nt = %zu is too large (at most 2^26 time steps)", d->nt);
-#define REQUIRE(name, rows, width, presence, rule, group, dataset, label)     \
+    if (d->nc > PS_MAX_CHANNELS)
+        return ps_status_msg(msg, len, PS_ERR_SIZE, "nc = %zu is too large (at most %d channels)",
+                             d->nc, PS_MAX_CHANNELS);
+    if (d->b1map && d->b1scale)
+        return ps_status_msg(msg, len, PS_ERR_CHANNELS,
+                             "b1map and b1scale are both given (a B1 scale is the b1map of one channel)");
+    if (PS_NC_OF(d) > 1 && !d->b1map)
+        return ps_status_msg(msg, len, PS_ERR_CHANNELS, "nc = %zu channels need a b1map", d->nc);
+#define REQUIRE(name, rows, width, channels, presence, rule, group, dataset, label) \
     if (presence == PS_FIELD_REQUIRED && !d->name)                            \
         return ps_status_msg(msg, len, PS_ERR_NULL, "%s is NULL", label);
     PS_PROBLEM_ARRAYS(REQUIRE)
@@ -108,8 +123,13 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
         return ps_status_msg(msg, len, PS_ERR_B1MAX, "b1_max = %g must be > 0",
                     d->b1_max);
     int st;
-#define CHECK(name, rows, width, presence, rule, ...)                         \
-    if ((st = check_array(#name, d->name, d->rows * width, width, rule, msg, len))) \
+#define CHECK(name, rows, width, channels, presence, rule, ...)               \
+    if ((st = check_array(#name, d->name, PS_FIELD_COUNT(d, rows, width, channels),   \
+                          PS_NC_OF(d) == 1   ? 1                                       \
+                          : channels == PS_CH_INNER ? PS_NC_OF(d)                      \
+                          : channels == PS_CH_OUTER ? d->rows                          \
+                                                    : 1,                               \
+                          width, rule, msg, len)))                                     \
         return st;
     PS_PROBLEM_ARRAYS(CHECK)
 #undef CHECK
@@ -146,8 +166,10 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     int oom = 0;
     p->ns = d->ns;
     p->nt = d->nt;
-#define COPY(name, rows, width, presence, ...)                                \
-    p->name = dup_array(d->name, d->rows * width, presence == PS_FIELD_START, &oom);
+    p->nc = PS_NC_OF(d);
+#define COPY(name, rows, width, channels, presence, ...)                      \
+    p->name = dup_array(d->name, PS_FIELD_COUNT(d, rows, width, channels),     \
+                        presence == PS_FIELD_START, &oom);
     PS_PROBLEM_ARRAYS(COPY)
 #undef COPY
 #define COPY_REAL(name, ...) p->name = d->name;
@@ -180,6 +202,7 @@ int ps_problem_describe(const ps_problem *p, ps_problem_desc *d)
         return PS_ERR_NULL;
     d->ns = p->ns;
     d->nt = p->nt;
+    d->nc = p->nc;
 #define DESCRIBE(name, ...) d->name = p->name;
     PS_PROBLEM_ARRAYS(DESCRIBE)
     PS_PROBLEM_REALS(DESCRIBE)
@@ -192,9 +215,13 @@ int ps_problem_x0(const ps_problem *p, double *x)
 {
     if (!p || !x)
         return PS_ERR_NULL;
-    for (size_t k = 0; k < p->nt; k++) {
-        x[k] = p->b1[2 * k];
-        x[p->nt + k] = p->b1[2 * k + 1];
+    const size_t nt = p->nt;
+    for (size_t c = 0; c < p->nc; c++) {
+        const double *b = p->b1 + 2 * c * nt; /* [nc][nt][2] */
+        for (size_t k = 0; k < nt; k++) {
+            x[PS_X_U(nt, c, k)] = b[2 * k];
+            x[PS_X_V(nt, c, k)] = b[2 * k + 1];
+        }
     }
     return PS_CONVERGED;
 }
@@ -207,4 +234,9 @@ size_t ps_problem_ns(const ps_problem *p)
 size_t ps_problem_nt(const ps_problem *p)
 {
     return p ? p->nt : 0;
+}
+
+size_t ps_problem_nc(const ps_problem *p)
+{
+    return p ? p->nc : 0;
 }

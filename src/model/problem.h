@@ -15,7 +15,7 @@
 /* The fields of ps_problem_desc (model/problem_fields.h), owned: every
  * optional array absent from the description is NULL, b1 never is. */
 struct ps_problem {
-    size_t ns, nt;
+    size_t ns, nt, nc; /* nc >= 1 */
 #define PS_MEMBER_ARRAY(name, ...) double *name;
     PS_PROBLEM_ARRAYS(PS_MEMBER_ARRAY)
 #undef PS_MEMBER_ARRAY

@@ -24,7 +24,26 @@ enum {
                          * zeros, which the problem holds; it is not part of
                          * the problem's hash, and a result file writes the
                          * solution in its place */
+    PS_FIELD_EXTRA,     /* an optional array added after the checkpoint
+                         * format's problem hash was fixed: hashed only when
+                         * present, so that problems without it keep their
+                         * hash (and their checkpoints resume) */
 };
+
+/* How an array's rows relate to the transmit channels (nc of the problem;
+ * 0 in a description stands for 1). */
+enum {
+    PS_CH_NONE,  /* [rows][width] */
+    PS_CH_INNER, /* [rows][nc][width] */
+    PS_CH_OUTER, /* [nc][rows][width] */
+};
+
+/* Channels of a description or a problem s: nc, 0 meaning 1. */
+#define PS_NC_OF(s) ((s)->nc ? (s)->nc : (size_t)1)
+
+/* Elements of an array of the lists in s (a description or a problem). */
+#define PS_FIELD_COUNT(s, rows, width, channels)                              \
+    ((s)->rows * (size_t)(width) * ((channels) == PS_CH_NONE ? (size_t)1 : PS_NC_OF(s)))
 
 /* What validation asks of every element, beyond being finite. */
 enum {
@@ -36,14 +55,18 @@ enum {
 /*
  * The arrays, in the order they are validated, copied and hashed:
  *
- *   X(name, rows, width, presence, rule, group, dataset, label)
+ *   X(name, rows, width, channels, presence, rule, group, dataset, label)
  *
  * name     the member of ps_problem_desc and ps_problem, and its name in
  *          validation messages ("df[12] is NaN")
  * rows     ns (a row per spin) or nt (a row per time step): the member that
  *          counts the rows
  * width    values per row: [rows][width], row-major ([rows] when 1)
- * presence PS_FIELD_REQUIRED, PS_FIELD_OPTIONAL or PS_FIELD_START
+ * channels PS_CH_NONE: [rows][width]; PS_CH_INNER: [rows][nc][width] (a row
+ *          per spin, the channels inside); PS_CH_OUTER: [nc][rows][width]
+ *          (channel-major, as the unknowns are)
+ * presence PS_FIELD_REQUIRED, PS_FIELD_OPTIONAL, PS_FIELD_START or
+ *          PS_FIELD_EXTRA
  * rule     PS_RULE_FINITE, PS_RULE_NONNEGATIVE or PS_RULE_RELAXATION
  * group    the HDF5 group: spins or pulse (the dataset is /group/dataset)
  * dataset  its name in the group
@@ -51,29 +74,33 @@ enum {
  */
 #define PS_PROBLEM_ARRAYS(X)                                                   \
     /* positions, cm */                                                        \
-    X(r, ns, 3, PS_FIELD_REQUIRED, PS_RULE_FINITE, spins, "r",                 \
+    X(r, ns, 3, PS_CH_NONE, PS_FIELD_REQUIRED, PS_RULE_FINITE, spins, "r",                 \
       "r (spin positions)")                                                    \
     /* target magnetization */                                                 \
-    X(target, ns, 3, PS_FIELD_REQUIRED, PS_RULE_FINITE, spins, "target",       \
+    X(target, ns, 3, PS_CH_NONE, PS_FIELD_REQUIRED, PS_RULE_FINITE, spins, "target",       \
       "target")                                                                \
     /* off-resonance, Hz (absent: 0) */                                        \
-    X(df, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "df", "df")         \
-    /* B1 scale s_j (absent: 1) */                                             \
-    X(b1scale, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "b1",          \
+    X(df, ns, 1, PS_CH_NONE, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "df", "df")         \
+    /* B1 scale s_j of the one channel (absent: 1; not with b1map) */                                             \
+    X(b1scale, ns, 1, PS_CH_NONE, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "b1",          \
       "b1scale")                                                               \
     /* weights (absent: 1) */                                                  \
-    X(w, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_NONNEGATIVE, spins, "w", "w")       \
+    X(w, ns, 1, PS_CH_NONE, PS_FIELD_OPTIONAL, PS_RULE_NONNEGATIVE, spins, "w", "w")       \
     /* start magnetization (absent: (0, 0, 1)) */                              \
-    X(m0, ns, 3, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "m0", "m0")         \
+    X(m0, ns, 3, PS_CH_NONE, PS_FIELD_OPTIONAL, PS_RULE_FINITE, spins, "m0", "m0")         \
     /* T1, s (absent: no T1 relaxation) */                                     \
-    X(t1, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_RELAXATION, spins, "t1", "t1")     \
+    X(t1, ns, 1, PS_CH_NONE, PS_FIELD_OPTIONAL, PS_RULE_RELAXATION, spins, "t1", "t1")     \
     /* T2, s (absent: no T2 relaxation) */                                     \
-    X(t2, ns, 1, PS_FIELD_OPTIONAL, PS_RULE_RELAXATION, spins, "t2", "t2")     \
+    X(t2, ns, 1, PS_CH_NONE, PS_FIELD_OPTIONAL, PS_RULE_RELAXATION, spins, "t2", "t2")     \
+    /* complex B1+ sensitivity S_jc of every channel (Re, Im; absent: the \
+     * one channel with S_j1 = b1scale_j) */                                 \
+    X(b1map, ns, 2, PS_CH_INNER, PS_FIELD_EXTRA, PS_RULE_FINITE, spins,       \
+      "b1map", "b1map")                                                      \
     /* gradient waveform, G/cm */                                              \
-    X(g, nt, 3, PS_FIELD_REQUIRED, PS_RULE_FINITE, pulse, "g",                 \
+    X(g, nt, 3, PS_CH_NONE, PS_FIELD_REQUIRED, PS_RULE_FINITE, pulse, "g",                 \
       "g (gradient waveform)")                                                 \
-    /* start pulse (u, v), G */                                                \
-    X(b1, nt, 2, PS_FIELD_START, PS_RULE_FINITE, pulse, "b1", "b1")
+    /* start pulse (u, v) of every channel, G */                                                \
+    X(b1, nt, 2, PS_CH_OUTER, PS_FIELD_START, PS_RULE_FINITE, pulse, "b1", "b1")
 
 /*
  * The real scalars (the loss type is the one other scalar), in the order

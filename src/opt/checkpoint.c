@@ -41,11 +41,13 @@ uint64_t ps_problem_hash(const ps_problem *p)
     double sc[] = {PS_PROBLEM_REALS(REAL)};
 #undef REAL
     h = ps_fnv1a(h, sc, sizeof sc);
-#define ARRAY(name, rows, width, presence, ...)                               \
-    if (presence != PS_FIELD_START)                                           \
-        h = hash_array(h, p->name, p->rows * width);
+#define ARRAY(name, rows, width, channels, presence, ...)                     \
+    if (presence != PS_FIELD_START && (presence != PS_FIELD_EXTRA || p->name)) \
+        h = hash_array(h, p->name, PS_FIELD_COUNT(p, rows, width, channels));
     PS_PROBLEM_ARRAYS(ARRAY)
 #undef ARRAY
+    if (p->nc > 1) /* the channels, hashed where there are several */
+        h = hash_u64(h, p->nc);
     return h;
 }
 
