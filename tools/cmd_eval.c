@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "io/h5io.h"
+#include "model/design.h"
 
 int ps_cmd_eval(const ps_cli *cli)
 {
@@ -56,7 +57,7 @@ int ps_cmd_eval(const ps_cli *cli)
         size_t over = 0;
         double peak = 0.0;
         for (size_t k = 0; k < nt; k++) {
-            double a = hypot(x[k], x[nt + k]);
+            double a = hypot(x[PS_X_U(nt, k)], x[PS_X_V(nt, k)]);
             peak = a > peak ? a : peak;
             over += a > pd.b1_max;
         }

@@ -2,11 +2,13 @@
  * Problem creation: validation of every field of a ps_problem_desc and a
  * private copy of its arrays.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/status.h"
+#include "model/design.h"
 #include "model/problem.h"
 
 /* ps_problem_desc (include/persolve.h) holds the fields of the lists and
@@ -23,6 +25,11 @@ struct desc_of_the_lists {
 #undef DESC_ARRAY
 _Static_assert(sizeof(struct desc_of_the_lists) == sizeof(ps_problem_desc),
                "a member of ps_problem_desc has no row in model/problem_fields.h");
+#define DESC_AT(name, ...)                                                                 \
+    _Static_assert(offsetof(struct desc_of_the_lists, name) == offsetof(ps_problem_desc, name), \
+                   "ps_problem_desc." #name " is not where model/problem_fields.h lists it");
+PS_PROBLEM_ARRAYS(DESC_AT)
+#undef DESC_AT
 
 void ps_problem_desc_init(ps_problem_desc *d)
 {
@@ -192,10 +199,7 @@ int ps_problem_x0(const ps_problem *p, double *x)
 {
     if (!p || !x)
         return PS_ERR_NULL;
-    for (size_t k = 0; k < p->nt; k++) {
-        x[k] = p->b1[2 * k];
-        x[p->nt + k] = p->b1[2 * k + 1];
-    }
+    ps_design_x_of_rows(p->nt, p->b1, x);
     return PS_CONVERGED;
 }
 
