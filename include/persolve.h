@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define PS_VERSION_MAJOR 0
-#define PS_VERSION_MINOR 1
+#define PS_VERSION_MINOR 2
 #define PS_VERSION_PATCH 0
 
 /** Default gyromagnetic ratio over 2 pi, Hz/G (protons). */
@@ -77,7 +77,7 @@ typedef enum ps_status {
 /** Static English text for a status (never NULL). */
 const char *ps_strerror(int status);
 
-/** Library version string, e.g. "0.1.0". */
+/** Library version string, e.g. "0.2.0". */
 const char *ps_version(void);
 
 /* ------------------------------------------------------------------------ */

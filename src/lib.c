@@ -1,8 +1,8 @@
 /*
- * Public entry points: ps_eval, ps_simulate and solve_persistent (on the
- * CPU, solve_persistent is an asynchronous run (opt/run.c) waited for; on
- * the GPU it launches the persistent kernel), results, loss names and
- * build information.
+ * Public entry points: ps_eval, ps_simulate and solve_persistent (on both
+ * backends an asynchronous run (opt/run.c) waited for; on the GPU that run
+ * launches the persistent kernel), results, loss names and build
+ * information.
  */
 #include <stddef.h>
 #include <stdlib.h>

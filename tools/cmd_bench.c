@@ -57,13 +57,13 @@ typedef struct bench_row {
     int repeatable;       /* every run ended at the same f, iterations, evaluations */
     int same;             /* iterates bit-identical to the persistent row: 1, 0; -1 n/a */
     ps_result last;       /* the last timed run (history kept) */
-    double *x;            /* its final pulse [2 nt] */
+    double *x;            /* its final pulse [nx] */
 } bench_row;
 
 typedef struct bench_size {
     ps_bench_size sz;
     ps_problem *p;        /* its problem, loaded before anything is printed */
-    size_t ns, nt;
+    size_t ns, nt, nx;    /* spins, steps, unknowns */
     double eval_s;        /* GPU: median in-kernel time of one evaluation (0: none) */
     double eval_launch_s; /* GPU: median time of one evaluation launch */
     double cpu_eval_s;    /* CPU: median time of one ps_eval (0: none) */
@@ -107,7 +107,7 @@ static int has_iterates(int st, const ps_result *r)
 static void bench_row_run(const ps_problem *p, const ps_options *o, int variant, int repeats,
                           int warm, bench_row *row, ps_cli_log *log)
 {
-    size_t n = 2 * ps_problem_nt(p);
+    size_t n = ps_problem_nx(p);
     double secs = 0.0;
     ps_result r;
     row->x = malloc(n * sizeof(double));
@@ -173,7 +173,7 @@ static int same_iterates(const bench_row *a, const bench_row *b, size_t n)
  * warm-up). */
 static double cpu_eval_seconds(const ps_problem *p, const ps_options *o, const double *at, int reps)
 {
-    size_t n = 2 * ps_problem_nt(p);
+    size_t n = ps_problem_nx(p);
     double *x = malloc(n * sizeof *x), *g = malloc(n * sizeof *g), *t = malloc((size_t)reps * sizeof *t);
     double f, m = 0.0;
     ps_options oc = *o;
@@ -242,7 +242,7 @@ static double prof_part(const bench_size *b, int optimizer)
 static void profile_phases(const ps_problem *p, const ps_options *o, bench_size *b)
 {
     unsigned long long ns[PS_GPU_PROF];
-    size_t n = 2 * ps_problem_nt(p);
+    size_t n = ps_problem_nx(p);
     double *x = malloc(n * sizeof *x);
     ps_result r;
     memset(&r, 0, sizeof r);
@@ -267,7 +267,7 @@ static void print_size(FILE *f, const bench_size *b, int64_t iters)
 {
     const bench_row *pr = persistent_row(b);
     fprintf(f, "\nsize %s  %s  (Ns %zu, Nt %zu, n %zu)\n", b->sz.label, b->sz.spec, b->ns, b->nt,
-            2 * b->nt);
+            b->nx);
     if (b->device[0])
         fprintf(f, "  gpu launch:  %s\n", b->device);
     if (b->eval_s > 0.0)
@@ -495,7 +495,7 @@ static void bench_control(const ps_problem *p, const ps_options *o0, control_sta
     ps_options o = *o0;
     o.backend = PS_BACKEND_GPU;
     o.max_iterations = 0;
-    size_t n = 2 * ps_problem_nt(p);
+    size_t n = ps_problem_nx(p);
     double *x = malloc(n * sizeof *x);
     double *a = malloc(CTL_PAUSES * sizeof *a), *b = malloc(CTL_PAUSES * sizeof *b);
     double *c = malloc(CTL_YIELDS * sizeof *c), *d = malloc(CTL_YIELDS * sizeof *d);
@@ -667,7 +667,8 @@ int ps_cmd_bench(const ps_cli *cli)
         const ps_problem *p = b->p;
         b->ns = ps_problem_ns(p);
         b->nt = ps_problem_nt(p);
-        size_t n = 2 * b->nt;
+        b->nx = ps_problem_nx(p);
+        size_t n = b->nx;
 
         if (run_gpu) {
             for (int v = 0; v < N_GPU_VARIANTS; v++) {

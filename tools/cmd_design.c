@@ -466,8 +466,8 @@ int ps_cmd_design(const ps_cli *cli)
         (code = read_whole_file(cli->resume, &in_blob, &in_len)) != PS_EXIT_OK)
         goto done;
 
-    size_t ns = ps_problem_ns(p), nt = ps_problem_nt(p);
-    x = malloc(2 * nt * sizeof(double));
+    size_t ns = ps_problem_ns(p);
+    x = malloc(ps_problem_nx(p) * sizeof(double));
     m = malloc(3 * ns * sizeof(double));
     if (!x || !m) {
         ps_cli_error("out of memory");

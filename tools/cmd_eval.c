@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "io/h5io.h"
+#include "model/design.h"
 
 int ps_cmd_eval(const ps_cli *cli)
 {
@@ -55,14 +56,16 @@ int ps_cmd_eval(const ps_cli *cli)
     if (ps_problem_describe(p, &pd) == 0 && isfinite(pd.b1_max)) {
         size_t over = 0;
         double peak = 0.0;
-        for (size_t k = 0; k < nt; k++) {
-            double a = hypot(x[k], x[nt + k]);
-            peak = a > peak ? a : peak;
-            over += a > pd.b1_max;
-        }
+        const size_t nc = ps_problem_nc(p);
+        for (size_t c = 0; c < nc; c++)
+            for (size_t k = 0; k < nt; k++) {
+                double a = hypot(x[PS_X_U(nt, c, k)], x[PS_X_V(nt, c, k)]);
+                peak = a > peak ? a : peak;
+                over += a > pd.b1_max;
+            }
         if (over)
             ps_cli_error("warning: the pulse exceeds b1_max = %g G at %zu of %zu steps (peak %g G); "
-                         "F is evaluated at the pulse as given", pd.b1_max, over, nt, peak);
+                         "F is evaluated at the pulse as given", pd.b1_max, over, nc * nt, peak);
     }
 
     double f = NAN;

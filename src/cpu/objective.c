@@ -113,13 +113,10 @@ static int objective(const ps_problem *p, const ps_design *des, int precision, i
 
     if (!oom) {
         /* fixed-order sums: lanes in order, then the power penalty */
-        double loss = 0.0, power = 0.0;
+        double loss = 0.0;
         for (size_t l = 0; l < nl; l++)
             loss += lane_loss[l];
-        for (size_t c = 0; c < nc; c++)
-            for (size_t k = 0; k < nt; k++)
-                power += ps_design_power(b[PS_X_U(nt, c, k)], b[PS_X_V(nt, c, k)]);
-        *f = loss + des->lambda * power;
+        *f = loss + des->lambda * ps_design_power_sum(b, nx);
         if (grad) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nthreads) if (ns * nt >= PS_CPU_PARALLEL_MIN)

@@ -37,7 +37,7 @@ void *ps_run_cpu_worker(void *arg)
         if (r->requests & PS_REQ_PAUSE && !(r->requests & PS_REQ_YIELD)) {
             ps_driver_clock_stop(&r->drv);
             r->state = PS_RUN_PAUSED;
-            ps_run_publish(r);
+            ps_run_impl_publish(r);
             pthread_cond_broadcast(&r->cv);
             while (r->requests == PS_REQ_PAUSE)
                 pthread_cond_wait(&r->cv, &r->mu);
@@ -46,17 +46,17 @@ void *ps_run_cpu_worker(void *arg)
             continue; /* a new control point: cancel or yield may be pending */
         }
         if (r->requests & PS_REQ_YIELD) {
-            ps_run_yielded(r);
+            ps_run_impl_yielded(r);
             pthread_mutex_unlock(&r->mu);
             return NULL;
         }
-        ps_run_publish(r);
+        ps_run_impl_publish(r);
         pthread_mutex_unlock(&r->mu);
         /* ---- one phase, unlocked ---- */
         ps_driver_step(&r->drv);
         pthread_mutex_lock(&r->mu);
     }
-    ps_run_finish(r);
+    ps_run_impl_finish(r);
     pthread_mutex_unlock(&r->mu);
     return NULL;
 }
@@ -66,8 +66,8 @@ int ps_run_start_cpu(const ps_problem *p, const ps_options *o,
 {
     ps_run *r;
     *out = NULL;
-    int st = ps_run_create(p, o, x0, fell_back, &r);
+    int st = ps_run_impl_create(p, o, x0, fell_back, &r);
     if (st)
         return st;
-    return ps_run_launch(r, out);
+    return ps_run_impl_launch(r, out);
 }

@@ -265,7 +265,7 @@ __device__ inline void update_partials(const args &a, double alpha, int ns, doub
         for (int c = blockIdx.x; c < (nt + 31) / 32; c += gridDim.x) {
             const int k = c * 32 + (int)threadIdx.x;
             if (k < nt)
-                acc[1] += a.gt[k] * a.gt[k] + a.gt[nt + k] * a.gt[nt + k];
+                acc[1] += a.gt[PS_X_U(nt, 0, k)] * a.gt[PS_X_U(nt, 0, k)] + a.gt[PS_X_V(nt, 0, k)] * a.gt[PS_X_V(nt, 0, k)];
         }
     }
     trial_dots(a, alpha, ns, a.gt, scratch);

@@ -68,12 +68,12 @@ void *ps_run_gpu_worker(void *arg)
         if (r->requests & PS_REQ_CANCEL) /* (a no-op on a solve already done) */
             ps_driver_cancel(&r->drv);
         if (ps_driver_done(&r->drv)) {
-            ps_run_finish(r);
+            ps_run_impl_finish(r);
             break;
         }
         r->heartbeat++;
         if (r->requests & PS_REQ_YIELD) {
-            ps_run_yielded(r);
+            ps_run_impl_yielded(r);
             break;
         }
         /* the yield was withdrawn: on from the stored state */
@@ -98,13 +98,13 @@ int ps_run_start_gpu(const ps_problem *p, const ps_options *o,
 {
     ps_run *r;
     *out = NULL;
-    int st = ps_run_create(p, o, x0, 0, &r);
+    int st = ps_run_impl_create(p, o, x0, 0, &r);
     if (st)
         return st;
     st = ps_run_gpu_attach(r);
     if (st) {
-        ps_run_destroy(r);
+        ps_run_impl_destroy(r);
         return st;
     }
-    return ps_run_launch(r, out);
+    return ps_run_impl_launch(r, out);
 }

@@ -140,7 +140,7 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
 extern "C" int ps_gpu_stage_pulse(int precision, size_t nt)
 {
     size_t rs = precision == PS_PRECISION_DOUBLE ? sizeof(double) : sizeof(float);
-    return 2 * nt * rs <= PS_GPU_PULSE_SMEM;
+    return PS_DESIGN_NX(1, nt) * rs <= PS_GPU_PULSE_SMEM; /* u, v of every step */
 }
 
 template <typename R>

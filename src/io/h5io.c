@@ -39,6 +39,7 @@
 #include <hdf5.h>
 
 #include "common/atomic_file.h"
+#include "model/design.h"
 #include "model/problem.h"
 #include "model/problem_fields.h"
 
@@ -618,16 +619,13 @@ int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
         return st;
     st = h5_read_array(file, &c, "/pulse/b1", 1, nt, "Nt", 2, &b1, NULL);
     if (st == 0) {
-        for (size_t k = 0; k < nt; k++) {
-            if (!isfinite(b1[2 * k]) || !isfinite(b1[2 * k + 1])) {
+        for (size_t k = 0; k < nt && !st; k++)
+            if (!isfinite(b1[2 * k]) || !isfinite(b1[2 * k + 1]))
                 st = h5_fail(&c, PS_ERR_NONFINITE,
                              "/pulse/b1: row %zu is not finite (%g, %g)", k,
                              b1[2 * k], b1[2 * k + 1]);
-                break;
-            }
-            x[k] = b1[2 * k];
-            x[nt + k] = b1[2 * k + 1];
-        }
+        if (!st)
+            ps_design_x_of_rows(1, nt, b1, x);
     }
     free(b1);
     H5Fclose(file);
@@ -721,12 +719,8 @@ static hid_t h5_group(hid_t file, const h5ctx *c, const char *name, int *st)
 static double *h5_rows_from_x(const double *x, size_t nt)
 {
     double *b = malloc(2 * nt * sizeof(double));
-    if (!b)
-        return NULL;
-    for (size_t k = 0; k < nt; k++) {
-        b[2 * k] = x[k];
-        b[2 * k + 1] = x[nt + k];
-    }
+    if (b)
+        ps_design_rows_of_x(1, nt, x, b);
     return b;
 }
 

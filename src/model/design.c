@@ -45,6 +45,32 @@ void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x)
     each_step(p, b, x, ps_design_from_pulse);
 }
 
+void ps_design_x_of_rows(size_t nc, size_t nt, const double *rows, double *x)
+{
+    for (size_t c = 0; c < nc; c++)
+        for (size_t k = 0; k < nt; k++) {
+            x[PS_X_U(nt, c, k)] = rows[2 * (c * nt + k)];
+            x[PS_X_V(nt, c, k)] = rows[2 * (c * nt + k) + 1];
+        }
+}
+
+void ps_design_rows_of_x(size_t nc, size_t nt, const double *x, double *rows)
+{
+    for (size_t c = 0; c < nc; c++)
+        for (size_t k = 0; k < nt; k++) {
+            rows[2 * (c * nt + k)] = x[PS_X_U(nt, c, k)];
+            rows[2 * (c * nt + k) + 1] = x[PS_X_V(nt, c, k)];
+        }
+}
+
+double ps_design_power_sum(const double *b, size_t nx)
+{
+    double power = 0.0;
+    for (size_t i = 0; i < nx; i++)
+        power += b[i] * b[i];
+    return power;
+}
+
 void ps_design_spin(const ps_problem *p, size_t j, ps_spin_consts *s)
 {
     const double gamma = 2.0 * PS_PI * p->gamma_bar;

@@ -145,7 +145,8 @@ PS_DESIGN_SPIN_MATH(double, d, PS_FMA_D)
 /* ---- per step, after the sum over spins ---- */
 
 /* The power penalty's term of one step: u^2 + v^2 (F adds lambda times
- * the sum over steps). */
+ * the sum over steps; the GPU sums these per step in its reduction's
+ * order, the CPU the squares in the order of x: ps_design_power_sum). */
 PS_HD double ps_design_power(double u, double v)
 {
     return u * u + v * v;
@@ -178,6 +179,12 @@ ps_design ps_problem_design(const ps_problem *p, int physical);
 /* The pulse b[nx] of the variables x[nx] (b may equal x), and the inverse
  * (x strictly inside the b1_max constraint; x may equal b). */
 void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b);
+/* Between x and rows [nc][nt][2] of (u_ck, v_ck), the layout of files and
+ * of ps_problem_desc.b1. */
+void ps_design_x_of_rows(size_t nc, size_t nt, const double *rows, double *x);
+void ps_design_rows_of_x(size_t nc, size_t nt, const double *x, double *rows);
+/* The power sum_i b_i^2 of a pulse b[nx] in the layout of x, in index order. */
+double ps_design_power_sum(const double *b, size_t nx);
 void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x);
 
 /* What one spin brings to the model, in double: the backends round it to

@@ -2,6 +2,7 @@
  * Problem creation: validation of every field of a ps_problem_desc and a
  * private copy of its arrays.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,11 @@ struct desc_of_the_lists {
 #undef DESC_ARRAY
 _Static_assert(sizeof(struct desc_of_the_lists) == sizeof(ps_problem_desc),
                "a member of ps_problem_desc has no row in model/problem_fields.h");
+#define DESC_AT(name, ...)                                                                 \
+    _Static_assert(offsetof(struct desc_of_the_lists, name) == offsetof(ps_problem_desc, name), \
+                   "ps_problem_desc." #name " is not where model/problem_fields.h lists it");
+PS_PROBLEM_ARRAYS(DESC_AT)
+#undef DESC_AT
 
 void ps_problem_desc_init(ps_problem_desc *d)
 {
@@ -215,14 +221,7 @@ int ps_problem_x0(const ps_problem *p, double *x)
 {
     if (!p || !x)
         return PS_ERR_NULL;
-    const size_t nt = p->nt;
-    for (size_t c = 0; c < p->nc; c++) {
-        const double *b = p->b1 + 2 * c * nt; /* [nc][nt][2] */
-        for (size_t k = 0; k < nt; k++) {
-            x[PS_X_U(nt, c, k)] = b[2 * k];
-            x[PS_X_V(nt, c, k)] = b[2 * k + 1];
-        }
-    }
+    ps_design_x_of_rows(p->nc, p->nt, p->b1, x);
     return PS_CONVERGED;
 }
 

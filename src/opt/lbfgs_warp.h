@@ -10,7 +10,7 @@
 
 /*
  * The warp form's primitives: CUDA's; or, with PS_WARP_EMULATION (tests
- * only: tests/warp_emu.c), the includer's PS_LANE, PS_SHFL and
+ * only: tests/unit/warp_emu.c), the includer's PS_LANE, PS_SHFL and
  * PS_SYNCWARP, host threads as the lanes.
  */
 #if defined(__CUDACC__)

@@ -31,16 +31,12 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "cpu/objective.h"
-#include "cuda/gpu.h"
-#include "cuda/run.h"
 #include "model/design.h"
-#include "model/problem.h"
 #include "opt/backend.h"
 #include "opt/checkpoint.h"
 #include "opt/driver.h"
 #include "opt/run.h"
 #include "opt/run_impl.h"
-#include "persolve_gpu.h"
 
 static uint64_t bits(double v)
 {
@@ -57,7 +53,7 @@ static double from_bits(uint64_t u)
 }
 
 /* Publish the progress (caller holds the mutex: one writer at a time). */
-void ps_run_publish(ps_run *r)
+void ps_run_impl_publish(ps_run *r)
 {
     ps_run_snap_store *s = &r->snap;
     const ps_solver *sv = &r->drv.s;
@@ -147,7 +143,7 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
 }
 
 /* The end of a solve (mutex held): outcome published, waiters woken. */
-void ps_run_finish(ps_run *r)
+void ps_run_impl_finish(ps_run *r)
 {
     ps_driver_clock_stop(&r->drv);
     r->requests = 0;
@@ -156,20 +152,20 @@ void ps_run_finish(ps_run *r)
     memset(&tmp, 0, sizeof tmp);
     r->status = ps_driver_outcome(&r->drv, &tmp, NULL);
     r->heartbeat++;
-    ps_run_publish(r);
+    ps_run_impl_publish(r);
     pthread_cond_broadcast(&r->cv);
 }
 
 /* A yield obeyed, by either backend's worker (mutex held): the state is in
  * the driver (and on the device), the requests are cleared. */
-void ps_run_yielded(ps_run *r)
+void ps_run_impl_yielded(ps_run *r)
 {
     ps_driver_clock_stop(&r->drv);
     r->requests = 0;
     if (r->gpu)
         ps_run_gpu_command(r);
     r->state = PS_RUN_YIELDED;
-    ps_run_publish(r);
+    ps_run_impl_publish(r);
     pthread_cond_broadcast(&r->cv);
 }
 
@@ -181,10 +177,10 @@ static int spawn(ps_run *r)
         ps_run_gpu_command(r);
         ps_gpu_run_set_resume(r->gpu, r->drv.elapsed, r->drv.ft);
     }
-    ps_run_publish(r);
+    ps_run_impl_publish(r);
     if (pthread_create(&r->thread, NULL, r->gpu ? ps_run_gpu_worker : ps_run_cpu_worker, r) != 0) {
         r->state = PS_RUN_YIELDED;
-        ps_run_publish(r);
+        ps_run_impl_publish(r);
         return PS_ERR_NO_MEMORY;
     }
     r->thread_live = 1;
@@ -201,7 +197,7 @@ static void join(ps_run *r)
 }
 
 /* A handle with its driver set up for p and o, not yet started. */
-int ps_run_create(const ps_problem *p, const ps_options *o,
+int ps_run_impl_create(const ps_problem *p, const ps_options *o,
                   const double *x0, int fell_back, ps_run **out)
 {
     size_t n = ps_problem_nx(p);
@@ -244,7 +240,7 @@ int ps_run_create(const ps_problem *p, const ps_options *o,
     return PS_CONVERGED;
 }
 
-void ps_run_destroy(ps_run *r)
+void ps_run_impl_destroy(ps_run *r)
 {
     ps_gpu_run_free(r->gpu);
     ps_driver_free(&r->drv);
@@ -255,17 +251,17 @@ void ps_run_destroy(ps_run *r)
 }
 
 /* Start the worker of a new handle, or finish a handle that is done. */
-int ps_run_launch(ps_run *r, ps_run **out)
+int ps_run_impl_launch(ps_run *r, ps_run **out)
 {
     pthread_mutex_lock(&r->mu);
     int st = PS_CONVERGED;
     if (ps_driver_done(&r->drv))
-        ps_run_finish(r);
+        ps_run_impl_finish(r);
     else
         st = spawn(r);
     pthread_mutex_unlock(&r->mu);
     if (st) {
-        ps_run_destroy(r);
+        ps_run_impl_destroy(r);
         return st;
     }
     *out = r;
@@ -287,11 +283,11 @@ static int start_on_backend(const ps_problem *p, const ps_options *opt,
     if (st)
         return st;
     ps_run *r;
-    if ((st = ps_run_create(p, opt, x0, fell_back, &r)))
+    if ((st = ps_run_impl_create(p, opt, x0, fell_back, &r)))
         return st;
     if (buf) {
         if ((st = ps_checkpoint_load(p, &r->o, buf, len, &r->drv))) {
-            ps_run_destroy(r);
+            ps_run_impl_destroy(r);
             return st;
         }
         /* the pulse returned if nothing is evaluated: the checkpoint's */
@@ -301,7 +297,7 @@ static int start_on_backend(const ps_problem *p, const ps_options *opt,
         ps_gpu_run_free(r->gpu);
         r->gpu = NULL;
         if (!(opt->backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st))) {
-            ps_run_destroy(r);
+            ps_run_impl_destroy(r);
             return st;
         }
         ps_log(opt, PS_LOG_WARNING, __FILE__, __LINE__,
@@ -309,7 +305,7 @@ static int start_on_backend(const ps_problem *p, const ps_options *opt,
                ps_strerror(st));
         r->fell_back = 1;
     }
-    return ps_run_launch(r, out);
+    return ps_run_impl_launch(r, out);
 }
 
 int ps_solve_start(const ps_problem *p, const ps_options *o, const double *x0,
@@ -434,7 +430,7 @@ int ps_run_cancel(ps_run *r)
         /* no worker: end it here */
         join(r);
         ps_driver_cancel(&r->drv);
-        ps_run_finish(r);
+        ps_run_impl_finish(r);
     } else if (r->state != PS_RUN_FINISHED) {
         r->requests |= PS_REQ_CANCEL;
         pthread_cond_broadcast(&r->cv);
@@ -568,5 +564,5 @@ void ps_run_free(ps_run *r)
     pthread_mutex_unlock(&r->mu);
     if (r->thread_live)
         pthread_join(r->thread, NULL);
-    ps_run_destroy(r);
+    ps_run_impl_destroy(r);
 }

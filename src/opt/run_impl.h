@@ -56,20 +56,20 @@ struct ps_run {
 /* ---- opt/run.c: the handle ---- */
 
 /* A handle with its driver set up for p and o, not yet started. */
-int ps_run_create(const ps_problem *p, const ps_options *o, const double *x0,
+int ps_run_impl_create(const ps_problem *p, const ps_options *o, const double *x0,
                   int fell_back, ps_run **out);
 /* Release a handle whose worker (if any) has been joined. */
-void ps_run_destroy(ps_run *r);
+void ps_run_impl_destroy(ps_run *r);
 /* Start the worker of a new handle, or finish a handle that is done; on
  * error the handle is destroyed. */
-int ps_run_launch(ps_run *r, ps_run **out);
+int ps_run_impl_launch(ps_run *r, ps_run **out);
 /* Publish the progress (caller holds the mutex: one writer at a time). */
-void ps_run_publish(ps_run *r);
+void ps_run_impl_publish(ps_run *r);
 /* The end of a solve (mutex held): outcome published, waiters woken. */
-void ps_run_finish(ps_run *r);
+void ps_run_impl_finish(ps_run *r);
 /* A yield obeyed, by either backend's worker (mutex held): the state is in
  * the driver (and on the device), the requests are cleared. */
-void ps_run_yielded(ps_run *r);
+void ps_run_impl_yielded(ps_run *r);
 
 /* ---- cpu/run_cpu.c: the CPU worker ---- */
 

@@ -2,23 +2,21 @@
  * The GPU options (persolve_gpu.h): defaults and validation of the launch
  * shape a caller forces and of the tune cache switch.
  */
-#include <string.h>
-
 #include "common/log.h"
 #include "cuda/launch.h"
 #include "tune/gpu_options.h"
 
+/* The defaults: the tune cache read, every part of the shape automatic. */
+static const ps_gpu_options automatic = {.tune_cache = 1};
+
 void ps_gpu_options_default(ps_gpu_options *g)
 {
-    if (!g)
-        return;
-    memset(g, 0, sizeof *g);
-    g->tune_cache = 1;
+    if (g)
+        *g = automatic;
 }
 
 const ps_gpu_options *ps_gpu_options_of(const ps_options *o)
 {
-    static const ps_gpu_options automatic = {.tune_cache = 1};
     return o->gpu ? o->gpu : &automatic;
 }
 

@@ -235,7 +235,7 @@ static void measure(const ps_problem *p, const ps_options *run, int repeats, con
     for (int i = -1; i < repeats; i++) {
         ps_result res;
         memset(&res, 0, sizeof res);
-        memcpy(x, x0, 2 * p->nt * sizeof *x);
+        memcpy(x, x0, ps_problem_nx(p) * sizeof *x);
         int st = ps_gpu_solve_config(p, run, &cfg, x, &res);
         int ok = (st >= 0 || st == PS_ERR_LINE_SEARCH) && res.history_len > 0;
         if (ok && i >= 0) {
@@ -328,7 +328,7 @@ int ps_gpu_tune(const ps_problem *p, const ps_options *o, const ps_tune_settings
     run.ftol = 0.0;
     run.progress = NULL;
     run.progress_user = NULL;
-    size_t n = 2 * p->nt;
+    size_t n = ps_problem_nx(p);
     double *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
     double *t = malloc((size_t)s.repeats * sizeof *t);
     if (!x0 || !x || !t) {

@@ -1,6 +1,6 @@
 /*
  * ps_eval and ps_simulate (CPU backend) against the independent float64
- * reference of tests/ref_bloch.c (stored trajectory, per-step Jacobians by
+ * reference of tests/reference/ref_bloch.c (stored trajectory, per-step Jacobians by
  * dual numbers) on random problems: every loss, relaxation off, mild and
  * strong, lambda = 0 and > 0.
  *
