@@ -28,12 +28,14 @@ struct args {
     int ns, nt, n;          /* spins, steps, n = 2 nt */
     int sb, segs, ntiles;   /* spins per tile, segments (P), tiles */
     int loss, relax, memory;
+    int nc;                 /* channels of the channels kernel (its spinS); 1 otherwise */
     int stage_pulse;        /* 1: each block stages the trial pulse in shared memory */
     int gv;                 /* blocks that run the vector phases: ceil(n / block), <= grid */
     ps_design des;          /* x -> pulse and penalty (model/design.h; at the pulse itself
                                for MODE_EVAL) */
     const void *spin;       /* [ns][SP_STRIDE] R */
     const void *gdt;        /* [nt][3] R: dt gamma G_k, rad/cm */
+    const void *spinS;      /* [ns][nc][2] R: dt gamma S_jc (the channels kernel), or NULL */
     const double *target;   /* [ns][3] */
     const double *w;        /* [ns] */
     const double *m0;       /* [ns][3] */
@@ -78,11 +80,12 @@ __device__ __forceinline__ uint64_t global_ns()
     return t;
 }
 
-/* Pulse (u, v) at step k of the point x + alpha d (d may be NULL). */
+/* Pulse (u, v) of channel c at step k of the point x + alpha d (d may be
+ * NULL), and its variables (zp, zq). */
 __device__ __forceinline__ void pulse_at(const args &a, const double *x, const double *d, double alpha,
-                                         int k, double *u, double *v, double *zp, double *zq)
+                                         int c, int k, double *u, double *v, double *zp, double *zq)
 {
-    const int iu = PS_X_U(a.nt, 0, k), iv = PS_X_V(a.nt, 0, k);
+    const int iu = PS_X_U(a.nt, c, k), iv = PS_X_V(a.nt, c, k);
     double p = x[iu], q = x[iv];
     if (d) {
         p = ps_trial_coord(p, alpha, d[iu]);

@@ -21,9 +21,10 @@ extern "C" {
 
 using namespace ps_gpu;
 
-/* Build the per-spin records and gdt_k (model/design.h) in precision R. */
+/* Build the per-spin records and gdt_k (model/design.h) in precision R;
+ * with S (the channels kernel), every spin's dt gamma S_jc [ns][nc][2]. */
 template <typename R>
-static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double *m0)
+static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double *m0, R *S)
 {
     for (size_t j = 0; j < p->ns; j++) {
         R *s = spin + j * SP_STRIDE;
@@ -32,7 +33,7 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double
         s[SP_R0] = (R)c.r[0];
         s[SP_R1] = (R)c.r[1];
         s[SP_R2] = (R)c.r[2];
-        s[SP_GS] = (R)c.gS[0][0]; /* one real channel (context_create) */
+        s[SP_GS] = (R)c.gS[0][0]; /* the single-channel kernel's real B1 scale */
         s[SP_WZ] = (R)c.wz;
         s[SP_A1] = (R)c.a1;
         s[SP_A2] = (R)c.a2;
@@ -41,6 +42,10 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double
         w[j] = c.w;
         for (int i = 0; i < 3; i++)
             m0[3 * j + i] = c.m0[i];
+        for (size_t q = 0; S && q < p->nc; q++) {
+            S[2 * (j * p->nc + q)] = (R)c.gS[q][0];
+            S[2 * (j * p->nc + q) + 1] = (R)c.gS[q][1];
+        }
     }
     for (size_t k = 0; k < p->nt; k++) {
         double g[3];
@@ -64,25 +69,22 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     args a;
     memset(&a, 0, sizeof a);
     memset(c, 0, sizeof *c);
-    void *d_spin = NULL, *d_gdt = NULL;
+    void *d_spin = NULL, *d_gdt = NULL, *d_spinS = NULL;
     double *d_target = NULL, *d_w = NULL, *d_m0 = NULL, *d_vec = NULL, *d_part = NULL;
     ps_solver *d_state = NULL;
     ps_progress *d_hist = NULL;
-    R *h_spin = NULL, *h_gdt = NULL;
+    R *h_spin = NULL, *h_gdt = NULL, *h_S = NULL;
     double *h_w = NULL, *h_m0 = NULL;
     ps_solver *h_state = NULL;
 
-    PS_RETURN_ERROR_IF(o, p->b1map != NULL, PS_ERR_NOT_IMPLEMENTED,
-                       "the GPU backend runs one transmit channel of real B1 scale; this problem has "
-                       "a b1map of %zu channel(s) (the CPU backend runs it)",
-                       p->nc);
     ps_gpu_config cfg;
     st = ps_gpu_resolve_config(p, o, cfg_in, &cfg);
     if (st)
         return st;
     const int G = cfg.grid, tb = cfg.block;
     const int ntiles = (int)((ns + cfg.sb - 1) / cfg.sb);
-    const size_t smem = ps_gpu_dyn_smem(o->precision, cfg.sb, cfg.segs, tb, nt);
+    const int channels = ps_gpu_channels(p);
+    const size_t smem = ps_gpu_dyn_smem(o->precision, cfg.sb, cfg.segs, tb, nt, channels);
     int hist_cap = mode == MODE_EVAL ? 1
                    : o->max_iterations > 0 && o->max_iterations < 1000000
                        ? (int)o->max_iterations + 1
@@ -94,11 +96,13 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     h_w = (double *)malloc(ns * sizeof(double));
     h_m0 = (double *)malloc(3 * ns * sizeof(double));
     h_state = (ps_solver *)malloc(sizeof(ps_solver));
-    if (!h_spin || !h_gdt || !h_w || !h_m0 || !h_state) {
+    if (channels)
+        h_S = (R *)malloc(2 * ns * p->nc * sizeof(R));
+    if (!h_spin || !h_gdt || !h_w || !h_m0 || !h_state || (channels && !h_S)) {
         st = PS_ERR_NO_MEMORY;
         goto out;
     }
-    spin_records<R>(p, h_spin, h_gdt, h_w, h_m0);
+    spin_records<R>(p, h_spin, h_gdt, h_w, h_m0, h_S);
     ps_solver_init(h_state, m, o->past, o->max_linesearch, o->max_iterations,
                    o->max_evaluations, o->gtol, o->ftol, o->c1, o->c2, o->time_limit,
                    ps_options_fnoise(o));
@@ -106,6 +110,11 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     /* device buffers */
     CUDA_TRY(o, cudaMalloc(&d_spin, ns * SP_STRIDE * sizeof(R)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_gdt, 3 * nt * sizeof(R)), PS_ERR_GPU_MEMORY);
+    if (channels) {
+        CUDA_TRY(o, cudaMalloc(&d_spinS, 2 * ns * p->nc * sizeof(R)), PS_ERR_GPU_MEMORY);
+        CUDA_TRY(o, cudaMemcpy(d_spinS, h_S, 2 * ns * p->nc * sizeof(R), cudaMemcpyHostToDevice),
+                 PS_ERR_GPU_LAUNCH);
+    }
     CUDA_TRY(o, cudaMalloc(&d_target, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_w, ns * sizeof(double)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_m0, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
@@ -138,10 +147,12 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.relax = p->t1 || p->t2;
     a.des = ps_problem_design(p, mode != MODE_SOLVE);
     a.memory = m;
-    a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt);
+    a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt, channels);
     a.gv = (int)((n + tb - 1) / tb) < G ? (int)((n + tb - 1) / tb) : G;
     a.prof = ps_gpu_profile_buffer();
     a.spin = d_spin;
+    a.spinS = d_spinS;
+    a.nc = (int)p->nc;
     a.gdt = d_gdt;
     a.target = d_target;
     a.w = d_w;
@@ -172,6 +183,8 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     c->smem = smem;
     c->precision = o->precision;
     c->d_spin = d_spin;
+    c->d_spinS = d_spinS;
+    c->channels = channels;
     c->d_gdt = d_gdt;
     c->d_target = d_target;
     c->d_w = d_w;
@@ -180,12 +193,13 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     c->d_part = d_part;
     c->d_state = d_state;
     c->d_hist = d_hist;
-    d_spin = d_gdt = NULL;
+    d_spin = d_gdt = d_spinS = NULL;
     d_target = d_w = d_m0 = d_vec = d_part = NULL;
     d_state = NULL;
     d_hist = NULL;
 out:
     cudaFree(d_spin);
+    cudaFree(d_spinS);
     cudaFree(d_gdt);
     cudaFree(d_target);
     cudaFree(d_w);
@@ -195,6 +209,7 @@ out:
     cudaFree(d_state);
     cudaFree(d_hist);
     free(h_spin);
+    free(h_S);
     free(h_gdt);
     free(h_w);
     free(h_m0);
@@ -217,6 +232,7 @@ int ps_gpu::context_create(const ps_problem *p, const ps_options *o, const ps_gp
 void ps_gpu::context_destroy(context *c)
 {
     cudaFree(c->d_spin);
+    cudaFree(c->d_spinS);
     cudaFree(c->d_gdt);
     cudaFree(c->d_target);
     cudaFree(c->d_w);

@@ -90,8 +90,9 @@ struct context {
     ps_gpu_config cfg; /* resolved launch shape: grid G, block, sb, segs, regcap */
     size_t smem;       /* dynamic shared memory of an evaluation block, bytes */
     int precision;     /* PS_PRECISION_* of the spin loop */
+    int channels;      /* ps_gpu_channels: 0, or the channels of the channels kernel */
     /* allocations (a points into them) */
-    void *d_spin, *d_gdt;
+    void *d_spin, *d_gdt, *d_spinS;
     double *d_target, *d_w, *d_m0, *d_vec, *d_part;
     ps_solver *d_state;
     ps_progress *d_hist;

@@ -69,7 +69,7 @@ extern "C" int ps_gpu_usable(const ps_options *o)
     PS_RETURN_ERROR_IF(o, !coop, PS_ERR_GPU_UNSUPPORTED,
                        "device 0 does not support cooperative launch");
     ps_gpu_kernel_info ki;
-    PS_RETURN_ERROR_IF(o, ps_gpu_kernel_attrs(PS_PRECISION_SINGLE, 0, &ki) != PS_CONVERGED,
+    PS_RETURN_ERROR_IF(o, ps_gpu_kernel_attrs(PS_PRECISION_SINGLE, 0, 0, &ki) != PS_CONVERGED,
                        PS_ERR_GPU_UNSUPPORTED,
                        "device 0 cannot run this build's kernels (no kernel image for its "
                        "architecture; rebuild with -Dgpu_arch)");

@@ -70,6 +70,28 @@ __device__ __forceinline__ void design_theta(double gs, double u, double v, cons
 {
     ps_design_theta_d(gs, u, v, gdt, r, wz, th);
 }
+__device__ __forceinline__ void design_theta_channels(int nc, const float (*gS)[2], const float *u, const float *v,
+                                                      size_t s, const float gdt[3], const float r[3], float wz,
+                                                      float th[3])
+{
+    ps_design_theta_channels_f(nc, gS, u, v, s, gdt, r, wz, th);
+}
+__device__ __forceinline__ void design_theta_channels(int nc, const double (*gS)[2], const double *u,
+                                                      const double *v, size_t s, const double gdt[3],
+                                                      const double r[3], double wz, double th[3])
+{
+    ps_design_theta_channels_d(nc, gS, u, v, s, gdt, r, wz, th);
+}
+__device__ __forceinline__ void design_spin_grad_channel(float gr, float gi, const float gth[3], float *gu,
+                                                         float *gv)
+{
+    ps_design_spin_grad_channel_f(gr, gi, gth, gu, gv);
+}
+__device__ __forceinline__ void design_spin_grad_channel(double gr, double gi, const double gth[3], double *gu,
+                                                         double *gv)
+{
+    ps_design_spin_grad_channel_d(gr, gi, gth, gu, gv);
+}
 __device__ __forceinline__ void design_spin_grad(float gs, const float gth[3], float *gu, float *gv)
 {
     ps_design_spin_grad_f(gs, gth, gu, gv);
@@ -92,11 +114,44 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gd
         v = pul[2 * k + 1];
     } else {
         double ud, vd, zp, zq;
-        pulse_at(a, x, d, alpha, k, &ud, &vd, &zp, &zq);
+        pulse_at(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
         u = (R)ud;
         v = (R)vd;
     }
     design_theta(sp[SP_GS], u, v, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+}
+
+/* The same for a spin of a.nc channels of sensitivities S [nc][2] (the
+ * channels kernel); the pulses of step k from pul[k][nc][2] if staged. */
+template <typename R>
+__device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, const R (*S)[2], const R *gdt,
+                                                  const R *pul, const double *x, const double *d, double alpha,
+                                                  int k, R th[3])
+{
+    if (pul) {
+        const R *pk = pul + (size_t)2 * a.nc * k;
+        design_theta_channels(a.nc, S, pk, pk + 1, 2, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+    } else {
+        R u[PS_MAX_CHANNELS], v[PS_MAX_CHANNELS];
+        for (int c = 0; c < a.nc; c++) {
+            double ud, vd, zp, zq;
+            pulse_at(a, x, d, alpha, c, k, &ud, &vd, &zp, &zq);
+            u[c] = (R)ud;
+            v[c] = (R)vd;
+        }
+        design_theta_channels(a.nc, S, u, v, 1, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+    }
+}
+
+/* theta of the single-channel kernel (NCH 0) or the channels kernel (1). */
+template <typename R, int NCH>
+__device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S)[2], const R *gdt, const R *pul,
+                                         const double *x, const double *d, double alpha, int k, R th[3])
+{
+    if (NCH)
+        theta_at_channels<R>(a, sp, S, gdt, pul, x, d, alpha, k, th);
+    else
+        theta_at<R>(a, sp, gdt, pul, x, d, alpha, k, th);
 }
 
 /* Steps buffered per warp before the gradient is summed over spins
@@ -105,15 +160,19 @@ template <typename R> struct stage_depth { static const int value = 16; };
 template <> struct stage_depth<double> { static const int value = 8; };
 #define PS_GPU_STAGE (stage_depth<R>::value)
 
-/* Largest staged pulse (bytes of shared memory per block). */
+/* Largest staged pulse (bytes of shared memory per block): one channel, and
+ * several (the channels kernel opts into more shared memory). */
 #define PS_GPU_PULSE_SMEM (48 * 1024)
+#define PS_GPU_PULSE_SMEM_CHANNELS (64 * 1024)
 
-/* Dynamic shared memory of the evaluation; pulse_len = nt if staged, else 0. */
+/* Dynamic shared memory of the evaluation; pulse_len = nt (nc nt with
+ * channels) if staged, else 0; channels: ps_gpu_channels. */
 template <typename R>
-__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len)
+__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len, int channels)
 {
     size_t tb = (size_t)sb * segs;
     return (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
+           + (size_t)sb * 2 * channels * sizeof(R) /* the tile's sensitivities */
            + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
            + tb * 12 * sizeof(R)               /* prefix-composed segment maps */
            + tb * 9 * sizeof(R)                /* suffix products of their linear parts */
@@ -126,10 +185,10 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
  * relaxation); without relaxation a unit quaternion (16 FMA a step), made
  * affine at the end.
  */
-template <typename R>
-__device__ __forceinline__ void composite(const args &a, const R *spl, const R *pul, const double *x,
-                                          const double *d, double alpha, int k0, int kseg, int relax,
-                                          R T[12])
+template <typename R, int NCH>
+__device__ __forceinline__ void composite(const args &a, const R *spl, const R (*S)[2], const R *pul,
+                                          const double *x, const double *d, double alpha, int k0, int kseg,
+                                          int relax, R T[12])
 {
     const int nt = a.nt;
     const R *gdt = (const R *)a.gdt;
@@ -139,7 +198,7 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R *
             if (k >= nt)
                 break;
             R th[3];
-            theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+            theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
             affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
         }
     } else {
@@ -149,7 +208,7 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R *
             if (k >= nt)
                 break;
             R th[3];
-            theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+            theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
             quat_step(th, Q);
         }
         quat_to_affine(Q, T);
@@ -257,10 +316,11 @@ __device__ __forceinline__ void end_state_and_loss(const args &a, int j, bool va
  * sums them over each segment's spins (lanes g*sb .. g*sb + sb - 1 in
  * order), one (component, step, segment) per lane, and adds them to gp.
  */
-template <typename R>
-__device__ __forceinline__ void replay(const args &a, const R *spl, const R *pul, const double *x,
-                                       const double *d, double alpha, int t, int sb, int k0, int kseg,
-                                       int relax, R *Stage, R m[3], R lam[3], double *gp, bool first)
+template <typename R, int NCH>
+__device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)[2], const R (*Stile)[2],
+                                       const R *pul, const double *x, const double *d, double alpha, int t,
+                                       int sb, int k0, int kseg, int relax, R *Stage, R m[3], R lam[3],
+                                       double *gp, bool first)
 {
     const int nt = a.nt;
     const R *gdt = (const R *)a.gdt;
@@ -273,14 +333,45 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R *pul
         R gx = 0, gy = 0;
         if (k < nt) {
             R th[3], gth[3];
-            theta_at<R>(a, spl, gdt, pul, x, d, alpha, k, th);
+            theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
             reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
-            design_spin_grad(gs, gth, &gx, &gy);
+            if (NCH) { /* dL/dtheta: the channels' chain rule is the sum's (below) */
+                gx = gth[0];
+                gy = gth[1];
+            } else {
+                design_spin_grad(gs, gth, &gx, &gy);
+            }
         }
         stg[nb * 33 + lane] = gx;
         stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
         nb++;
-        if (nb == PS_GPU_STAGE || i == 0) {
+        if (NCH && (nb == PS_GPU_STAGE || i == 0)) {
+            /* channels: per (channel c, component, step, segment) the sum over
+             * the segment's spins l of their chain rule (model/design.h) with
+             * the spin's sensitivity Stile[l nc + c] */
+            __syncwarp();
+            const int per = nb * ngroups, nc = a.nc;
+            for (int it = lane; it < 2 * nc * per; it += 32) {
+                const int cc = it / per, rem = it - cc * per, r = rem / ngroups, g = rem - r * ngroups;
+                const int ch = cc >> 1, comp = cc & 1;
+                const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;
+                R sum = 0;
+                for (int l = 0; l < sb; l++) {
+                    const R gth2[3] = {rx[l], ry[l], 0};
+                    R gu, gv;
+                    design_spin_grad_channel(Stile[l * nc + ch][0], Stile[l * nc + ch][1], gth2, &gu, &gv);
+                    sum += comp ? gv : gu;
+                }
+                const int kk = (pw + g) * kseg + itop - r;
+                if (kk < nt) {
+                    double *dst = gp + (comp ? PS_X_V((size_t)nt, ch, kk) : PS_X_U((size_t)nt, ch, kk));
+                    *dst = (first ? 0.0 : *dst) + (double)sum;
+                }
+            }
+            __syncwarp();
+            nb = 0;
+            itop = i - 1;
+        } else if (!NCH && (nb == PS_GPU_STAGE || i == 0)) {
             __syncwarp();
             const int per = nb * ngroups;
             for (int it = lane; it < 2 * per; it += 32) {
@@ -303,7 +394,11 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R *pul
     }
 }
 
-template <typename R>
+/*
+ * NCH 0: the single-channel kernel (a real B1 scale per spin, SP_GS); 1:
+ * the channels kernel (a.nc channels of complex sensitivities a.spinS).
+ */
+template <typename R, int NCH>
 __device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad,
                          char *smem)
 {
@@ -311,8 +406,11 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     const int t = threadIdx.x, js = t % sb, p = t / sb;
     double *lossbuf = (double *)smem;          /* [sb] */
     double *lamf = lossbuf + sb;               /* [sb][3] dL/dM_Nt */
-    R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr; /* [nt][2] */
-    R *Tm = (R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0); /* [P*sb][12] */
+    R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr; /* [nt][2], channels: [nt][nc][2] */
+    /* channels: the tile's sensitivities [sb][nc][2] after the pulse */
+    R(*Stile)[2] = NCH ? (R(*)[2])((R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt * a.nc : 0)) : nullptr;
+    R *Tm = NCH ? (R *)(Stile + (size_t)sb * a.nc)
+                : (R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0); /* [P*sb][12] */
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
     R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][33] */
     const R *spin = (const R *)a.spin;
@@ -323,12 +421,21 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     double *gp = a.gpart + (size_t)blockIdx.x * a.n; /* this block's partial gradient */
     bool first = true;                               /* no tile added into gp yet */
 
-    if (pul) { /* the trial pulse, once per block */
+    if (pul && !NCH) { /* the trial pulse, once per block */
         for (int k = t; k < nt; k += blockDim.x) {
             double ud, vd, zp, zq;
-            pulse_at(a, x, d, alpha, k, &ud, &vd, &zp, &zq);
+            pulse_at(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
             pul[2 * k] = (R)ud;
             pul[2 * k + 1] = (R)vd;
+        }
+        __syncthreads();
+    } else if (pul) { /* every channel's, [nt][nc][2] */
+        for (int q = t; q < nt * a.nc; q += blockDim.x) {
+            const int k = q / a.nc, c = q - k * a.nc;
+            double ud, vd, zp, zq;
+            pulse_at(a, x, d, alpha, c, k, &ud, &vd, &zp, &zq);
+            pul[2 * q] = (R)ud;
+            pul[2 * q + 1] = (R)vd;
         }
         __syncthreads();
     }
@@ -341,10 +448,21 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
         for (int c = 0; c < SP_STRIDE; c++)
             spl[c] = sp[c];
         const int relax = a.relax;
+        if (NCH) { /* the tile's sensitivities (spins past ns: the last spin's) */
+            const R *sS = (const R *)a.spinS;
+            for (int q = t; q < sb * a.nc; q += blockDim.x) {
+                const int jq = tile * sb + q / a.nc, jc = jq < a.ns ? jq : a.ns - 1;
+                const R *s = sS + 2 * ((size_t)jc * a.nc + q % a.nc);
+                Stile[q][0] = s[0];
+                Stile[q][1] = s[1];
+            }
+            __syncthreads();
+        }
+        const R(*S)[2] = NCH ? Stile + (size_t)js * a.nc : nullptr; /* this spin's S (NCH) */
 
         // ---- composite ----
         R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
-        composite<R>(a, spl, pul, x, d, alpha, k0, kseg, relax, T);
+        composite<R, NCH>(a, spl, S, pul, x, d, alpha, k0, kseg, relax, T);
 
         // ---- scan, the loss at M_Nt ----
         R V[9];
@@ -368,7 +486,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                 for (int c = 0; c < 3; c++)
                     lam[c] = fmar(Vq[6 + c], lf[2], fmar(Vq[3 + c], lf[1], Vq[c] * lf[0]));
             }
-            replay<R>(a, spl, pul, x, d, alpha, t, sb, k0, kseg, relax, Stage, m, lam, gp, first);
+            replay<R, NCH>(a, spl, S, Stile, pul, x, d, alpha, t, sb, k0, kseg, relax, Stage, m, lam, gp,
+                           first);
         }
         first = false;
         __syncthreads(); /* shared buffers are reused by the next tile */

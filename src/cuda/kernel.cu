@@ -21,8 +21,9 @@ extern "C" {
 using namespace ps_gpu;
 
 /* MINB: __launch_bounds__ minimum blocks of PS_GPU_MAX_THREADS per SM (1:
- * up to 128 registers a thread, 2: up to 64). */
-template <typename R, int MINB>
+ * up to 128 registers a thread, 2: up to 64). NCH: 0 one channel of a real
+ * B1 scale, 1 a.nc channels of complex sensitivities (cuda/evaluate.cuh). */
+template <typename R, int MINB, int NCH>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_kernel(args a)
 {
     cg::grid_group grid = cg::this_grid();
@@ -42,7 +43,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     __syncthreads();
 
     // ---- the phases, from the stored state to DONE or a yield (cuda/loop.cuh) ----
-    solve_phases<R>(a, grid, L, smem, t0, last, a.t_base, false);
+    solve_phases<R, NCH>(a, grid, L, smem, t0, last, a.t_base, false);
     if (a.mode == MODE_EVAL)
         return;
 
@@ -56,20 +57,23 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     }
 }
 
-template <typename R> static void *kernel_ptr(int regcap)
+template <typename R> static void *kernel_ptr(int regcap, int channels)
 {
-    return regcap ? (void *)persistent_solve_kernel<R, 2> : (void *)persistent_solve_kernel<R, 1>;
+    if (channels)
+        return regcap ? (void *)persistent_solve_kernel<R, 2, 1> : (void *)persistent_solve_kernel<R, 1, 1>;
+    return regcap ? (void *)persistent_solve_kernel<R, 2, 0> : (void *)persistent_solve_kernel<R, 1, 0>;
 }
 
-extern "C" void *ps_gpu_kernel_ptr(int precision, int regcap)
+extern "C" void *ps_gpu_kernel_ptr(int precision, int regcap, int channels)
 {
-    return precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(regcap) : kernel_ptr<float>(regcap);
+    return precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(regcap, channels)
+                                            : kernel_ptr<float>(regcap, channels);
 }
 
-extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info)
+extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, int channels, ps_gpu_kernel_info *info)
 {
     cudaFuncAttributes fa;
-    void *k = ps_gpu_kernel_ptr(precision, regcap);
+    void *k = ps_gpu_kernel_ptr(precision, regcap, channels);
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
         cudaGetLastError();
         return PS_ERR_NO_GPU;
@@ -86,7 +90,7 @@ int ps_gpu::launch_persistent(context *c, const ps_options *o, double *ms)
 {
     int st = PS_CONVERGED;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
-    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap);
+    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->channels);
     void *params[] = {&c->a};
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);

@@ -62,8 +62,12 @@ int ps_gpu_preferred_config(const ps_problem *p, const ps_options *o, int sms,
 void ps_gpu_default_config(size_t ns, size_t nt, int grid_blocks, int tb,
                            int min_segs, int *sb, int *segs);
 int ps_gpu_min_segments(const ps_problem *p);
-size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt);
-int ps_gpu_stage_pulse(int precision, size_t nt);
+/* channels: 0 for a problem of one channel with a real B1 scale (the
+ * single-channel kernel), else its number of channels (the channels
+ * kernel, complex sensitivities from its b1map): ps_gpu_channels. */
+int ps_gpu_channels(const ps_problem *p);
+size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int channels);
+int ps_gpu_stage_pulse(int precision, size_t nt, int channels);
 
 /*
  * Phase profile of the next solves: when enabled, block 0 adds the time
@@ -87,10 +91,11 @@ enum {
 int ps_gpu_profile_enable(int on);
 int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF]);
 unsigned long long *ps_gpu_profile_buffer(void);
-int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info);
-/* The persistent kernel's entry for a precision and register cap. */
-void *ps_gpu_kernel_ptr(int precision, int regcap);
-int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem);
+int ps_gpu_kernel_attrs(int precision, int regcap, int channels, ps_gpu_kernel_info *info);
+/* The persistent kernel's entry for a precision, register cap and
+ * channels (ps_gpu_channels: 0 or not). */
+void *ps_gpu_kernel_ptr(int precision, int regcap, int channels);
+int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem);
 
 /* "NAME (grid G x B[ regcap], SB spins x P segments, float32|float64)":
  * ps_result.device of a GPU solve with shape c. */

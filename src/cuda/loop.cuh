@@ -129,21 +129,21 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
  * clock: an accepted trial's is the update's). Returns EV_DONE, EV_YIELD,
  * or EV_STOPPED (cancelled: the state is DONE).
  */
-template <typename R>
+template <typename R, int NCH>
 __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_shared &L,
                                    const double *d, double alpha, int ns, double *gout, char *smem,
                                    uint64_t &t0, uint64_t &last)
 {
     // ---- evaluate: the blocks' partials at x + alpha d ----
-    evaluate<R>(a, a.x, d, alpha, true, smem);
+    evaluate<R, NCH>(a, a.x, d, alpha, true, smem);
     eval_barrier(a, grid, L, t0, last, PS_PROF_EVAL);
 
     // ---- reduce: gradient and scalars' partials (a trial: the update's dots too) ----
     const int cmd = control_issue(a);
-    reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    reduce_gradient<NCH>(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     prof_mark(a, last, PS_PROF_REDUCE);
     if (ns >= 0) {
-        trial_dots(a, alpha, ns, gout, (double *)smem);
+        trial_dots<NCH>(a, alpha, ns, gout, (double *)smem);
         if (blockIdx.x == 0 && threadIdx.x == 0)
             *a.elapsed = (double)(global_ns() - t0) * 1e-9;
     }
@@ -191,7 +191,7 @@ __device__ inline int take_update(const args &a, loop_shared &L, uint64_t &last,
  * MODE_EVAL stops after the start evaluation, with f in a.eval_out[0]
  * and the in-kernel time of the evaluation in *a.elapsed.
  */
-template <typename R>
+template <typename R, int NCH>
 __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
                             uint64_t &t0, uint64_t &last, double elapsed, bool one_iteration)
 {
@@ -204,7 +204,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
 
     if (S.phase == PS_PHASE_START) {
         // ---- evaluate at the start point ----
-        const int ev = evaluate_and_reduce<R>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+        const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
         if (ev == EV_YIELD)
             return 1;
         if (ev == EV_STOPPED)
@@ -248,7 +248,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             direction_barrier(a, grid, L, cmd, t0, last, PS_PROF_DIRECTION);
         } else if (phase == PS_PHASE_TRIAL) {
             // ---- line search trial, with the update's dots ----
-            const int ev = evaluate_and_reduce<R>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
+            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)

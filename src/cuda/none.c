@@ -117,23 +117,28 @@ int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
     return ps_gpu_usable(o);
 }
 
+int ps_gpu_channels(const ps_problem *p)
+{
+    return 0;
+}
+
 int ps_gpu_min_segments(const ps_problem *p)
 {
     return 1;
 }
 
-size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt)
+size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int channels)
 {
     return 0;
 }
 
-int ps_gpu_kernel_attrs(int precision, int regcap, ps_gpu_kernel_info *info)
+int ps_gpu_kernel_attrs(int precision, int regcap, int channels, ps_gpu_kernel_info *info)
 {
     memset(info, 0, sizeof *info);
     return PS_ERR_NO_GPU;
 }
 
-int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem)
+int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem)
 {
     return 0; /* nothing fits */
 }

@@ -79,28 +79,32 @@ __host__ __device__ inline size_t reduce_smem_bytes(int tb)
  * c*32 + l, so that a warp's loads of a partial row are coalesced);
  * warp w sums the partial rows b = w, w + nw, ... in order, then warp 0
  * sums the warps' sums in warp order: a fixed order for a fixed launch
- * shape (all variants run this with the same one).
+ * shape (all variants run this with the same one). With channels (NCH)
+ * the block takes (channel, chunk) pairs q = block + i grid, channel
+ * q / chunks, in that order.
  */
+template <int NCH>
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
                                        double *gout, double *scratch, double *out4)
 {
     const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nw = blockDim.x >> 5, chunks = (nt + 31) / 32;
+    const int nw = blockDim.x >> 5, chunks = (nt + 31) / 32, nq = NCH ? chunks * a.nc : chunks;
     double *wsum = scratch; /* [nw][2][32] */
     /* [3]: the block's loss, carried along so that one sum over blocks
      * gives all four scalars of an evaluation */
     double acc[4] = {0.0, 0.0, 0.0, threadIdx.x == 0 ? a.lpart[blockIdx.x] : 0.0};
-    for (int c = blockIdx.x; c < chunks; c += G) {
+    for (int q = blockIdx.x; q < nq; q += G) {
+        const int ch = NCH ? q / chunks : 0, c = NCH ? q - ch * chunks : q;
         const int k = c * 32 + lane;
         const bool ok = k < nt;
         double u = 0.0, v = 0.0, zp = 0.0, zq = 0.0;
         if (warp == 0 && ok) /* the pulse's loads issued with the partials' */
-            pulse_at(a, x, d, alpha, k, &u, &v, &zp, &zq);
+            pulse_at(a, x, d, alpha, ch, k, &u, &v, &zp, &zq);
         double gu = 0.0, gv = 0.0;
         if (ok)
             for (int b = warp; b < G; b += nw) {
-                gu += a.gpart[(size_t)b * a.n + PS_X_U(nt, 0, k)];
-                gv += a.gpart[(size_t)b * a.n + PS_X_V(nt, 0, k)];
+                gu += a.gpart[(size_t)b * a.n + PS_X_U(nt, ch, k)];
+                gv += a.gpart[(size_t)b * a.n + PS_X_V(nt, ch, k)];
             }
         wsum[(warp * 2) * 32 + lane] = gu;
         wsum[(warp * 2 + 1) * 32 + lane] = gv;
@@ -113,7 +117,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
                 gv += wsum[(w * 2 + 1) * 32 + lane];
             }
             ps_design_step_grad(&a.des, zp, zq, u, v, gu, gv, &gu, &gv);
-            const int iu = PS_X_U(nt, 0, k), iv = PS_X_V(nt, 0, k);
+            const int iu = PS_X_U(nt, ch, k), iv = PS_X_V(nt, ch, k);
             gout[iu] = gu;
             gout[iv] = gv;
             if (d)
@@ -184,14 +188,17 @@ __device__ __forceinline__ double warp_sum_scatter(double (&v)[NV])
  * dots are not summed: dot_blocks). A fixed order for a fixed launch
  * shape, whether it runs after the reduction or alone. Every thread of
  * the block calls it; scratch: [warps][4m] doubles (reduce_smem_bytes);
- * ends with a barrier.
+ * ends with a barrier. With channels (NCH) a chunk's elements are its
+ * steps of every component e = 0 .. 2 nc - 1 (element i = e nt + k).
  */
+template <int NCH>
 __device__ inline void trial_dots(const args &a, double alpha, int ns, const double *gt, double *scratch)
 {
     const int nt = a.nt, n = a.n, m = a.memory, G = gridDim.x, chunks = (nt + 31) / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int mine = (int)blockIdx.x < chunks ? (chunks - (int)blockIdx.x + G - 1) / G : 0;
-    const int items = mine * 64, busy = min(nw, (items + 31) / 32); /* warps with elements */
+    const int per = NCH ? 64 * a.nc : 64; /* elements of a chunk */
+    const int items = mine * per, busy = min(nw, (items + 31) / 32); /* warps with elements */
     if (!mine)
         return;
     for (int j0 = 0; j0 < m; j0 += 4) {
@@ -200,10 +207,10 @@ __device__ inline void trial_dots(const args &a, double alpha, int ns, const dou
         for (int q = 0; q < 16; q++)
             acc[q] = 0.0;
         for (int it = threadIdx.x; it < items; it += blockDim.x) {
-            const int k = ((int)blockIdx.x + (it >> 6) * G) * 32 + (it & 31);
+            const int k = ((int)blockIdx.x + (NCH ? it / per : it >> 6) * G) * 32 + (it & 31);
             if (k >= nt)
                 continue;
-            const int i = k + ((it >> 5) & 1) * nt;
+            const int i = k + (NCH ? (it >> 5) % (2 * a.nc) : (it >> 5) & 1) * nt;
             const double x = a.x[i], g = a.g[i], gv = gt[i];
             const double yv = gv - g, sv = ps_trial_coord(x, alpha, a.d[i]) - x;
             double sj[4], yj[4];
@@ -257,18 +264,22 @@ __host__ __device__ inline int dot_blocks(int nt, int G)
  * in the reduction's order (a.rpart[block][1]) and the dots (trial_dots).
  * scratch: reduce_smem_bytes.
  */
+template <int NCH>
 __device__ inline void update_partials(const args &a, double alpha, int ns, double *scratch)
 {
-    const int nt = a.nt;
+    const int nt = a.nt, chunks = (nt + 31) / 32, nq = NCH ? chunks * a.nc : chunks;
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
     if (threadIdx.x < 32) {
-        for (int c = blockIdx.x; c < (nt + 31) / 32; c += gridDim.x) {
+        for (int q = blockIdx.x; q < nq; q += gridDim.x) {
+            const int ch = NCH ? q / chunks : 0, c = NCH ? q - ch * chunks : q;
             const int k = c * 32 + (int)threadIdx.x;
-            if (k < nt)
-                acc[1] += a.gt[PS_X_U(nt, 0, k)] * a.gt[PS_X_U(nt, 0, k)] + a.gt[PS_X_V(nt, 0, k)] * a.gt[PS_X_V(nt, 0, k)];
+            if (k < nt) {
+                const double gu = a.gt[PS_X_U(nt, ch, k)], gv = a.gt[PS_X_V(nt, ch, k)];
+                acc[1] += gu * gu + gv * gv;
+            }
         }
     }
-    trial_dots(a, alpha, ns, a.gt, scratch);
+    trial_dots<NCH>(a, alpha, ns, a.gt, scratch);
     block_partials(acc, 4, scratch, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
 }
 

@@ -71,9 +71,14 @@ extern "C" int ps_gpu_min_segments(const ps_problem *p)
     return segs < 1.0 ? 1 : segs > 1e9 ? 1000000000 : (int)segs;
 }
 
-extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int tb, size_t smem)
+extern "C" int ps_gpu_channels(const ps_problem *p)
 {
-    void *k = ps_gpu_kernel_ptr(precision, regcap);
+    return p->b1map ? (int)p->nc : 0;
+}
+
+extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem)
+{
+    void *k = ps_gpu_kernel_ptr(precision, regcap, channels);
     int bps = 0;
     if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, tb, smem) != cudaSuccess) {
@@ -109,8 +114,8 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
     for (int pass = 0; pass < 2; pass++) {
         if (!c.sb || !c.segs)
             ps_gpu_default_config(p->ns, p->nt, G, tb, min_segs, &sb, &segs);
-        size_t smem = ps_gpu_dyn_smem(o->precision, sb, segs, tb, p->nt);
-        int bps = ps_gpu_max_blocks_per_sm(o->precision, c.regcap, tb, smem);
+        size_t smem = ps_gpu_dyn_smem(o->precision, sb, segs, tb, p->nt, ps_gpu_channels(p));
+        int bps = ps_gpu_max_blocks_per_sm(o->precision, c.regcap, ps_gpu_channels(p), tb, smem);
         PS_RETURN_ERROR_IF(o, bps < 1, PS_ERR_GPU_LAUNCH,
                            "a block of %d threads with %zu bytes of shared memory does not fit on an SM",
                            tb, smem);
@@ -136,25 +141,29 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
     return PS_CONVERGED;
 }
 
-/* 1 if the trial pulse of nt steps is staged in shared memory. */
-extern "C" int ps_gpu_stage_pulse(int precision, size_t nt)
+/* 1 if the trial pulse of nt steps (of every channel) is staged in
+ * shared memory. */
+extern "C" int ps_gpu_stage_pulse(int precision, size_t nt, int channels)
 {
     size_t rs = precision == PS_PRECISION_DOUBLE ? sizeof(double) : sizeof(float);
-    return PS_DESIGN_NX(1, nt) * rs <= PS_GPU_PULSE_SMEM; /* u, v of every step */
+    if (!channels)
+        return PS_DESIGN_NX(1, nt) * rs <= PS_GPU_PULSE_SMEM; /* u, v of every step */
+    return PS_DESIGN_NX((size_t)channels, nt) * rs <= PS_GPU_PULSE_SMEM_CHANNELS;
 }
 
 template <typename R>
-static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len)
+static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channels)
 {
-    size_t ev = eval_smem_bytes<R>(sb, segs, pulse_len);
+    size_t ev = eval_smem_bytes<R>(sb, segs, pulse_len, channels);
     size_t rd = reduce_smem_bytes(tb);
     return ev > rd ? ev : rd;
 }
 
-extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt)
+extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int channels)
 {
-    int pl = ps_gpu_stage_pulse(precision, nt) ? (int)nt : 0;
-    return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl)
-                                            : dyn_smem_bytes<float>(sb, segs, tb, pl);
+    /* the staged pulse: nt steps of (u, v) for every channel */
+    int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
+    return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels)
+                                            : dyn_smem_bytes<float>(sb, segs, tb, pl, channels);
 }
 

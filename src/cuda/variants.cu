@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
 host_evaluate_kernel(args a, const double *d, double alpha)
 {
     extern __shared__ __align__(16) char smem[];
-    evaluate<R>(a, a.x, d, alpha, true, smem);
+    evaluate<R, 0>(a, a.x, d, alpha, true, smem);
 }
 
 /* Gradient into gout and the per-block partials of gout.d, gout.gout, b.b;
@@ -71,9 +71,9 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
 host_reduce_kernel(args a, const double *d, double alpha, int slot, double *gout)
 {
     extern __shared__ __align__(16) char smem[];
-    reduce_gradient(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    reduce_gradient<0>(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     if (slot >= 0)
-        trial_dots(a, alpha, slot, gout, (double *)smem);
+        trial_dots<0>(a, alpha, slot, gout, (double *)smem);
 }
 
 /* The accepted step (slot >= 0), then d from the coefficients the last
@@ -243,7 +243,7 @@ graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalH
 
     if (L.S.phase != PS_PHASE_DONE) {
         // ---- one iteration (cuda/loop.cuh) ----
-        solve_phases<R>(a, grid, L, smem, t0, last, *(volatile double *)a.elapsed, true);
+        solve_phases<R, 0>(a, grid, L, smem, t0, last, *(volatile double *)a.elapsed, true);
         // ---- the state back for the next pass ----
         if (L.S.phase == PS_PHASE_DONE)
             grid.sync(); /* a pass that stopped at once had no barrier: all blocks have read the state */

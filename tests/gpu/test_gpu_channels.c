@@ -1,0 +1,274 @@
+/*
+ * The channels kernel (several transmit channels, complex sensitivities
+ * from a b1map) against the CPU backend, checkasm style: evaluations of
+ * random multi-channel problems with outputs poisoned first, one channel
+ * through a b1map bit for bit the B1-scale path, whole solves on GPU and
+ * CPU. Exits 77 without a usable GPU.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpu_suite.h"
+#include "persolve.h"
+#include "test_util.h"
+
+#define TWO_PI 6.283185307179586
+
+/*
+ * A random problem of nc channels: spins in a 4 cm cube, random df,
+ * weights, start magnetization on the unit sphere, optional relaxation, a
+ * smooth gradient, sensitivities of modulus 0.2..1 and random phase (with
+ * nc = 0: one channel of real B1 scale s_j instead; with as_map and
+ * nc = 1: the same scale given as the b1map (s_j, 0)); x[2 nc nt] random.
+ */
+static ps_problem *random_problem(uint64_t seed, size_t ns, size_t nt, size_t nc, int as_map,
+                                  ps_loss loss, int relax, double b1max, double *x)
+{
+    const size_t ncs = nc ? nc : 1;
+    double *r = malloc(3 * ns * sizeof *r), *tg = malloc(3 * ns * sizeof *tg);
+    double *df = malloc(ns * sizeof *df), *s = malloc(ns * sizeof *s);
+    double *w = malloc(ns * sizeof *w), *m0 = malloc(3 * ns * sizeof *m0);
+    double *t1 = malloc(ns * sizeof *t1), *t2 = malloc(ns * sizeof *t2);
+    double *g = malloc(3 * nt * sizeof *g), *S = malloc(2 * ns * ncs * sizeof *S);
+    for (size_t j = 0; j < ns; j++) {
+        for (int c = 0; c < 3; c++) {
+            r[3 * j + c] = tu_uniform(&seed, -2.0, 2.0);
+            tg[3 * j + c] = tu_uniform(&seed, -1.0, 1.0);
+        }
+        double a = tu_uniform(&seed, 0, TWO_PI), z = tu_uniform(&seed, -1, 1);
+        m0[3 * j] = sqrt(1 - z * z) * cos(a);
+        m0[3 * j + 1] = sqrt(1 - z * z) * sin(a);
+        m0[3 * j + 2] = z;
+        df[j] = tu_uniform(&seed, -300.0, 300.0);
+        s[j] = tu_uniform(&seed, 0.7, 1.2);
+        w[j] = tu_uniform(&seed, 0.0, 2.0);
+        t1[j] = tu_uniform(&seed, 2e-3, 1.0);
+        t2[j] = tu_uniform(&seed, 1e-3, 0.1);
+        for (size_t c = 0; c < ncs; c++) {
+            double mag = tu_uniform(&seed, 0.2, 1.0), ph = tu_uniform(&seed, 0, TWO_PI);
+            S[2 * (j * ncs + c)] = as_map && nc == 1 ? s[j] : mag * cos(ph);
+            S[2 * (j * ncs + c) + 1] = as_map && nc == 1 ? 0.0 : mag * sin(ph);
+        }
+    }
+    for (size_t k = 0; k < nt; k++) {
+        double t = (double)k / (double)nt;
+        g[3 * k] = 0.5 * sin(TWO_PI * 3 * t);
+        g[3 * k + 1] = 0.4 * cos(TWO_PI * 2 * t);
+        g[3 * k + 2] = 0.3;
+    }
+    for (size_t i = 0; i < 2 * ncs * nt; i++)
+        x[i] = (0.1 / (double)ncs) * tu_uniform(&seed, -1.0, 1.0);
+    ps_problem_desc d;
+    ps_problem_desc_init(&d);
+    d.ns = ns;
+    d.nt = nt;
+    d.nc = ncs;
+    d.r = r;
+    d.target = tg;
+    d.df = df;
+    d.b1scale = nc == 0 ? s : NULL;
+    d.b1map = nc == 0 ? NULL : S;
+    d.w = w;
+    d.m0 = m0;
+    d.t1 = relax ? t1 : NULL;
+    d.t2 = relax ? t2 : NULL;
+    d.g = g;
+    d.dt = 4e-6;
+    d.lambda = 0.01;
+    d.loss = loss;
+    if (b1max > 0.0)
+        d.b1_max = b1max;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&d, &p), 0);
+    free(r), free(tg), free(df), free(s), free(w), free(m0), free(t1), free(t2), free(g), free(S);
+    return p;
+}
+
+static ps_options opts(ps_backend b, ps_precision prec)
+{
+    ps_options o;
+    ps_options_default(&o);
+    o.backend = b;
+    o.precision = prec;
+    return o;
+}
+
+/* F, gradient and M of the GPU against the CPU float64 reference. */
+static void check_eval(const ps_problem *p, const double *x, ps_precision prec, const char *what)
+{
+    size_t ns = ps_problem_ns(p), n = ps_problem_nx(p);
+    double fc, fg, *gc = malloc(n * sizeof *gc), *gg = malloc(n * sizeof *gg);
+    double *mc = malloc(3 * ns * sizeof *mc), *mg = malloc(3 * ns * sizeof *mg);
+    ps_options oc = opts(PS_BACKEND_CPU, PS_PRECISION_DOUBLE), og = opts(PS_BACKEND_GPU, prec);
+    assert_int_equal(ps_eval(p, &oc, x, &fc, gc), 0);
+    assert_int_equal(ps_simulate(p, &oc, x, mc), 0);
+    fg = PS_POISON;
+    tu_poison(gg, n);
+    tu_poison(mg, 3 * ns);
+    assert_int_equal(ps_eval(p, &og, x, &fg, gg), 0);
+    assert_int_equal(ps_simulate(p, &og, x, mg), 0);
+    double gmax = 0.0;
+    for (size_t i = 0; i < n; i++)
+        gmax = fmax(gmax, fabs(gc[i]));
+    int single = prec == PS_PRECISION_SINGLE;
+    char name[200];
+    snprintf(name, sizeof name, "%s %s F", what, single ? "fp32" : "fp64");
+    assert_true(tu_compare(name, &fg, &fc, 1, 0.0, single ? 1e-5 : 1e-11));
+    snprintf(name, sizeof name, "%s %s grad", what, single ? "fp32" : "fp64");
+    assert_true(tu_compare(name, gg, gc, n, (single ? 1e-4 : 1e-10) * gmax, single ? 1e-3 : 1e-9));
+    snprintf(name, sizeof name, "%s %s M", what, single ? "fp32" : "fp64");
+    assert_true(tu_compare(name, mg, mc, 3 * ns, single ? 2e-4 : 1e-11, 0.0));
+    free(gc), free(gg), free(mc), free(mg);
+}
+
+/* Random problems of 1, 2, 3 and 8 channels, every loss, with and without
+ * relaxation and b1_max; sizes that do not divide into tiles evenly. */
+static void eval_channels(void **state)
+{
+    static const ps_loss losses[] = {PS_LOSS_FULL, PS_LOSS_XY, PS_LOSS_MLS, PS_LOSS_Z};
+    static const size_t ncs[] = {1, 2, 3, 8};
+    static const size_t sizes[][2] = {{37, 101}, {300, 257}, {1500, 499}};
+    int quick = getenv("PS_GPU_TEST_QUICK") != NULL;
+    uint64_t seed = 11;
+    for (int ci = 0; ci < 4; ci++) {
+        for (int li = 0; li < 4; li++) {
+            for (int si = 0; si < (quick ? 1 : 3); si++) {
+                const size_t ns = sizes[si][0], nt = sizes[si][1], nc = ncs[ci];
+                const int relax = (li + si) & 1;
+                const double b1max = li == 2 ? 0.08 : 0.0;
+                double *x = malloc(2 * nc * nt * sizeof *x);
+                ps_problem *p = random_problem(seed++, ns, nt, nc, 1, losses[li], relax, b1max, x);
+                char what[128];
+                snprintf(what, sizeof what, "nc %zu loss %s relax %d b1max %g ns %zu nt %zu", nc,
+                         ps_loss_name(losses[li]), relax, b1max, ns, nt);
+                check_eval(p, x, PS_PRECISION_SINGLE, what);
+                check_eval(p, x, PS_PRECISION_DOUBLE, what);
+                ps_problem_free(p);
+                free(x);
+            }
+        }
+    }
+}
+
+/* A pulse of nc nt steps too long to stage in shared memory: the kernel
+ * reads it from x + alpha d. */
+static void eval_unstaged(void **state)
+{
+    const size_t ns = 200, nt = 3000, nc = 4;
+    double *x = malloc(2 * nc * nt * sizeof *x);
+    ps_problem *p = random_problem(5, ns, nt, nc, 1, PS_LOSS_FULL, 0, 0.0, x);
+    check_eval(p, x, PS_PRECISION_SINGLE, "unstaged nc 4 nt 3000");
+    check_eval(p, x, PS_PRECISION_DOUBLE, "unstaged nc 4 nt 3000");
+    ps_problem_free(p);
+    free(x);
+}
+
+/* One channel given as a B1 scale and as the b1map (s_j, 0): the same bits
+ * on the GPU (the single-channel and the channels kernel), evaluation and
+ * a whole solve, in both precisions. */
+static void one_channel_bits(void **state)
+{
+    const size_t ns = 700, nt = 301;
+    for (int prec = 0; prec < 2; prec++) {
+        for (int b1m = 0; b1m < 2; b1m++) {
+            double *xs = malloc(2 * nt * sizeof *xs), *xm = malloc(2 * nt * sizeof *xm);
+            ps_problem *ps = random_problem(21, ns, nt, 0, 0, PS_LOSS_MLS, 1, b1m ? 0.1 : 0.0, xs);
+            ps_problem *pm = random_problem(21, ns, nt, 1, 1, PS_LOSS_MLS, 1, b1m ? 0.1 : 0.0, xm);
+            assert_memory_equal(xs, xm, 2 * nt * sizeof *xs);
+            ps_options o = opts(PS_BACKEND_GPU, prec ? PS_PRECISION_DOUBLE : PS_PRECISION_SINGLE);
+            double fs = PS_POISON, fm = PS_POISON, *gs = malloc(2 * nt * sizeof *gs), *gm = malloc(2 * nt * sizeof *gm);
+            tu_poison(gs, 2 * nt);
+            tu_poison(gm, 2 * nt);
+            assert_int_equal(ps_eval(ps, &o, xs, &fs, gs), 0);
+            assert_int_equal(ps_eval(pm, &o, xm, &fm, gm), 0);
+            printf("one channel %s b1max %d: F %.17g (scale) %.17g (map)\n", prec ? "fp64" : "fp32", b1m, fs, fm);
+            assert_memory_equal(&fs, &fm, sizeof fs);
+            assert_memory_equal(gs, gm, 2 * nt * sizeof *gs);
+            o.max_iterations = 25;
+            o.gtol = 0.0;
+            o.ftol = 0.0;
+            ps_result rs, rm;
+            memset(&rs, 0, sizeof rs);
+            memset(&rm, 0, sizeof rm);
+            int ss = solve_persistent(ps, &o, xs, &rs), sm = solve_persistent(pm, &o, xm, &rm);
+            assert_int_equal(ss, sm);
+            assert_int_equal(rs.history_len, rm.history_len);
+            for (size_t i = 0; i < rs.history_len; i++)
+                assert_memory_equal(&rs.history[i].f, &rm.history[i].f, sizeof(double));
+            assert_memory_equal(xs, xm, 2 * nt * sizeof *xs);
+            ps_result_free(&rs);
+            ps_result_free(&rm);
+            ps_problem_free(ps);
+            ps_problem_free(pm);
+            free(xs), free(xm), free(gs), free(gm);
+        }
+    }
+}
+
+/* A 4-channel design on GPU and CPU (float64, to a tight gradient
+ * tolerance: both reach the same minimizer) and two GPU runs bit-identical
+ * (float32). */
+static void solve_channels(void **state)
+{
+    const size_t ns = 400, nt = 200, nc = 4, n = 2 * nc * nt;
+    double *x0 = malloc(n * sizeof *x0), *xc = malloc(n * sizeof *xc), *xg = malloc(n * sizeof *xg);
+    ps_problem *p = random_problem(31, ns, nt, nc, 1, PS_LOSS_FULL, 0, 0.0, x0);
+    memcpy(xc, x0, n * sizeof *xc);
+    memcpy(xg, x0, n * sizeof *xg);
+    ps_options oc = opts(PS_BACKEND_CPU, PS_PRECISION_DOUBLE), og = opts(PS_BACKEND_GPU, PS_PRECISION_DOUBLE);
+    oc.max_iterations = og.max_iterations = 400;
+    oc.gtol = og.gtol = 1e-7;
+    oc.ftol = og.ftol = 0.0;
+    ps_result rc, rg;
+    memset(&rc, 0, sizeof rc);
+    memset(&rg, 0, sizeof rg);
+    int sc = solve_persistent(p, &oc, xc, &rc), sg = solve_persistent(p, &og, xg, &rg);
+    printf("4 channels fp64: cpu status %d it %lld f %.12g | gpu status %d it %lld f %.12g\n", sc,
+           (long long)rc.iterations, rc.f, sg, (long long)rg.iterations, rg.f);
+    assert_int_equal(sc, sg);
+    assert_true(fabs(rg.f - rc.f) <= 1e-6 * fabs(rc.f) + 1e-12);
+    assert_true(rg.f < 0.5 * rg.history[0].f);
+    ps_result_free(&rc);
+    ps_result_free(&rg);
+
+    /* float32 twice: the same bits */
+    ps_options o = opts(PS_BACKEND_GPU, PS_PRECISION_SINGLE);
+    o.max_iterations = 60;
+    double *x2 = malloc(n * sizeof *x2);
+    memcpy(xg, x0, n * sizeof *xg);
+    memcpy(x2, x0, n * sizeof *x2);
+    ps_result r1, r2;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    assert_int_equal(solve_persistent(p, &o, xg, &r1), solve_persistent(p, &o, x2, &r2));
+    assert_int_equal(r1.history_len, r2.history_len);
+    assert_memory_equal(xg, x2, n * sizeof *xg);
+    printf("4 channels fp32: %lld iterations, f %.9g -> %.9g, repeat bit-identical\n",
+           (long long)r1.iterations, r1.history[0].f, r1.f);
+    ps_result_free(&r1);
+    ps_result_free(&r2);
+    ps_problem_free(p);
+    free(x0), free(xc), free(xg), free(x2);
+}
+
+int main(void)
+{
+    /* quick: the subset run under compute-sanitizer */
+    const struct CMUnitTest quick[] = {
+        cmocka_unit_test(eval_channels),
+        cmocka_unit_test(one_channel_bits),
+    };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(eval_channels),
+        cmocka_unit_test(eval_unstaged),
+        cmocka_unit_test(one_channel_bits),
+        cmocka_unit_test(solve_channels),
+    };
+    return TU_RUN_GPU_SUITE(quick, tests);
+}
