@@ -161,9 +161,10 @@ template <> struct stage_depth<double> { static const int value = 8; };
 #define PS_GPU_STAGE (stage_depth<R>::value)
 
 /* Largest staged pulse (bytes of shared memory per block): one channel, and
- * several (the channels kernel opts into more shared memory). */
+ * several (the channels kernel opts into more shared memory; in float64 the
+ * evaluation's other buffers take twice as much, so the pulse gets less). */
 #define PS_GPU_PULSE_SMEM (48 * 1024)
-#define PS_GPU_PULSE_SMEM_CHANNELS (64 * 1024)
+#define PS_GPU_PULSE_SMEM_CHANNELS(rs) ((rs) == 8 ? 24 * 1024 : 64 * 1024)
 
 /* Dynamic shared memory of the evaluation; pulse_len = nt (nc nt with
  * channels) if staged, else 0; channels: ps_gpu_channels. */

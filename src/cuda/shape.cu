@@ -148,7 +148,7 @@ extern "C" int ps_gpu_stage_pulse(int precision, size_t nt, int channels)
     size_t rs = precision == PS_PRECISION_DOUBLE ? sizeof(double) : sizeof(float);
     if (!channels)
         return PS_DESIGN_NX(1, nt) * rs <= PS_GPU_PULSE_SMEM; /* u, v of every step */
-    return PS_DESIGN_NX((size_t)channels, nt) * rs <= PS_GPU_PULSE_SMEM_CHANNELS;
+    return PS_DESIGN_NX((size_t)channels, nt) * rs <= PS_GPU_PULSE_SMEM_CHANNELS(rs);
 }
 
 template <typename R>
