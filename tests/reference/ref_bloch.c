@@ -13,10 +13,17 @@
  * the limit dM'/db = -dt [db]_x M (the first-order term of R(n, -phi) M =
  * M - dt b x M + O(|b|^2)).
  *
+ * Channels (SPEC 1.1): the field of spin j at step k is the complex sum
+ * b1 = sum_c S_jc (u_ck + i v_ck) (without a b1map one channel with
+ * S_j1 = s_j), b = gamma (Re b1, Im b1, G.r) + (0, 0, 2 pi df), written
+ * here as a sum of dual numbers.
+ *
  * Derivatives: every step is evaluated on dual numbers carrying the
- * derivatives with respect to (u_k, v_k, Mx_{k-1}, My_{k-1}, Mz_{k-1}), so
- * each step's Jacobian is exact to rounding, with no formula for the adjoint
- * written by hand. The reverse sweep then runs over the stored trajectory.
+ * derivatives with respect to (u_1k, v_1k, .., u_Nck, v_Nck, Mx_{k-1},
+ * My_{k-1}, Mz_{k-1}), so each step's Jacobian, the complex sum over
+ * channels included, is exact to rounding, with no formula for the adjoint
+ * or for the chain rule over channels written by hand. The reverse sweep
+ * then runs over the stored trajectory.
  */
 #include "reference/ref_bloch.h"
 
@@ -30,9 +37,13 @@
 #define M_PI 3.14159265358979323846
 #endif
 
-/* ---- dual numbers: value + derivatives w.r.t. (u, v, Mx, My, Mz) ---- */
+/* ---- dual numbers: value + derivatives w.r.t. (u_c, v_c .., Mx, My, Mz) ---- */
 
-#define ND 5
+#define ND (2 * REF_MAX_NC + 3)
+/* derivative slot of u_c, v_c and M_i */
+#define DU(c) (2 * (c))
+#define DV(c) (2 * (c) + 1)
+#define DM(nc, i) (2 * (nc) + (i))
 
 typedef struct {
     double v;
@@ -195,7 +206,8 @@ void ref_step(const double b[3], double dt, int relax, double e1, double e2,
 
 typedef struct {
     double gamma; /* rad/s/G */
-    double gs;    /* gamma s_j */
+    size_t nc;    /* channels */
+    double gS[REF_MAX_NC][2]; /* gamma S_jc (Re, Im), rad/s/G */
     double r[3];  /* cm */
     double wz;    /* 2 pi df_j, rad/s */
     double m0[3];
@@ -209,10 +221,24 @@ static double gamma_of(const ps_problem_desc *d)
     return 2.0 * M_PI * gb;
 }
 
+size_t ref_nc(const ps_problem_desc *d)
+{
+    return d->nc ? d->nc : 1;
+}
+
 static void spin_of(const ps_problem_desc *d, size_t j, spin *sp)
 {
     sp->gamma = gamma_of(d);
-    sp->gs = sp->gamma * (d->b1scale ? d->b1scale[j] : 1.0);
+    sp->nc = ref_nc(d);
+    for (size_t c = 0; c < sp->nc; c++) {
+        if (d->b1map) { /* [ns][nc][2] */
+            sp->gS[c][0] = sp->gamma * d->b1map[2 * (j * sp->nc + c)];
+            sp->gS[c][1] = sp->gamma * d->b1map[2 * (j * sp->nc + c) + 1];
+        } else {
+            sp->gS[c][0] = sp->gamma * (d->b1scale ? d->b1scale[j] : 1.0);
+            sp->gS[c][1] = 0.0;
+        }
+    }
     for (int i = 0; i < 3; i++)
         sp->r[i] = d->r[3 * j + i];
     sp->wz = 2.0 * M_PI * (d->df ? d->df[j] : 0.0);
@@ -231,30 +257,38 @@ static void spin_of(const ps_problem_desc *d, size_t j, spin *sp)
 
 /*
  * Step k (1-based) of spin sp from m[3] on duals: the derivatives of M_k
- * with respect to (u_k, v_k, M_{k-1}) land in out[i].d.
+ * with respect to (u_ck, v_ck for every c, M_{k-1}) land in out[i].d.
  */
 static void spin_step(const ps_problem_desc *d, const spin *sp, const double *x,
                       size_t k, const double m[3], dual out[3])
 {
-    size_t nt = d->nt;
+    size_t nt = d->nt, nc = sp->nc;
     const double *g = d->g + 3 * (k - 1);
-    double u = x[k - 1], v = x[nt + k - 1];
-    /* b = gamma (s u, s v, G.r) + (0, 0, 2 pi df), rad/s */
+    /* b = gamma (Re b1, Im b1, G.r) + (0, 0, 2 pi df), rad/s, with
+     * b1 = sum_c S_c (u_c + i v_c):
+     *   Re: sum_c (Re S_c u_c - Im S_c v_c),  Im: sum_c (Re S_c v_c + Im S_c u_c) */
     dual b[3];
-    b[0] = dvar(sp->gs * u, 0, sp->gs);
-    b[1] = dvar(sp->gs * v, 1, sp->gs);
+    b[0] = dconst(0.0);
+    b[1] = dconst(0.0);
+    for (size_t c = 0; c < nc; c++) {
+        dual uc = dvar(x[2 * c * nt + k - 1], DU(c), 1.0);
+        dual vc = dvar(x[(2 * c + 1) * nt + k - 1], DV(c), 1.0);
+        b[0] = dadd(b[0], dsub(dscale(uc, sp->gS[c][0]), dscale(vc, sp->gS[c][1])));
+        b[1] = dadd(b[1], dadd(dscale(vc, sp->gS[c][0]), dscale(uc, sp->gS[c][1])));
+    }
     b[2] = dconst(sp->gamma *
                       (g[0] * sp->r[0] + g[1] * sp->r[1] + g[2] * sp->r[2]) +
                   sp->wz);
     dual md[3];
     for (int i = 0; i < 3; i++)
-        md[i] = dvar(m[i], 2 + i, 1.0);
+        md[i] = dvar(m[i], DM(nc, i), 1.0);
     dual_step(b, d->dt, sp->relax, sp->e1, sp->e2, md, out);
 }
 
 static int desc_ok(const ps_problem_desc *d, const double *x)
 {
-    return d && x && d->r && d->target && d->g && d->ns > 0 && d->nt > 0;
+    return d && x && d->r && d->target && d->g && d->ns > 0 && d->nt > 0 &&
+           ref_nc(d) <= REF_MAX_NC && (ref_nc(d) == 1 || d->b1map);
 }
 
 int ref_trajectory(const ps_problem_desc *d, const double *x, size_t j,
@@ -328,12 +362,12 @@ int ref_eval(const ps_problem_desc *d, const double *x, double *f, double *grad,
 {
     if (!desc_ok(d, x) || !f)
         return -1;
-    size_t nt = d->nt;
+    size_t nt = d->nt, nc = ref_nc(d), nx = 2 * nc * nt;
     double *traj = malloc(sizeof(double) * 3 * (nt + 1));
     if (!traj)
         return -1;
     if (grad)
-        for (size_t i = 0; i < 2 * nt; i++)
+        for (size_t i = 0; i < nx; i++)
             grad[i] = 0.0;
 
     double loss = 0.0;
@@ -350,29 +384,33 @@ int ref_eval(const ps_problem_desc *d, const double *x, double *f, double *grad,
         if (!grad)
             continue;
         /* Reverse sweep over the stored trajectory: with lam = dL/dM_k,
-         *   dL/du_k += lam . dM_k/du_k,   dL/dv_k += lam . dM_k/dv_k,
+         *   dL/du_ck += lam . dM_k/du_ck,   dL/dv_ck += lam . dM_k/dv_ck,
          *   dL/dM_{k-1} = (dM_k/dM_{k-1})^T lam. */
         for (size_t k = nt; k >= 1; k--) {
             dual out[3];
             spin_step(d, &sp, x, k, traj + 3 * (k - 1), out);
-            double gu = 0.0, gv = 0.0, nl[3] = {0.0, 0.0, 0.0};
-            for (int i = 0; i < 3; i++) {
-                gu += lam[i] * out[i].d[0];
-                gv += lam[i] * out[i].d[1];
-                for (int c = 0; c < 3; c++)
-                    nl[c] += lam[i] * out[i].d[2 + c];
+            double nl[3] = {0.0, 0.0, 0.0};
+            for (size_t c = 0; c < nc; c++) {
+                double gu = 0.0, gv = 0.0;
+                for (int i = 0; i < 3; i++) {
+                    gu += lam[i] * out[i].d[DU(c)];
+                    gv += lam[i] * out[i].d[DV(c)];
+                }
+                grad[2 * c * nt + k - 1] += gu;
+                grad[(2 * c + 1) * nt + k - 1] += gv;
             }
-            grad[k - 1] += gu;
-            grad[nt + k - 1] += gv;
-            for (int c = 0; c < 3; c++)
-                lam[c] = nl[c];
+            for (int i = 0; i < 3; i++)
+                for (int a = 0; a < 3; a++)
+                    nl[a] += lam[i] * out[i].d[DM(nc, a)];
+            for (int a = 0; a < 3; a++)
+                lam[a] = nl[a];
         }
     }
     free(traj);
 
-    /* power penalty lambda sum_k (u_k^2 + v_k^2) */
+    /* power penalty lambda sum_c sum_k (u_ck^2 + v_ck^2) */
     double pen = 0.0;
-    for (size_t i = 0; i < 2 * nt; i++) {
+    for (size_t i = 0; i < nx; i++) {
         pen += x[i] * x[i];
         if (grad)
             grad[i] += 2.0 * d->lambda * x[i];
@@ -391,6 +429,7 @@ void ref_problem_free(ref_problem *rp)
     free(rp->target);
     free(rp->df);
     free(rp->b1scale);
+    free(rp->b1map);
     free(rp->w);
     free(rp->m0);
     free(rp->t1);
@@ -419,7 +458,9 @@ static void unit_vector(uint64_t *s, double *v)
 int ref_problem_random(const ref_problem_opts *o, ref_problem *rp)
 {
     memset(rp, 0, sizeof *rp);
-    size_t ns = o->ns, nt = o->nt;
+    if (o->nc > REF_MAX_NC)
+        return -1;
+    size_t ns = o->ns, nt = o->nt, nc = o->nc ? o->nc : 1, nx = 2 * nc * nt;
     uint64_t s = o->seed;
     rp->r = malloc(3 * ns * sizeof(double));
     rp->target = malloc(3 * ns * sizeof(double));
@@ -428,11 +469,15 @@ int ref_problem_random(const ref_problem_opts *o, ref_problem *rp)
     rp->w = malloc(ns * sizeof(double));
     rp->m0 = malloc(3 * ns * sizeof(double));
     rp->g = malloc(3 * nt * sizeof(double));
-    rp->b1 = malloc(2 * nt * sizeof(double));
-    rp->x = malloc(2 * nt * sizeof(double));
-    rp->z = malloc(2 * nt * sizeof(double));
+    rp->b1 = malloc(nx * sizeof(double));
+    rp->x = malloc(nx * sizeof(double));
+    rp->z = malloc(nx * sizeof(double));
     int bad = !rp->r || !rp->target || !rp->df || !rp->b1scale || !rp->w ||
               !rp->m0 || !rp->g || !rp->b1 || !rp->x || !rp->z;
+    if (o->nc > 0) {
+        rp->b1map = malloc(2 * nc * ns * sizeof(double));
+        bad |= !rp->b1map;
+    }
     if (o->relax != REF_RELAX_NONE) {
         rp->t1 = malloc(ns * sizeof(double));
         rp->t2 = malloc(ns * sizeof(double));
@@ -478,21 +523,52 @@ int ref_problem_random(const ref_problem_opts *o, ref_problem *rp)
         rp->g[3 * k + 2] =
             0.8 * sin(2 * M_PI * 1.0 * t + ph[2]) + tu_uniform(&s, -0.5, 0.5);
     }
-    /* pulse: a bias (a net flip of ~0.6 rad per 40 steps) plus noise, G */
-    for (size_t k = 0; k < nt; k++) {
-        rp->x[k] = 0.15 + tu_uniform(&s, -0.3, 0.3);
-        rp->x[nt + k] = -0.05 + tu_uniform(&s, -0.3, 0.3);
-        rp->z[k] = tu_uniform(&s, -1.8, 1.8);
-        rp->z[nt + k] = tu_uniform(&s, -1.8, 1.8);
-        if (o->zero_spin && k % 3 == 1)
-            rp->x[k] = rp->x[nt + k] = rp->z[k] = rp->z[nt + k] = 0.0;
-        rp->b1[2 * k] = rp->x[k];
-        rp->b1[2 * k + 1] = rp->x[nt + k];
+    /* pulse: a bias (a net flip of ~0.6 rad per 40 steps) plus noise, G;
+     * with nc channels each channel's pulse scaled by 1/sqrt(nc), so that
+     * the field, a sum over channels of random phases, has about the
+     * single-channel size */
+    double amp = o->nc > 0 ? 1.0 / sqrt((double)nc) : 1.0;
+    for (size_t c = 0; c < nc; c++) {
+        double *x = rp->x + 2 * c * nt, *z = rp->z + 2 * c * nt;
+        double *b1 = rp->b1 + 2 * c * nt;
+        for (size_t k = 0; k < nt; k++) {
+            x[k] = amp * (0.15 + tu_uniform(&s, -0.3, 0.3));
+            x[nt + k] = amp * (-0.05 + tu_uniform(&s, -0.3, 0.3));
+            z[k] = tu_uniform(&s, -1.8, 1.8);
+            z[nt + k] = tu_uniform(&s, -1.8, 1.8);
+            if (o->zero_spin && k % 3 == 1)
+                x[k] = x[nt + k] = z[k] = z[nt + k] = 0.0;
+            b1[2 * k] = x[k];
+            b1[2 * k + 1] = x[nt + k];
+        }
+    }
+    /* complex sensitivities: |S| 0.4..1.2, any phase, and a spin with a
+     * purely imaginary S on channel 0 and a real one elsewhere */
+    if (o->nc > 0) {
+        for (size_t j = 0; j < ns; j++)
+            for (size_t c = 0; c < nc; c++) {
+                double a = tu_uniform(&s, 0.4, 1.2);
+                double phase = tu_uniform(&s, -M_PI, M_PI);
+                rp->b1map[2 * (j * nc + c)] = a * cos(phase);
+                rp->b1map[2 * (j * nc + c) + 1] = a * sin(phase);
+            }
+        if (ns > 1) {
+            rp->b1map[2 * nc] = 0.0;  /* spin 1, channel 0: S = 0.9 i */
+            rp->b1map[2 * nc + 1] = 0.9;
+            if (nc > 1) {
+                rp->b1map[2 * nc + 2] = 0.7; /* channel 1: S = 0.7 */
+                rp->b1map[2 * nc + 3] = 0.0;
+            }
+        }
+        free(rp->b1scale);
+        rp->b1scale = NULL;
     }
     ps_problem_desc *d = &rp->d;
     memset(d, 0, sizeof *d);
     d->ns = ns;
     d->nt = nt;
+    d->nc = o->nc;
+    d->b1map = rp->b1map;
     d->r = rp->r;
     d->target = rp->target;
     d->df = rp->df;

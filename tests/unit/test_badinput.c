@@ -582,6 +582,161 @@ static void test_nonfinite_x(void **state)
     ps_problem_free(p);
 }
 
+/* ---- transmit channels (SPEC 1.1) ---- */
+
+/* Storage for the base problem with nc channels: a b1map [NS][nc][2] and a
+ * start pulse [nc][NT][2] of random values, the b1scale removed. */
+enum { MAXC = PS_MAX_CHANNELS + 1 };
+typedef struct chan_base {
+    base b;
+    double b1map[NS * MAXC * 2], b1[MAXC * NT * 2];
+} chan_base;
+
+static void chan_init(chan_base *cb, size_t nc)
+{
+    base_init(&cb->b);
+    uint64_t s = 11;
+    for (size_t i = 0; i < NS * MAXC * 2; i++)
+        cb->b1map[i] = tu_uniform(&s, -1, 1);
+    for (size_t i = 0; i < MAXC * NT * 2; i++)
+        cb->b1[i] = tu_uniform(&s, -0.1, 0.1);
+    cb->b.d.nc = nc;
+    cb->b.d.b1scale = NULL;
+    cb->b.d.b1map = cb->b1map;
+    cb->b.d.b1 = cb->b1;
+}
+
+/* The channel counts and their combinations with b1map and b1scale. */
+static void test_channels(void **state)
+{
+    (void)state;
+    chan_base cb;
+    const size_t good[5] = {0, 1, 2, 3, PS_MAX_CHANNELS};
+    for (int i = 0; i < 5; i++) {
+        printf("nc = %zu with a b1map\n", good[i]);
+        chan_init(&cb, good[i]);
+        expect_desc(&cb.b.d, PS_CONVERGED, NULL);
+    }
+    /* too many channels: refused before any array is read */
+    const size_t big[3] = {PS_MAX_CHANNELS + 1, 1000, SIZE_MAX};
+    for (int i = 0; i < 3; i++) {
+        printf("nc = %zu\n", big[i]);
+        chan_init(&cb, big[i]);
+        if (big[i] > MAXC)
+            cb.b.d.b1map = cb.b.d.b1 = NULL; /* must not be needed */
+        expect_desc(&cb.b.d, PS_ERR_SIZE,
+                    (const char *const[]){"nc", NULL});
+    }
+    /* several channels without a b1map (with or without a b1scale) */
+    for (size_t nc = 2; nc <= 3; nc++) {
+        printf("nc = %zu without a b1map\n", nc);
+        chan_init(&cb, nc);
+        cb.b.d.b1map = NULL;
+        expect_desc(&cb.b.d, PS_ERR_CHANNELS,
+                    (const char *const[]){"b1map", NULL});
+        printf("nc = %zu with a b1scale and without a b1map\n", nc);
+        cb.b.d.b1scale = cb.b.b1scale;
+        expect_desc(&cb.b.d, PS_ERR_CHANNELS,
+                    (const char *const[]){"b1map", NULL});
+    }
+    /* a b1map together with a b1scale, for any nc */
+    for (int i = 0; i < 4; i++) {
+        printf("nc = %zu with both b1map and b1scale\n", good[i]);
+        chan_init(&cb, good[i]);
+        cb.b.d.b1scale = cb.b.b1scale;
+        expect_desc(&cb.b.d, PS_ERR_CHANNELS,
+                    (const char *const[]){"b1scale", NULL});
+    }
+    /* one channel by the B1 scale alone stays valid with nc = 1 */
+    base_init(&cb.b);
+    cb.b.d.nc = 1;
+    expect_desc(&cb.b.d, PS_CONVERGED, NULL);
+}
+
+/*
+ * NaN and Inf in a b1map [ns][nc][2] and in a start pulse b1 [nc][nt][2]:
+ * PS_ERR_NONFINITE, with the element named as b1map[j][c][w] and
+ * b1[c][k][w] (one channel: b1[k][w], the [nt][2] form of one pulse).
+ */
+static void test_channels_nonfinite(void **state)
+{
+    (void)state;
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    const char *bad_name[3] = {"NaN", "Inf", "Inf"};
+    chan_base cb;
+    const size_t ncs[3] = {2, 3, 8};
+    for (int ni = 0; ni < 3; ni++) {
+        size_t nc = ncs[ni];
+        /* first, middle and last element, and the last channel's Im */
+        const size_t jcw[4][3] = {
+            {0, 0, 0}, {1, nc / 2, 1}, {NS - 1, nc - 1, 1}, {NS - 1, 0, 0}};
+        const size_t ckw[4][3] = {
+            {0, 0, 0}, {nc / 2, NT / 2, 1}, {nc - 1, NT - 1, 1}, {1, 0, 1}};
+        for (int pi = 0; pi < 4; pi++)
+            for (int bi = 0; bi < 3; bi++) {
+                char want[64];
+                chan_init(&cb, nc);
+                const size_t *e = jcw[pi];
+                cb.b1map[2 * (e[0] * nc + e[1]) + e[2]] = bad[bi];
+                snprintf(want, sizeof want, "b1map[%zu][%zu][%zu] is %s", e[0],
+                         e[1], e[2], bad_name[bi]);
+                printf("nc %zu: %s\n", nc, want);
+                expect_desc(&cb.b.d, PS_ERR_NONFINITE,
+                            (const char *const[]){want, NULL});
+
+                chan_init(&cb, nc);
+                e = ckw[pi];
+                cb.b1[2 * (e[0] * NT + e[1]) + e[2]] = bad[bi];
+                snprintf(want, sizeof want, "b1[%zu][%zu][%zu] is %s", e[0],
+                         e[1], e[2], bad_name[bi]);
+                printf("nc %zu: %s\n", nc, want);
+                expect_desc(&cb.b.d, PS_ERR_NONFINITE,
+                            (const char *const[]){want, NULL});
+            }
+    }
+    /* one channel through a b1map: the element is named by spin and
+     * component (the channel index, 0, may be written or left out) */
+    chan_init(&cb, 1);
+    cb.b1map[2 * 2 + 1] = NAN;
+    printf("nc 1: b1map[2][.][1] = NaN\n");
+    expect_desc(&cb.b.d, PS_ERR_NONFINITE,
+                (const char *const[]){"b1map[2][0][1] is NaN",
+                                      "b1map[2][1] is NaN", NULL});
+    /* one channel's start pulse keeps the [nt][2] form */
+    chan_init(&cb, 1);
+    cb.b1[2 * 3 + 1] = INFINITY;
+    expect_desc(&cb.b.d, PS_ERR_NONFINITE,
+                (const char *const[]){"b1[3][1] is Inf", NULL});
+}
+
+/* A multi-channel x with a NaN or Inf in any channel is refused by the
+ * entry points (x has 2 nc nt elements, all checked). */
+static void test_channels_nonfinite_x(void **state)
+{
+    (void)state;
+    enum { NC = 3, NX = 2 * NC * NT };
+    chan_base cb;
+    chan_init(&cb, NC);
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&cb.b.d, &p), PS_CONVERGED);
+    assert_int_equal(ps_problem_nx(p), NX);
+    ps_options o;
+    ps_options_default(&o);
+    o.backend = PS_BACKEND_CPU;
+    const size_t pos[4] = {0, 2 * NT, NX - NT, NX - 1}; /* u of channels 0, 1;
+                                                          v of channel 2 */
+    for (int pi = 0; pi < 4; pi++) {
+        double x[NX], f = PS_POISON, g[NX], m[3 * NS];
+        assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
+        assert_int_equal(ps_eval(p, &o, x, &f, g), PS_CONVERGED);
+        x[pos[pi]] = pi % 2 ? INFINITY : NAN;
+        assert_int_equal(ps_eval(p, &o, x, &f, g), PS_ERR_NONFINITE);
+        assert_int_equal(ps_simulate(p, &o, x, m), PS_ERR_NONFINITE);
+        expect_solve_refused(p, &o, x, PS_ERR_NONFINITE);
+    }
+    ps_problem_free(p);
+}
+
 /* Asking for the GPU on a machine without one (or a build without CUDA)
  * is its own status, for every entry point. */
 static void test_gpu_backend_without_gpu(void **state)
@@ -659,6 +814,9 @@ int main(void)
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_null_entry_points),
         cmocka_unit_test(test_nonfinite_x),
+        cmocka_unit_test(test_channels),
+        cmocka_unit_test(test_channels_nonfinite),
+        cmocka_unit_test(test_channels_nonfinite_x),
         cmocka_unit_test(test_gpu_backend_without_gpu),
         cmocka_unit_test(test_strerror),
     };

@@ -2,7 +2,8 @@
  * ps_eval and ps_simulate (CPU backend) against the independent float64
  * reference of tests/reference/ref_bloch.c (stored trajectory, per-step Jacobians by
  * dual numbers) on random problems: every loss, relaxation off, mild and
- * strong, lambda = 0 and > 0.
+ * strong, lambda = 0 and > 0; one channel by the B1 scale and 2, 3 and 8
+ * transmit channels through random complex b1maps (SPEC 1.1).
  *
  * Error measures printed for every gradient comparison, with r the
  * reference and g the library:
@@ -85,18 +86,28 @@ static ps_options cpu_options(int precision)
     return o;
 }
 
-/* Largest total rotation angle over spins, Phi = sum_k |b_k| dt (rad). */
+/* Largest total rotation angle over spins, Phi = sum_k |b_k| dt (rad), with
+ * the field sum_c S_jc (u_ck + i v_ck) of every channel. */
 static double total_rotation(const ps_problem_desc *d, const double *x)
 {
     double gamma = 2.0 * 3.14159265358979323846 * d->gamma_bar, worst = 0.0;
+    size_t nc = d->nc ? d->nc : 1, nt = d->nt;
     for (size_t j = 0; j < d->ns; j++) {
         const double *r = d->r + 3 * j;
-        double s = d->b1scale ? d->b1scale[j] : 1.0;
         double wz = 2.0 * 3.14159265358979323846 * (d->df ? d->df[j] : 0.0);
         double phi = 0.0;
-        for (size_t k = 0; k < d->nt; k++) {
+        for (size_t k = 0; k < nt; k++) {
             const double *g = d->g + 3 * k;
-            double bx = gamma * s * x[k], by = gamma * s * x[d->nt + k];
+            double re = 0.0, im = 0.0;
+            for (size_t c = 0; c < nc; c++) {
+                double sr = d->b1map ? d->b1map[2 * (j * nc + c)]
+                                     : (d->b1scale ? d->b1scale[j] : 1.0);
+                double si = d->b1map ? d->b1map[2 * (j * nc + c) + 1] : 0.0;
+                double u = x[2 * c * nt + k], v = x[(2 * c + 1) * nt + k];
+                re += sr * u - si * v;
+                im += sr * v + si * u;
+            }
+            double bx = gamma * re, by = gamma * im;
             double bz = gamma * (g[0] * r[0] + g[1] * r[1] + g[2] * r[2]) + wz;
             phi += sqrt(bx * bx + by * by + bz * bz) * d->dt;
         }
@@ -111,10 +122,12 @@ static double total_rotation(const ps_problem_desc *d, const double *x)
  */
 static errs compare_eval(const ref_problem *rp, int precision, double *merr)
 {
-    size_t ns = rp->d.ns, nt = rp->d.nt;
+    size_t ns = rp->d.ns;
     ps_problem *p = NULL;
     assert_int_equal(ps_problem_create(&rp->d, &p), PS_CONVERGED);
-    double *g = malloc(2 * nt * sizeof *g), *gr = malloc(2 * nt * sizeof *gr);
+    size_t nx = ps_problem_nx(p);
+    assert_int_equal(nx, 2 * ref_nc(&rp->d) * rp->d.nt);
+    double *g = malloc(nx * sizeof *g), *gr = malloc(nx * sizeof *gr);
     double *m = malloc(3 * ns * sizeof *m), *mr = malloc(3 * ns * sizeof *mr);
     assert_true(g && gr && m && mr);
 
@@ -123,10 +136,10 @@ static errs compare_eval(const ref_problem *rp, int precision, double *merr)
 
     ps_options o = cpu_options(precision);
     double f = PS_POISON;
-    tu_poison(g, 2 * nt);
+    tu_poison(g, nx);
     assert_int_equal(ps_eval(p, &o, rp->x, &f, g), PS_CONVERGED);
     assert_true(f != PS_POISON && isfinite(f));
-    errs e = grad_errors(g, gr, 2 * nt);
+    errs e = grad_errors(g, gr, nx);
     e.f = fabs(f - fr) / fabs(fr);
 
     tu_poison(m, 3 * ns);
@@ -152,30 +165,37 @@ static const char *relax_name(int relax)
 }
 
 /*
- * Ns = 200, Nt = 300, each loss, relaxation none/mild/strong, lambda 0 and
- * 0.3, in `precision`. float64: F, every element (floor measure) to
+ * Ns = 200, Nt = 300 (one channel by the B1 scale, nc = 0) or Ns = 100,
+ * Nt = 160 (nc channels through a random complex b1map), each loss,
+ * relaxation none/mild/strong, lambda 0 and 0.3, in `precision`. float64: F, every element (floor measure) to
  * TOL_F64 and M to 1e-12 absolute (unit vectors, a few hundred steps of
  * rounding). float32: F to TOL_F32_F; every element and M within the error
  * model u32 (Nt + Phi_max) (see the float32 note at the top); the issue's
  * per-element criterion is reported.
  */
-static void sweep(int precision)
+static void sweep(int precision, size_t nc)
 {
     int dbl = precision == PS_PRECISION_DOUBLE;
-    const char *pn = dbl ? "float64" : "float32";
+    char pn[32];
+    if (nc)
+        snprintf(pn, sizeof pn, "%s nc %d", dbl ? "float64" : "float32",
+                 (int)nc);
+    else
+        snprintf(pn, sizeof pn, "%s", dbl ? "float64" : "float32");
     errs worst = {0, 0, 0, 0};
     double worst_m = 0.0, worst_model = 0.0;
     int ok = 1;
-    uint64_t seed = 500;
+    uint64_t seed = nc ? 600 + 20 * (uint64_t)nc : 500;
     for (int loss = 0; loss < 4; loss++) {
         for (int relax = 0; relax < 3; relax++) {
-            ref_problem_opts ro = {.ns = 200,
-                                   .nt = 300,
+            ref_problem_opts ro = {.ns = nc ? 100 : 200,
+                                   .nt = nc ? 160 : 300,
                                    .loss = (ps_loss)loss,
                                    .relax = relax,
                                    .lambda = relax == 1 ? 0.3 : 0.0,
                                    .b1_max = PS_B1MAX_NONE,
                                    .zero_spin = 1,
+                                   .nc = nc,
                                    .seed = seed++};
             ref_problem rp;
             assert_int_equal(ref_problem_random(&ro, &rp), 0);
@@ -204,10 +224,10 @@ static void sweep(int precision)
            "%.2e\n",
            pn, worst.f, worst.elem, worst.floor, worst.max, worst_m);
     if (!dbl)
-        printf("float32: worst grad error / (u32 (Nt + Phi_max) max|g|) = %.2f "
+        printf("%s: worst grad error / (u32 (Nt + Phi_max) max|g|) = %.2f "
                "(asserted <= 1); issue criterion 1e-5 per element (floor): %s "
                "(worst %.2e)\n",
-               worst_model, worst.floor <= TOL_F32_ISSUE ? "met" : "NOT MET",
+               pn, worst_model, worst.floor <= TOL_F32_ISSUE ? "met" : "NOT MET",
                worst.floor);
     assert_true(ok);
 }
@@ -216,14 +236,32 @@ static void sweep(int precision)
 static void test_double_vs_reference(void **state)
 {
     (void)state;
-    sweep(PS_PRECISION_DOUBLE);
+    sweep(PS_PRECISION_DOUBLE, 0);
 }
 
 /* float32 spin loop (the default): see the float32 note at the top. */
 static void test_single_vs_reference(void **state)
 {
     (void)state;
-    sweep(PS_PRECISION_SINGLE);
+    sweep(PS_PRECISION_SINGLE, 0);
+}
+
+/*
+ * Several transmit channels (SPEC 1.1): nc = 2, 3 and 8 with random
+ * complex sensitivities, F, every gradient element (2 nc Nt) and M_Nt
+ * against the reference, under the same bounds as one channel: float64 to
+ * TOL_F64 (floor measure) and 1e-12 in M; float32 F to TOL_F32_F and the
+ * rest within the error model u32 (Nt + Phi_max), Phi_max of the summed
+ * field.
+ */
+static void test_channels_vs_reference(void **state)
+{
+    (void)state;
+    const size_t ncs[3] = {2, 3, 8};
+    for (int ni = 0; ni < 3; ni++) {
+        sweep(PS_PRECISION_DOUBLE, ncs[ni]);
+        sweep(PS_PRECISION_SINGLE, ncs[ni]);
+    }
 }
 
 /*
@@ -289,44 +327,50 @@ static void test_checkpoint_accuracy(void **state)
 /*
  * The objective in the optimizer's variables (ps_objective_cpu) returns
  * M_Nt too, and its results do not depend on the thread count: bit-for-bit
- * equal F, gradient and M for 1, 2 and 3 threads, in both precisions.
+ * equal F, gradient and M for 1, 2 and 3 threads, in both precisions. Once
+ * with one channel (150 spins, 120 steps: below PS_CPU_PARALLEL_MIN spin-
+ * steps, so one thread runs whatever is asked) and once with 4 channels on
+ * 400 spins x 260 steps, above it, so that the threads really split the
+ * lanes.
  */
-static void test_threads_and_m(void **state)
+static void threads_and_m(size_t ns, size_t nt, size_t nc, uint64_t seed)
 {
-    (void)state;
-    ref_problem_opts ro = {.ns = 150,
-                           .nt = 120,
+    ref_problem_opts ro = {.ns = ns,
+                           .nt = nt,
                            .loss = PS_LOSS_MLS,
                            .relax = REF_RELAX_MILD,
                            .lambda = 0.1,
                            .b1_max = PS_B1MAX_NONE,
                            .zero_spin = 1,
-                           .seed = 42};
+                           .nc = nc,
+                           .seed = seed};
     ref_problem rp;
     assert_int_equal(ref_problem_random(&ro, &rp), 0);
-    size_t ns = ro.ns, nt = ro.nt;
     ps_problem *p = NULL;
     assert_int_equal(ps_problem_create(&rp.d, &p), PS_CONVERGED);
-    double *g[3], *m[3], f[3], mr[3 * 150];
+    size_t nx = ps_problem_nx(p);
+    double *g[3], *m[3], f[3], *mr = malloc(3 * ns * sizeof *mr);
+    assert_non_null(mr);
     assert_int_equal(ref_simulate(&rp.d, rp.x, mr), 0);
     for (int prec = 0; prec < 2; prec++) {
         for (int t = 0; t < 3; t++) {
-            g[t] = malloc(2 * nt * sizeof(double));
+            g[t] = malloc(nx * sizeof(double));
             m[t] = malloc(3 * ns * sizeof(double));
             assert_true(g[t] && m[t]);
-            tu_poison(g[t], 2 * nt);
+            tu_poison(g[t], nx);
             tu_poison(m[t], 3 * ns);
             f[t] = PS_POISON;
             assert_int_equal(
                 ps_objective_cpu(p, prec, t + 1, rp.x, &f[t], g[t], m[t]),
                 PS_CONVERGED);
         }
-        assert_true(
-            tu_compare(prec ? "objective M (float64)" : "objective M (float32)",
-                       m[0], mr, 3 * ns, prec ? 1e-12 : 1e-4, 0.0));
+        char what[64];
+        snprintf(what, sizeof what, "objective M (%s, nc %d)",
+                 prec ? "float64" : "float32", (int)ref_nc(&rp.d));
+        assert_true(tu_compare(what, m[0], mr, 3 * ns, prec ? 1e-12 : 1e-4, 0.0));
         for (int t = 1; t < 3; t++) {
             assert_true(f[t] == f[0]);
-            assert_memory_equal(g[t], g[0], 2 * nt * sizeof(double));
+            assert_memory_equal(g[t], g[0], nx * sizeof(double));
             assert_memory_equal(m[t], m[0], 3 * ns * sizeof(double));
         }
         for (int t = 0; t < 3; t++) {
@@ -334,8 +378,16 @@ static void test_threads_and_m(void **state)
             free(m[t]);
         }
     }
+    free(mr);
     ps_problem_free(p);
     ref_problem_free(&rp);
+}
+
+static void test_threads_and_m(void **state)
+{
+    (void)state;
+    threads_and_m(150, 120, 0, 42);
+    threads_and_m(400, 260, 4, 43);
 }
 
 /*
@@ -383,6 +435,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_double_vs_reference),
         cmocka_unit_test(test_single_vs_reference),
+        cmocka_unit_test(test_channels_vs_reference),
         cmocka_unit_test(test_checkpoint_accuracy),
         cmocka_unit_test(test_threads_and_m),
         cmocka_unit_test(test_eval_ignores_b1max),

@@ -8,6 +8,8 @@
  * sits at r = 0 with df = 0 and the pulse is zero at every third step, so
  * that spin has |b| = 0 exactly there: the gradient must be right at the
  * rotation's series limit, and the finite differences step across it.
+ * Several transmit channels (SPEC 1.1): the same checks for nc = 1, 2, 3
+ * and 8 through random complex b1maps, over all 2 nc Nt unknowns.
  *
  * Accuracy of the check: F is O(10) and computed to ~1e-15 relative, so the
  * rounding part of a central difference is ~eps |F| / h; with h = 1e-6
@@ -44,6 +46,7 @@ typedef struct grad_case {
     int relax;
     double lambda;
     int b1max;
+    size_t nc; /* 0: one channel by the B1 scale; >= 1: a complex b1map */
 } grad_case;
 
 /* F (and optionally the gradient) in the chosen variables. */
@@ -155,48 +158,61 @@ static void run_case(const grad_case *c, uint64_t seed)
         .lambda = c->lambda,
         .b1_max = c->b1max ? B1MAX : PS_B1MAX_NONE,
         .zero_spin = 1,
+        .nc = c->nc,
         .seed = seed,
     };
     ref_problem rp;
     assert_int_equal(ref_problem_random(&ro, &rp), 0);
     ps_problem *p = NULL;
     assert_int_equal(ps_problem_create(&rp.d, &p), PS_CONVERGED);
+    const size_t nc = c->nc ? c->nc : 1, nx = 2 * nc * NT;
+    assert_int_equal(ps_problem_nx(p), nx);
     const char *rl[3] = {"none", "mild", "strong"};
-    char what[128];
+    char what[192], chan[32] = "";
+    if (c->nc)
+        snprintf(chan, sizeof chan, "nc %d ", (int)c->nc);
 
     /* gradient w.r.t. the physical pulse (ps_eval) */
-    snprintf(what, sizeof what, "%s relax %s lambda %g pulse%s",
+    snprintf(what, sizeof what, "%s%s relax %s lambda %g pulse%s", chan,
              ps_loss_name(c->loss), rl[c->relax], c->lambda,
              c->b1max ? " (b1_max set)" : "");
-    assert_true(fd_check(what, p, eval_pulse, rp.x, 2 * NT) <= FD_TOL);
+    assert_true(fd_check(what, p, eval_pulse, rp.x, nx) <= FD_TOL);
 
     if (c->b1max) {
         /* gradient w.r.t. the optimizer's z (ps_objective_cpu) */
-        snprintf(what, sizeof what, "%s relax %s lambda %g b1_max z",
+        snprintf(what, sizeof what, "%s%s relax %s lambda %g b1_max z", chan,
                  ps_loss_name(c->loss), rl[c->relax], c->lambda);
-        assert_true(fd_check(what, p, eval_z, rp.z, 2 * NT) <= FD_TOL);
+        assert_true(fd_check(what, p, eval_z, rp.z, nx) <= FD_TOL);
 
-        /* the pulse of any z respects the peak constraint, and
-         * F(z) = F(pulse(z)) */
-        double b[2 * NT], fz, fb, gz[2 * NT], gb[2 * NT], gzr[2 * NT];
-        tu_poison(b, 2 * NT);
+        /* the pulse of any z respects the peak constraint on every channel,
+         * and F(z) = F(pulse(z)) */
+        double *b = malloc(4 * nx * sizeof *b);
+        assert_non_null(b);
+        double *gz = b + nx, *gb = b + 2 * nx, *gzr = b + 3 * nx, fz, fb;
+        tu_poison(b, nx);
         ps_design_pulse_of_x(p, rp.z, b);
-        for (size_t k = 0; k < NT; k++)
-            assert_true(hypot(b[k], b[NT + k]) < B1MAX);
+        for (size_t ch = 0; ch < nc; ch++)
+            for (size_t k = 0; k < NT; k++)
+                assert_true(hypot(b[2 * ch * NT + k], b[(2 * ch + 1) * NT + k]) <
+                            B1MAX);
         assert_int_equal(eval_z(p, rp.z, &fz, gz), PS_CONVERGED);
         assert_int_equal(eval_pulse(p, b, &fb, NULL), PS_CONVERGED);
         assert_true(fabs(fz - fb) <= 1e-14 * fabs(fb));
 
-        /* and dF/dz equals the chain rule applied to the independent
-         * reference's dF/db (1e-10 relative to max|g|: both exact, float64) */
+        /* and dF/dz equals the chain rule, channel by channel, applied to
+         * the independent reference's dF/db (1e-10 relative to max|g|: both
+         * exact, float64) */
         double fr;
         assert_int_equal(ref_eval(&rp.d, b, &fr, gb, NULL), 0);
-        chain_rule(B1MAX, rp.z, gb, gzr, NT);
+        for (size_t ch = 0; ch < nc; ch++)
+            chain_rule(B1MAX, rp.z + 2 * ch * NT, gb + 2 * ch * NT,
+                       gzr + 2 * ch * NT, NT);
         double gmax = 0.0;
-        for (size_t i = 0; i < 2 * NT; i++)
+        for (size_t i = 0; i < nx; i++)
             gmax = fmax(gmax, fabs(gzr[i]));
         assert_true(tu_compare("  dF/dz vs chain rule on the reference", gz,
-                               gzr, 2 * NT, 1e-10 * gmax, 0.0));
+                               gzr, nx, 1e-10 * gmax, 0.0));
+        free(b);
     }
     ps_problem_free(p);
     ref_problem_free(&rp);
@@ -210,7 +226,7 @@ static void test_fd_all_losses(void **state)
     for (int loss = 0; loss < 4; loss++)
         for (int relax = 0; relax < 2; relax++)
             for (int b1max = 0; b1max < 2; b1max++) {
-                grad_case c = {(ps_loss)loss, relax, 0.0, b1max};
+                grad_case c = {(ps_loss)loss, relax, 0.0, b1max, 0};
                 run_case(&c, seed++);
             }
 }
@@ -222,8 +238,77 @@ static void test_fd_lambda(void **state)
     (void)state;
     uint64_t seed = 2000;
     for (int loss = 0; loss < 4; loss++) {
-        grad_case c = {(ps_loss)loss, REF_RELAX_STRONG, 0.7, loss % 2};
+        grad_case c = {(ps_loss)loss, REF_RELAX_STRONG, 0.7, loss % 2, 0};
         run_case(&c, seed++);
+    }
+}
+
+/*
+ * Several transmit channels (SPEC 1.1): nc = 1, 2, 3, 8 through random
+ * complex b1maps (spin 1 with a purely imaginary S on channel 0), every
+ * loss, each twice: mild relaxation with lambda = 0 and no peak limit, and
+ * strong relaxation with lambda = 0.7 and b1_max (the gradient in the
+ * reparametrized z of every channel as well). Every one of the 2 nc Nt
+ * elements is checked, so a channel's u and v swapped, a wrong sign of
+ * Im S or a channel left out fails.
+ */
+static void test_fd_channels(void **state)
+{
+    (void)state;
+    const size_t ncs[4] = {1, 2, 3, 8};
+    uint64_t seed = 4000;
+    for (int ni = 0; ni < 4; ni++)
+        for (int loss = 0; loss < 4; loss++) {
+            grad_case a = {(ps_loss)loss, REF_RELAX_MILD, 0.0, 0, ncs[ni]};
+            run_case(&a, seed++);
+            grad_case b = {(ps_loss)loss, REF_RELAX_STRONG, 0.7, 1, ncs[ni]};
+            run_case(&b, seed++);
+        }
+}
+
+/* The finite-difference check can fail: ps_eval's gradient with one
+ * element of the last channel moved by 1e-5 max|g| (ten times the
+ * tolerance) must be caught, for every loss. */
+static size_t perturb_index;
+static double perturb_by;
+
+static int eval_pulse_perturbed(const ps_problem *p, const double *x, double *f,
+                                double *grad)
+{
+    int st = eval_pulse(p, x, f, grad);
+    if (grad)
+        grad[perturb_index] += perturb_by;
+    return st;
+}
+
+static void test_fd_check_catches(void **state)
+{
+    (void)state;
+    for (int loss = 0; loss < 4; loss++) {
+        ref_problem_opts ro = {.ns = NS, .nt = NT, .loss = (ps_loss)loss,
+                               .relax = REF_RELAX_MILD, .lambda = 0.3,
+                               .b1_max = PS_B1MAX_NONE, .zero_spin = 1,
+                               .nc = 3, .seed = 4500 + (uint64_t)loss};
+        ref_problem rp;
+        assert_int_equal(ref_problem_random(&ro, &rp), 0);
+        ps_problem *p = NULL;
+        assert_int_equal(ps_problem_create(&rp.d, &p), PS_CONVERGED);
+        size_t nx = 2 * 3 * NT;
+        double f, *g = malloc(nx * sizeof *g);
+        assert_non_null(g);
+        assert_int_equal(eval_pulse(p, rp.x, &f, g), PS_CONVERGED);
+        double gmax = 0.0;
+        for (size_t i = 0; i < nx; i++)
+            gmax = fmax(gmax, fabs(g[i]));
+        perturb_index = (5 * NT + 17) % nx; /* v of channel 2, step 17 */
+        perturb_by = 10.0 * FD_TOL * gmax;
+        char what[96];
+        snprintf(what, sizeof what, "nc 3 %s, perturbed (must FAIL)",
+                 ps_loss_name((ps_loss)loss));
+        assert_true(fd_check(what, p, eval_pulse_perturbed, rp.x, nx) > FD_TOL);
+        free(g);
+        ps_problem_free(p);
+        ref_problem_free(&rp);
     }
 }
 
@@ -292,6 +377,8 @@ int main(void)
         cmocka_unit_test(test_fd_all_losses),
         cmocka_unit_test(test_fd_lambda),
         cmocka_unit_test(test_fd_zero_field_spin),
+        cmocka_unit_test(test_fd_channels),
+        cmocka_unit_test(test_fd_check_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -163,6 +163,74 @@ static void test_hard_pulse(void **state)
 }
 
 /*
+ * Hard pulse through several channels (SPEC 1.1): the field a spin sees is
+ * b1_j = sum_c S_jc b_c. Three channels with constant pulses b_c and
+ * complex sensitivities chosen per spin so that the sum is a known
+ * B_j e^{i psi_j}: spin 0 sees channel 0 alone (S = (1, 0, 0)), spin 1
+ * channels 1 and 2 with phases that turn i B/2 and -B/2 into B
+ * (S = (0, -i, -1)), spin 2 a mix with partial cancellation, spin 3
+ * S = 0 on every channel (no field: M stays m0 = (0,0,1)). The flip is then
+ * that of the single-channel hard pulse of the summed field, on the
+ * reference and on ps_simulate in both precisions.
+ */
+static void test_hard_pulse_channels(void **state)
+{
+    (void)state;
+    enum { NS = 4, NT = 100, NC = 3 };
+    double r[3 * NS] = {0}, target[3 * NS] = {0}, g[3 * NT] = {0};
+    double x[2 * NC * NT], expect[3 * NS];
+    const double dt = 4e-6, T = NT * dt;
+    const double B = 0.25 / (GB * T); /* 90 degrees */
+    /* channel pulses b_c (complex, constant over the pulse) */
+    const double complex bc[NC] = {B * cexp(0.4 * I), 0.5 * I * B, -0.5 * B};
+    /* sensitivities S_jc */
+    const double complex S[NS][NC] = {
+        {1.0, 0.0, 0.0},
+        {0.0, -I, -1.0},
+        {0.3 - 0.2 * I, 1.1 * I, 0.7 + 0.5 * I},
+        {0.0, 0.0, 0.0},
+    };
+    double b1map[NS * NC * 2];
+    for (int j = 0; j < NS; j++)
+        for (int c = 0; c < NC; c++) {
+            b1map[2 * (j * NC + c)] = creal(S[j][c]);
+            b1map[2 * (j * NC + c) + 1] = cimag(S[j][c]);
+        }
+    for (int c = 0; c < NC; c++)
+        for (int k = 0; k < NT; k++) {
+            x[2 * c * NT + k] = creal(bc[c]);
+            x[(2 * c + 1) * NT + k] = cimag(bc[c]);
+        }
+    for (int j = 0; j < NS; j++) {
+        double complex b1 = 0.0;
+        for (int c = 0; c < NC; c++)
+            b1 += S[j][c] * bc[c];
+        double psi = carg(b1);
+        double alpha = 2.0 * M_PI * GB * cabs(b1) * T;
+        expect[3 * j] = -sin(psi) * sin(alpha);
+        expect[3 * j + 1] = cos(psi) * sin(alpha);
+        expect[3 * j + 2] = cos(alpha);
+        printf("spin %d: |b1| = %.4f B, psi %+.4f, flip %.2f deg\n", j,
+               cabs(b1) / B, psi, alpha * 180.0 / M_PI);
+    }
+    /* spin 1 sees B exactly (real), spin 3 nothing */
+    assert_true(fabs(expect[3 * 1 + 1] - 1.0) < 1e-12);
+    assert_true(expect[3 * 3 + 2] == 1.0);
+    ps_problem_desc d;
+    ps_problem_desc_init(&d);
+    d.ns = NS;
+    d.nt = NT;
+    d.nc = NC;
+    d.r = r;
+    d.target = target;
+    d.g = g;
+    d.b1map = b1map;
+    d.dt = dt;
+    assert_true(check_three("hard pulse through 3 channels", &d, x, expect,
+                            TOL_F64, NT * PS_F32_STEP));
+}
+
+/*
  * Precession. With no RF, b = (0, 0, gamma G.r + 2 pi df): the transverse
  * magnetization turns clockwise, Mxy(T) = Mxy(0) exp(-i Phi) with
  * Phi = sum_k (2 pi gamma-bar G_k.r + 2 pi df) dt, and Mz is unchanged.
@@ -858,6 +926,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hard_pulse),
+        cmocka_unit_test(test_hard_pulse_channels),
         cmocka_unit_test(test_precession_clockwise),
         cmocka_unit_test(test_small_tip_fourier),
         cmocka_unit_test(test_relaxation_recovery),
