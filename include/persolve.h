@@ -165,7 +165,7 @@ size_t ps_problem_nc(const ps_problem *p);
 size_t ps_problem_nx(const ps_problem *p);
 
 /**
- * Build a preset (docs/presets.md): "slice1d", "spiral2d", "inversion", with
+ * Build a preset (docs/presets.md): "slice1d", "spiral2d", "inversion", "ptx2d", with
  * optional overrides "NAME:key=value,key=value". On error returns
  * PS_ERR_PRESET and, if err is not NULL, writes a message naming the
  * offending name, key or value into err[errlen].

@@ -647,6 +647,8 @@ static void usage_presets(FILE *f)
           "  slice1d    nz=400 nt=500 dt=4e-6 thk=0.5 tbw=4 trans=0.1\n"
           "  spiral2d   n=64 nt=2000 fov=24 dt=4e-6 flip=30 res=1.5\n"
           "  inversion  ndf=201 nb1=10 nt=375 dt=4e-6\n"
+          "  ptx2d      n=64 nc=8 nt=1000 fov=24 dt=4e-6 flip=30 res=4 ring=14.4\n"
+          "             height=2 wave=12 obj=10 b0=30 nsub=1 nb0=1 b0off=0 sar=0\n"
           "  every preset also takes lambda=X (default 0) and b1_max=G\n"
           "  (default 0: no peak constraint)\n",
           f);

@@ -19,12 +19,20 @@ typedef struct preset_param {
     double value;
     int integer; /* must be a whole number >= 1 */
     int positive; /* must be > 0 (reals) */
+    double max; /* integers: the largest value allowed (0: 1e8) */
 } preset_param;
 
+/* Parameters of one preset, the NULL key that ends them included. */
+#define PRESET_PARAMS 20
+
+/* A preset's builder fills d from the parameters; a status other than
+ * PS_CONVERGED may come with its own message in err (else ps_preset_create
+ * writes one from the status). */
 typedef struct preset_def {
     const char *name;
-    preset_param params[10];
-    int (*build)(const preset_param *prm, ps_problem_desc *d, double *buf[8]);
+    preset_param params[PRESET_PARAMS];
+    int (*build)(const preset_param *prm, ps_problem_desc *d, double *buf[8],
+                 char *err, size_t errlen);
 } preset_def;
 
 static double param(const preset_param *prm, const char *key)
@@ -64,10 +72,41 @@ static int preset_common(ps_problem_desc *d, size_t ns, size_t nt, double dt,
     return PS_CONVERGED;
 }
 
+/* Coordinate i = 0..n-1 of a grid of n points over fov (cm):
+ * (i - n/2 + 0.5) fov/n (spiral2d, ptx2d). */
+static double grid_coord(size_t i, size_t n, double fov)
+{
+    return ((double)i - (double)n / 2.0 + 0.5) * fov / (double)n;
+}
+
+/*
+ * The spiral-in gradient g[nt][3] (G/cm) of resolution res and field of
+ * view fov (cm) over T = nt dt (spiral2d, ptx2d):
+ *     kmax = 1/(2 res), turns = fov kmax,
+ *     kr = kmax (1 - t/T), th = 2 pi turns (1 - t/T),   t_k = k dt,
+ *     Gx = -(kr' cos th - kr th' sin th)/gamma-bar,
+ *     Gy = -(kr' sin th + kr th' cos th)/gamma-bar,  Gz = 0.
+ */
+static void spiral_in_gradient(double *g, size_t nt, double dt, double fov,
+                               double res, double gb)
+{
+    double T = (double)nt * dt, kmax = 1.0 / (2.0 * res), turns = fov * kmax;
+    double krp = -kmax / T, thp = -2.0 * PS_PI * turns / T;
+    for (size_t k = 0; k < nt; k++) {
+        double t = (double)k * dt;
+        double kr = kmax * (1.0 - t / T), th = 2.0 * PS_PI * turns * (1.0 - t / T);
+        g[3 * k] = -(krp * cos(th) - kr * thp * sin(th)) / gb;
+        g[3 * k + 1] = -(krp * sin(th) + kr * thp * cos(th)) / gb;
+        g[3 * k + 2] = 0.0;
+    }
+}
+
 /* spiral2d: 2D spiral-in excitation of a disc (docs/presets.md, spiral2d). */
 static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
-                          double *buf[8])
+                          double *buf[8], char *err, size_t errlen)
 {
+    (void)err;
+    (void)errlen;
     size_t n = (size_t)param(prm, "n"), nt = (size_t)param(prm, "nt");
     double fov = param(prm, "fov"), dt = param(prm, "dt");
     double flip = param(prm, "flip") * PS_PI / 180.0, res = param(prm, "res");
@@ -84,8 +123,7 @@ static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
     for (size_t i = 0; i < n; i++) {
         for (size_t k = 0; k < n; k++) {
             size_t j = i * n + k;
-            double x = ((double)i - (double)n / 2.0 + 0.5) * fov / (double)n;
-            double y = ((double)k - (double)n / 2.0 + 0.5) * fov / (double)n;
+            double x = grid_coord(i, n, fov), y = grid_coord(k, n, fov);
             r[3 * j] = x;
             r[3 * j + 1] = y;
             r[3 * j + 2] = 0.0;
@@ -97,16 +135,7 @@ static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
             tg[3 * j + 2] = in ? cos(flip) : 1.0;
         }
     }
-    /* spiral-in: kr = kmax (1 - t/T), th = 2 pi turns (1 - t/T) */
-    double T = (double)nt * dt, kmax = 1.0 / (2.0 * res), turns = fov * kmax;
-    double krp = -kmax / T, thp = -2.0 * PS_PI * turns / T;
-    for (size_t k = 0; k < nt; k++) {
-        double t = (double)k * dt;
-        double kr = kmax * (1.0 - t / T), th = 2.0 * PS_PI * turns * (1.0 - t / T);
-        g[3 * k] = -(krp * cos(th) - kr * thp * sin(th)) / gb;
-        g[3 * k + 1] = -(krp * sin(th) + kr * thp * cos(th)) / gb;
-        g[3 * k + 2] = 0.0;
-    }
+    spiral_in_gradient(g, nt, dt, fov, res, gb);
     d->df = df;
     d->b1scale = s;
     d->loss = PS_LOSS_FULL;
@@ -115,8 +144,10 @@ static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
 
 /* slice1d: 1D slice-selective 90 with a Hamming-windowed sinc start. */
 static int build_slice1d(const preset_param *prm, ps_problem_desc *d,
-                         double *buf[8])
+                         double *buf[8], char *err, size_t errlen)
 {
+    (void)err;
+    (void)errlen;
     size_t nz = (size_t)param(prm, "nz"), nt = (size_t)param(prm, "nt");
     double dt = param(prm, "dt"), thk = param(prm, "thk");
     double tbw = param(prm, "tbw"), trans = param(prm, "trans");
@@ -168,8 +199,10 @@ static double linspace(double a, double b, size_t n, size_t i)
 
 /* inversion: adiabatic-style inversion over off-resonance and B1 scale. */
 static int build_inversion(const preset_param *prm, ps_problem_desc *d,
-                           double *buf[8])
+                         double *buf[8], char *err, size_t errlen)
 {
+    (void)err;
+    (void)errlen;
     size_t ndf = (size_t)param(prm, "ndf"), nb1 = (size_t)param(prm, "nb1");
     size_t nt = (size_t)param(prm, "nt");
     double dt = param(prm, "dt");
@@ -199,26 +232,212 @@ static int build_inversion(const preset_param *prm, ps_problem_desc *d,
     return PS_CONVERGED;
 }
 
+/* ---- ptx2d ---- */
+
+/* The object ellipse (x/a)^2 + (y/b)^2 < 1 of one subject over the grid of
+ * n x n points on fov (cm). */
+typedef struct ptx_object {
+    double a, b, fov; /* cm */
+    size_t n;
+} ptx_object;
+
+/* Whether grid point (x_i, y_k) lies inside the object. */
+static int ptx_inside(const ptx_object *o, size_t i, size_t k)
+{
+    double xa = grid_coord(i, o->n, o->fov) / o->a;
+    double yb = grid_coord(k, o->n, o->fov) / o->b;
+    return xa * xa + yb * yb < 1.0;
+}
+
+/*
+ * The points inside the object along one grid line: column i, or the
+ * middle row (i = n) for the range of columns that hold any point. The
+ * grid is symmetric (x_{n-1-i} = -x_i exactly) and the test monotone in
+ * |x| and |y|, so the points form one run [n - end, end) about the middle,
+ * where end is the first index from n/2 up that is outside (a run of
+ * 2 end - n points; none when end = n/2). Found by bisection, so that a
+ * fine grid over a small object costs nothing like n^2.
+ */
+static size_t ptx_run_end(const ptx_object *o, size_t i)
+{
+    size_t lo = o->n / 2, hi = o->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int in = i < o->n ? ptx_inside(o, i, mid) : ptx_inside(o, mid, o->n / 2);
+        if (in)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Subject q of nsub: its object size obj_q = obj (0.85 + 0.3 q/(nsub-1))
+ * (obj when nsub = 1) and ellipse a = obj_q, b = 0.8 obj_q. */
+static ptx_object ptx_subject(double obj, size_t q, size_t nsub, size_t n,
+                              double fov)
+{
+    double oq = nsub > 1 ? obj * (0.85 + 0.3 * (double)q / (double)(nsub - 1)) : obj;
+    ptx_object o = {oq, 0.8 * oq, fov, n};
+    return o;
+}
+
+/* Grid points inside the object, or PS_MAX_NS + 1 once there are more. */
+static size_t ptx_count(const ptx_object *o)
+{
+    size_t h = o->n / 2, iend = ptx_run_end(o, o->n), count = 0;
+    for (size_t i = o->n - iend; i < iend; i++) {
+        size_t end = ptx_run_end(o, i);
+        count += end > h ? 2 * end - o->n : 0;
+        if (count > PS_MAX_NS)
+            return PS_MAX_NS + 1;
+    }
+    return count;
+}
+
+/*
+ * ptx2d: 2D uniform excitation with nc transmit channels on a ring of
+ * coils, over nsub subjects and nb0 B0 offsets (docs/presets.md, ptx2d).
+ * Spin order: subject q, then grid point (x_i, y_k) inside its object in
+ * grid order (i major), then B0 copy m.
+ */
+static int build_ptx2d(const preset_param *prm, ps_problem_desc *d,
+                       double *buf[8], char *err, size_t errlen)
+{
+    size_t n = (size_t)param(prm, "n"), nc = (size_t)param(prm, "nc");
+    size_t nt = (size_t)param(prm, "nt"), nsub = (size_t)param(prm, "nsub");
+    size_t nb0 = (size_t)param(prm, "nb0");
+    double fov = param(prm, "fov"), dt = param(prm, "dt");
+    double flip = param(prm, "flip") * PS_PI / 180.0, res = param(prm, "res");
+    double ring = param(prm, "ring"), height = param(prm, "height");
+    double wave = param(prm, "wave"), obj = param(prm, "obj");
+    double b0 = param(prm, "b0"), b0off = param(prm, "b0off");
+    double sar = param(prm, "sar");
+    double gb = PS_GAMMA_BAR_DEFAULT;
+    if (sar == 1.0)
+        return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': sar=1 (local SAR "
+                             "constraints by VOPs) is not implemented yet");
+    if (sar != 0.0)
+        return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': sar=%g must be 0 or 1",
+                             sar);
+    /* the largest subject, q = nsub - 1, inside the field of view and the ring */
+    double amax = ptx_subject(obj, nsub - 1, nsub, n, fov).a;
+    if (!(amax <= fov / 2.0))
+        return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': obj=%g (the largest "
+                             "subject's half axis %g cm) must fit in the field of view "
+                             "(at most fov/2 = %g)", obj, amax, fov / 2.0);
+    if (!(amax < ring))
+        return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': obj=%g (the largest "
+                             "subject's half axis %g cm) must lie inside the coil ring "
+                             "(less than ring = %g)", obj, amax, ring);
+    size_t ns = 0, most = PS_MAX_NS / nb0; /* grid points over the subjects */
+    for (size_t q = 0; q < nsub; q++) {
+        ptx_object o = ptx_subject(obj, q, nsub, n, fov);
+        size_t c = ptx_count(&o);
+        if (c == 0)
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': the object of "
+                                 "subject %zu (half axes %g and %g cm) holds no point of the "
+                                 "%zu x %zu grid over fov=%g", q, o.a, o.b, n, n, fov);
+        if (c > most - ns)
+            return PS_ERR_SIZE;
+        ns += c;
+    }
+    ns *= nb0;
+    double *r, *tg, *g, *df, *map, *b1;
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    if (st)
+        return st;
+    if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
+        !(map = xcalloc(2 * nc * ns, sizeof *map, &buf[4])) ||
+        !(b1 = xcalloc(2 * nc * nt, sizeof *b1, &buf[5])))
+        return PS_ERR_NO_MEMORY;
+
+    double d0 = sqrt(ring * ring + height * height);
+    size_t j = 0;
+    for (size_t q = 0; q < nsub; q++) {
+        ptx_object o = ptx_subject(obj, q, nsub, n, fov);
+        /* coil c at phi_c + psi_q, psi_q = 2 pi q/(nc nsub) */
+        double px[PS_MAX_CHANNELS], py[PS_MAX_CHANNELS], ang[PS_MAX_CHANNELS];
+        for (size_t c = 0; c < nc; c++) {
+            double phi = 2.0 * PS_PI * (double)c / (double)nc;
+            double psi = 2.0 * PS_PI * (double)q / (double)(nc * nsub);
+            ang[c] = phi + psi;
+            px[c] = ring * cos(ang[c]);
+            py[c] = ring * sin(ang[c]);
+        }
+        size_t iend = ptx_run_end(&o, n);
+        for (size_t i = n - iend; i < iend; i++) {
+            size_t end = ptx_run_end(&o, i);
+            for (size_t k = n - end; k < end; k++) {
+                double x = grid_coord(i, n, fov), y = grid_coord(k, n, fov);
+                double dfq = b0 * (x * x - y * y) / (o.a * o.a);
+                /* S_c(r) = d0/(nc d_c) exp(i (phi_c + psi_q + 2 pi (d_c - d0)/wave)) */
+                double s[2 * PS_MAX_CHANNELS];
+                for (size_t c = 0; c < nc; c++) {
+                    double ex = x - px[c], ey = y - py[c];
+                    double dc = sqrt(ex * ex + ey * ey + height * height);
+                    double mag = d0 / ((double)nc * dc);
+                    double ph = ang[c] + 2.0 * PS_PI * (dc - d0) / wave;
+                    s[2 * c] = mag * cos(ph);
+                    s[2 * c + 1] = mag * sin(ph);
+                }
+                for (size_t m = 0; m < nb0; m++, j++) {
+                    r[3 * j] = x; // [ns][3], cm
+                    r[3 * j + 1] = y;
+                    df[j] = dfq + linspace(-b0off, b0off, nb0, m); // Hz
+                    memcpy(map + 2 * nc * j, s, 2 * nc * sizeof *s); // [ns][nc][2]
+                    tg[3 * j + 1] = sin(flip);
+                    tg[3 * j + 2] = cos(flip);
+                }
+            }
+        }
+    }
+    spiral_in_gradient(g, nt, dt, fov, res, gb);
+    /* x0: CP mode, b_c = b exp(-i phi_c), b = flip/(2 pi gamma-bar nt dt) */
+    double amp = flip / (2.0 * PS_PI * gb * (double)nt * dt);
+    for (size_t c = 0; c < nc; c++) {
+        double phi = 2.0 * PS_PI * (double)c / (double)nc;
+        for (size_t k = 0; k < nt; k++) {
+            b1[2 * (c * nt + k)] = amp * cos(phi); // [nc][nt][2], G
+            b1[2 * (c * nt + k) + 1] = -amp * sin(phi);
+        }
+    }
+    d->nc = nc;
+    d->df = df;
+    d->b1map = map;
+    d->b1 = b1;
+    d->loss = PS_LOSS_MLS;
+    return PS_CONVERGED;
+}
+
 /* Keys common to every preset: lambda (>= 0) and b1_max (> 0, 0 = none). */
-#define COMMON_PARAMS {"lambda", 0.0, 0, 0}, {"b1_max", 0.0, 0, 0}
+#define COMMON_PARAMS {"lambda", 0.0, 0, 0, 0}, {"b1_max", 0.0, 0, 0, 0}
 
 static const preset_def presets[] = {
     {"spiral2d",
-     {{"n", 64, 1, 1}, {"nt", 2000, 1, 1}, {"fov", 24, 0, 1}, {"dt", 4e-6, 0, 1},
-      {"flip", 30, 0, 0}, {"res", 1.5, 0, 1}, COMMON_PARAMS, {NULL, 0, 0, 0}},
+     {{"n", 64, 1, 1, 0}, {"nt", 2000, 1, 1, 0}, {"fov", 24, 0, 1, 0}, {"dt", 4e-6, 0, 1, 0},
+      {"flip", 30, 0, 0, 0}, {"res", 1.5, 0, 1, 0}, COMMON_PARAMS, {NULL, 0, 0, 0, 0}},
      build_spiral2d},
     {"slice1d",
-     {{"nz", 400, 1, 1}, {"nt", 500, 1, 1}, {"dt", 4e-6, 0, 1}, {"thk", 0.5, 0, 1},
-      {"tbw", 4, 0, 1}, {"trans", 0.1, 0, 0}, COMMON_PARAMS, {NULL, 0, 0, 0}},
+     {{"nz", 400, 1, 1, 0}, {"nt", 500, 1, 1, 0}, {"dt", 4e-6, 0, 1, 0}, {"thk", 0.5, 0, 1, 0},
+      {"tbw", 4, 0, 1, 0}, {"trans", 0.1, 0, 0, 0}, COMMON_PARAMS, {NULL, 0, 0, 0, 0}},
      build_slice1d},
     {"inversion",
-     {{"ndf", 201, 1, 1}, {"nb1", 10, 1, 1}, {"nt", 375, 1, 1}, {"dt", 4e-6, 0, 1},
-      COMMON_PARAMS, {NULL, 0, 0, 0}},
+     {{"ndf", 201, 1, 1, 0}, {"nb1", 10, 1, 1, 0}, {"nt", 375, 1, 1, 0}, {"dt", 4e-6, 0, 1, 0},
+      COMMON_PARAMS, {NULL, 0, 0, 0, 0}},
      build_inversion},
+    {"ptx2d",
+     {{"n", 64, 1, 1, 0}, {"nc", 8, 1, 1, PS_MAX_CHANNELS}, {"nt", 1000, 1, 1, 0},
+      {"fov", 24, 0, 1, 0}, {"dt", 4e-6, 0, 1, 0}, {"flip", 30, 0, 0, 0},
+      {"res", 4, 0, 1, 0}, {"ring", 14.4, 0, 1, 0}, {"height", 2, 0, 0, 0},
+      {"wave", 12, 0, 1, 0}, {"obj", 10, 0, 1, 0}, {"b0", 30, 0, 0, 0},
+      {"nsub", 1, 1, 1, 0}, {"nb0", 1, 1, 1, 0}, {"b0off", 0, 0, 0, 0},
+      {"sar", 0, 0, 0, 0}, COMMON_PARAMS, {NULL, 0, 0, 0, 0}},
+     build_ptx2d},
 };
 
 static const char *const preset_name_list[] = {"spiral2d", "slice1d",
-                                               "inversion", NULL};
+                                               "inversion", "ptx2d", NULL};
 
 const char *const *ps_preset_names(void)
 {
@@ -291,14 +510,18 @@ static int parse_overrides(const char *name, const char *list,
         if (errno == ERANGE || !isfinite(v))
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s is out of range", name,
                         key, val);
-        if (q->integer && (v < 1 || v != floor(v) || v > 1e8))
+        if (q->integer && (v < 1 || v != floor(v) || v > (q->max > 0 ? q->max : 1e8))) {
+            char most[32] = "1e8";
+            if (q->max > 0)
+                snprintf(most, sizeof most, "%.0f", q->max);
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be a whole number "
-                        "from 1 to 1e8", name, key, val);
+                        "from 1 to %s", name, key, val, most);
+        }
         if (q->positive && !(v > 0))
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be > 0", name,
                         key, val);
         if ((strcmp(key, "lambda") == 0 || strcmp(key, "b1_max") == 0 ||
-             strcmp(key, "trans") == 0) && v < 0)
+             strcmp(key, "trans") == 0 || strcmp(key, "b0off") == 0) && v < 0)
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be >= 0", name,
                         key, val);
         if (strcmp(key, "flip") == 0 && fabs(v) > 360.0)
@@ -329,8 +552,8 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
             def = &presets[i];
     if (!def)
         return ps_status_msg(err, errlen, PS_ERR_PRESET, "unknown preset '%.*s' (presets: spiral2d, "
-                    "slice1d, inversion)", (int)nlen, spec);
-    preset_param prm[10];
+                    "slice1d, inversion, ptx2d)", (int)nlen, spec);
+    preset_param prm[PRESET_PARAMS];
     memcpy(prm, def->params, sizeof prm);
     int st = colon ? parse_overrides(def->name, colon + 1, prm, err, errlen) : 0;
     if (st)
@@ -339,7 +562,7 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
     ps_problem_desc d;
     ps_problem_desc_init(&d);
     double *buf[8] = {NULL};
-    st = def->build(prm, &d, buf);
+    st = def->build(prm, &d, buf, err, errlen);
     if (st == PS_CONVERGED) {
         d.lambda = param(prm, "lambda");
         double bm = param(prm, "b1_max");

@@ -371,6 +371,344 @@ static void test_inversion(void **state)
     ps_problem_free(p);
 }
 
+/* ---- ptx2d ---- */
+
+/*
+ * ptx2d's parameters, and its spins, sensitivities, gradient and start
+ * pulse written again from docs/presets.md (SPEC section 2):
+ *   grid x_i = (i - n/2 + 0.5) fov/n, same for y_k; z = 0;
+ *   subject q = 0..nsub-1: obj_q = obj (0.85 + 0.3 q/(nsub-1)) (obj when
+ *   nsub = 1), psi_q = 2 pi q/(nc nsub); its spins the grid points with
+ *   (x/a)^2 + (y/b)^2 < 1, a = obj_q, b = 0.8 obj_q, in grid order (i major),
+ *   each repeated nb0 times with df + linspace(-b0off, b0off, nb0);
+ *   df = b0 (x^2 - y^2)/obj_q^2;
+ *   coil c: phi_c = 2 pi c/nc, p_c = ring (cos, sin)(phi_c + psi_q), z = height,
+ *   d_c = |r - p_c|, d0 = sqrt(ring^2 + height^2),
+ *   S_c = d0/(nc d_c) exp(i (phi_c + psi_q + 2 pi (d_c - d0)/wave));
+ *   target (0, sin flip, cos flip), w = 1, loss mls, lambda 0;
+ *   gradient: spiral2d's with this res and fov;
+ *   x0: u_ck + i v_ck = exp(-i phi_c) flip/(2 pi gamma-bar nt dt).
+ */
+typedef struct ptx_par {
+    size_t n, nc, nt, nsub, nb0;
+    double fov, dt, flip, res, ring, height, wave, obj, b0, b0off;
+} ptx_par;
+
+static ptx_par ptx_defaults(void)
+{
+    ptx_par p = {64, 8, 1000, 1, 1, 24.0, 4e-6, 30.0, 4.0,
+                 14.4, 2.0, 12.0, 10.0, 30.0, 0.0};
+    return p;
+}
+
+static double ptx_x(size_t i, const ptx_par *p)
+{
+    return ((double)i - (double)p->n / 2.0 + 0.5) * p->fov / (double)p->n;
+}
+
+static double ptx_obj(const ptx_par *p, size_t q)
+{
+    if (p->nsub == 1)
+        return p->obj;
+    return p->obj * (0.85 + 0.3 * (double)q / (double)(p->nsub - 1));
+}
+
+/* (x/a)^2 + (y/b)^2 of grid point (i, k) for subject q */
+static double ptx_rho(const ptx_par *p, size_t q, size_t i, size_t k)
+{
+    double a = ptx_obj(p, q), b = 0.8 * a;
+    double x = ptx_x(i, p), y = ptx_x(k, p);
+    return (x / a) * (x / a) + (y / b) * (y / b);
+}
+
+/* Spins of the parameters, counted over the whole grid. No grid point may
+ * lie on an ellipse's edge (within 1e-9), where the two ways of rounding
+ * could disagree: the parameters tested are chosen so. */
+static size_t ptx_count(const ptx_par *p)
+{
+    size_t ns = 0;
+    for (size_t q = 0; q < p->nsub; q++)
+        for (size_t i = 0; i < p->n; i++)
+            for (size_t k = 0; k < p->n; k++) {
+                double rho = ptx_rho(p, q, i, k);
+                assert_true(fabs(rho - 1.0) > 1e-9);
+                ns += rho < 1.0 ? p->nb0 : 0;
+            }
+    return ns;
+}
+
+/* S_c of a spin at (x, y, 0) of subject q. */
+static void ptx_sens(const ptx_par *p, size_t q, size_t c, double x, double y,
+                     double s[2])
+{
+    double phi = 2.0 * M_PI * (double)c / (double)p->nc;
+    double psi = 2.0 * M_PI * (double)q / (double)(p->nc * p->nsub);
+    double pc[3] = {p->ring * cos(phi + psi), p->ring * sin(phi + psi), p->height};
+    double dc = sqrt((x - pc[0]) * (x - pc[0]) + (y - pc[1]) * (y - pc[1]) +
+                     pc[2] * pc[2]);
+    double d0 = sqrt(p->ring * p->ring + p->height * p->height);
+    double mag = d0 / ((double)p->nc * dc);
+    double ph = phi + psi + 2.0 * M_PI * (dc - d0) / p->wave;
+    s[0] = mag * cos(ph);
+    s[1] = mag * sin(ph);
+}
+
+/* Every spin, sensitivity, the gradient and x0 of spec against p. */
+static void check_ptx(const char *spec, const ptx_par *p)
+{
+    ps_problem_desc d;
+    ps_problem *pr = make(spec, &d);
+    size_t ns = ptx_count(p);
+    printf("%s: ns %zu nc %zu nt %zu\n", spec, d.ns, d.nc, d.nt);
+    assert_int_equal(d.ns, ns);
+    assert_int_equal(d.nt, p->nt);
+    assert_int_equal(ps_problem_nc(pr), p->nc);
+    assert_int_equal(ps_problem_nx(pr), 2 * p->nc * p->nt);
+    near("dt", d.dt, p->dt, 0.0);
+    near("gamma_bar", d.gamma_bar, GB, 0.0);
+    assert_int_equal(d.loss, PS_LOSS_MLS);
+    assert_true(d.lambda == 0.0);
+    assert_true(isinf(d.b1_max));
+    assert_null(d.b1scale);
+    assert_null(d.m0);
+    assert_null(d.t1);
+    assert_null(d.t2);
+    assert_non_null(d.b1map);
+    assert_non_null(d.df);
+    constant_or_null("w", d.w, d.ns, 1.0, 1.0);
+
+    double flip = p->flip * M_PI / 180.0;
+    size_t j = 0;
+    for (size_t q = 0; q < p->nsub; q++) {
+        double oq = ptx_obj(p, q);
+        for (size_t i = 0; i < p->n; i++) {
+            for (size_t k = 0; k < p->n; k++) {
+                if (!(ptx_rho(p, q, i, k) < 1.0))
+                    continue;
+                double x = ptx_x(i, p), y = ptx_x(k, p);
+                double df = p->b0 * (x * x - y * y) / (oq * oq);
+                for (size_t m = 0; m < p->nb0; m++, j++) {
+                    near("r.x", d.r[3 * j], x, 1e-13 * p->fov);
+                    near("r.y", d.r[3 * j + 1], y, 1e-13 * p->fov);
+                    assert_true(d.r[3 * j + 2] == 0.0);
+                    double off = p->nb0 == 1 ? -p->b0off
+                                             : -p->b0off + 2.0 * p->b0off * (double)m /
+                                                               (double)(p->nb0 - 1);
+                    near("df", d.df[j], df + off, 1e-12 * (fabs(p->b0) + p->b0off));
+                    for (size_t c = 0; c < p->nc; c++) {
+                        double s[2];
+                        ptx_sens(p, q, c, x, y, s);
+                        const double *got = d.b1map + 2 * (j * p->nc + c);
+                        near("Re S", got[0], s[0], 1e-13);
+                        near("Im S", got[1], s[1], 1e-13);
+                    }
+                    assert_true(d.target[3 * j] == 0.0);
+                    near("target.y", d.target[3 * j + 1], sin(flip), 0.0);
+                    near("target.z", d.target[3 * j + 2], cos(flip), 1e-15);
+                }
+            }
+        }
+    }
+    assert_int_equal(j, d.ns);
+
+    /* the gradient: spiral2d's with this res, fov, nt and dt, bit for bit */
+    char sp[160];
+    snprintf(sp, sizeof sp, "spiral2d:n=2,nt=%zu,fov=%.17g,dt=%.17g,res=%.17g", p->nt,
+             p->fov, p->dt, p->res);
+    ps_problem_desc ds;
+    ps_problem *spi = make(sp, &ds);
+    for (size_t k = 0; k < 3 * p->nt; k++)
+        assert_true(d.g[k] == ds.g[k]);
+    ps_problem_free(spi);
+    /* and its first sample from the formula: t = 0, th = 2 pi turns,
+     * Gx = kmax/T/gamma-bar, Gy = kmax (2 pi turns/T)/gamma-bar */
+    double T = (double)p->nt * p->dt, kmax = 0.5 / p->res, turns = p->fov * kmax;
+    double scale = 2.0 * M_PI * turns * kmax / T / GB;
+    near("Gx[0]", d.g[0], kmax / T / GB, 1e-12 * scale);
+    near("Gy[0]", d.g[1], kmax * 2.0 * M_PI * turns / T / GB, 1e-12 * scale);
+    assert_true(d.g[2] == 0.0);
+
+    /* x0 in solver layout, every channel: x[2 c nt + k] = u_ck, x[(2c+1) nt + k] = v_ck */
+    size_t nx = 2 * p->nc * p->nt;
+    double *x0 = malloc(nx * sizeof *x0);
+    assert_non_null(x0);
+    tu_poison(x0, nx);
+    assert_int_equal(ps_problem_x0(pr, x0), PS_CONVERGED);
+    double amp = flip / (2.0 * M_PI * GB * (double)p->nt * p->dt);
+    for (size_t c = 0; c < p->nc; c++) {
+        double phi = 2.0 * M_PI * (double)c / (double)p->nc;
+        for (size_t k = 0; k < p->nt; k++) {
+            near("u0", x0[2 * c * p->nt + k], amp * cos(phi), 1e-15 * amp);
+            near("v0", x0[(2 * c + 1) * p->nt + k], -amp * sin(phi), 1e-15 * amp);
+        }
+    }
+    free(x0);
+    ps_problem_free(pr);
+}
+
+static void test_ptx2d(void **state)
+{
+    (void)state;
+    ptx_par p = ptx_defaults();
+    check_ptx("ptx2d", &p);
+    p.nsub = 3;
+    p.nb0 = 2;
+    check_ptx("ptx2d:nsub=3,nb0=2", &p);
+    p.b0off = 40.0;
+    p.nb0 = 3;
+    check_ptx("ptx2d:nsub=3,nb0=3,b0off=40", &p);
+    /* every parameter away from its default; n odd (a grid point at 0) */
+    ptx_par o = {15, 3, 50, 2, 2, 20.0, 2e-6, 60.0, 2.0,
+                 12.0, -1.5, 9.0, 7.0, -25.0, 10.0};
+    check_ptx("ptx2d:n=15,nc=3,nt=50,nsub=2,nb0=2,fov=20,dt=2e-6,flip=60,res=2,"
+              "ring=12,height=-1.5,wave=9,obj=7,b0=-25,b0off=10",
+              &o);
+    /* one channel through a b1 map */
+    ptx_par one = ptx_defaults();
+    one.nc = 1;
+    one.n = 20;
+    check_ptx("ptx2d:nc=1,n=20", &one);
+}
+
+/*
+ * Values of the default ptx2d worked out by hand (not by the loops above).
+ * Grid step 24/64 = 0.375 cm, x_i = (i - 31.5) 0.375. The first column
+ * inside |x| < 10 is i = 5, x = -9.9375, where (y/8)^2 < 1 - 0.9937^2
+ * leaves |y| < 0.89: y = -0.5625, -0.1875, 0.1875, 0.5625 (spins 0..3).
+ * A spin at the centre (n odd) has d_c = d0 for every coil, so
+ * S_c = exp(i phi_c)/nc, and the CP-mode start gives it the field
+ * sum_c S_c b exp(-i phi_c) = b, real.
+ */
+static void test_ptx2d_spot_values(void **state)
+{
+    (void)state;
+    ps_problem_desc d;
+    ps_problem *p = make("ptx2d", &d);
+    assert_int_equal(d.ns, 1780);
+    assert_int_equal(d.nc, 8);
+    double ys[4] = {-0.5625, -0.1875, 0.1875, 0.5625};
+    for (int j = 0; j < 4; j++) {
+        near("x", d.r[3 * j], -9.9375, 0.0);
+        near("y", d.r[3 * j + 1], ys[j], 0.0);
+        near("df", d.df[j], 30.0 * (9.9375 * 9.9375 - ys[j] * ys[j]) / 100.0, 1e-12);
+    }
+    near("x[4]", d.r[3 * 4], -9.5625, 0.0); /* the next column, i = 6 */
+    /* spin 0 and coil 4 at (-14.4, 0, 2): d = sqrt(4.4625^2 + 0.5625^2 + 4) */
+    double dc = sqrt(4.4625 * 4.4625 + 0.5625 * 0.5625 + 4.0), d0 = sqrt(14.4 * 14.4 + 4.0);
+    double ph = M_PI + 2.0 * M_PI * (dc - d0) / 12.0;
+    near("Re S[0][4]", d.b1map[2 * 4], d0 / (8.0 * dc) * cos(ph), 1e-15);
+    near("Im S[0][4]", d.b1map[2 * 4 + 1], d0 / (8.0 * dc) * sin(ph), 1e-15);
+    /* the coil nearest spin 0 is coil 4, the farthest coil 0: |S| largest, smallest */
+    double s4 = hypot(d.b1map[8], d.b1map[9]), s0 = hypot(d.b1map[0], d.b1map[1]);
+    for (int c = 0; c < 8; c++) {
+        double sc = hypot(d.b1map[2 * c], d.b1map[2 * c + 1]);
+        assert_true(sc <= s4 && sc >= s0);
+    }
+    ps_problem_free(p);
+
+    /* n = 15: spin (0, 0) of subject 1 of 2 (psi_1 = 2 pi/(8 * 2)) */
+    p = make("ptx2d:n=15,nsub=2", &d);
+    size_t half = d.ns / 2, jc = SIZE_MAX;
+    for (size_t j = half; j < d.ns; j++)
+        if (d.r[3 * j] == 0.0 && d.r[3 * j + 1] == 0.0)
+            jc = j;
+    assert_true(jc != SIZE_MAX);
+    double *x0 = malloc(ps_problem_nx(p) * sizeof *x0);
+    assert_non_null(x0);
+    assert_int_equal(ps_problem_x0(p, x0), PS_CONVERGED);
+    double b = (M_PI / 6.0) / (2.0 * M_PI * GB * 1000 * 4e-6), fr = 0.0, fi = 0.0;
+    for (int c = 0; c < 8; c++) {
+        double a = 2.0 * M_PI * c / 8.0 + 2.0 * M_PI / 16.0;
+        const double *s = d.b1map + 2 * (jc * 8 + (size_t)c);
+        near("Re S centre", s[0], cos(a) / 8.0, 1e-15);
+        near("Im S centre", s[1], sin(a) / 8.0, 1e-15);
+        double u = x0[2 * c * 1000], v = x0[(2 * c + 1) * 1000];
+        fr += s[0] * u - s[1] * v;
+        fi += s[0] * v + s[1] * u;
+    }
+    /* subject 1's ring is turned by psi_1: the CP field at its centre is
+     * b exp(i psi_1) (x0 uses phi_c alone) */
+    near("CP field Re", fr, b * cos(2.0 * M_PI / 16.0), 1e-14 * b);
+    near("CP field Im", fi, b * sin(2.0 * M_PI / 16.0), 1e-14 * b);
+    /* subject 0's centre: S_c = exp(i phi_c)/8, the field b itself */
+    size_t j0 = SIZE_MAX;
+    for (size_t j = 0; j < half; j++)
+        if (d.r[3 * j] == 0.0 && d.r[3 * j + 1] == 0.0)
+            j0 = j;
+    assert_true(j0 != SIZE_MAX);
+    fr = fi = 0.0;
+    for (int c = 0; c < 8; c++) {
+        const double *s = d.b1map + 2 * (j0 * 8 + (size_t)c);
+        double u = x0[2 * c * 1000], v = x0[(2 * c + 1) * 1000];
+        fr += s[0] * u - s[1] * v;
+        fi += s[0] * v + s[1] * u;
+    }
+    near("CP field at the centre", fr, b, 1e-14 * b);
+    near("CP field at the centre, Im", fi, 0.0, 1e-14 * b);
+    free(x0);
+    ps_problem_free(p);
+}
+
+/* SPEC's sizes P and U, and nsub = 3, nb0 = 2, counted by ptx_count. */
+static void test_ptx2d_sizes(void **state)
+{
+    (void)state;
+    ptx_par p = ptx_defaults();
+    ps_problem *pr = NULL;
+    assert_int_equal(ps_preset_create("ptx2d", &pr, NULL, 0), PS_CONVERGED);
+    assert_int_equal(ps_problem_ns(pr), ptx_count(&p));
+    assert_int_equal(ps_problem_ns(pr), 1780);
+    assert_int_equal(ps_problem_nx(pr), 16000);
+    ps_problem_free(pr);
+    p.nsub = 3;
+    p.nb0 = 2;
+    assert_int_equal(ps_preset_create("ptx2d:nsub=3,nb0=2", &pr, NULL, 0), PS_CONVERGED);
+    assert_int_equal(ps_problem_ns(pr), ptx_count(&p));
+    assert_int_equal(ps_problem_ns(pr), 10888);
+    ps_problem_free(pr);
+    p.nsub = 31;
+    p.nb0 = 7;
+    p.b0off = 100.0;
+    assert_int_equal(ps_preset_create("ptx2d:nsub=31,nb0=7,b0off=100", &pr, NULL, 0),
+                     PS_CONVERGED);
+    assert_int_equal(ps_problem_ns(pr), ptx_count(&p));
+    assert_int_equal(ps_problem_ns(pr), 391076);
+    assert_int_equal(ps_problem_nc(pr), 8);
+    ps_problem_free(pr);
+}
+
+/* A short CPU solve of a small ptx2d lowers F from the CP-mode start. */
+static void test_ptx2d_solve(void **state)
+{
+    (void)state;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_preset_create("ptx2d:n=16,nc=4,nt=100", &p, NULL, 0), PS_CONVERGED);
+    size_t nx = ps_problem_nx(p);
+    assert_int_equal(nx, 800);
+    double *x = malloc(nx * sizeof *x);
+    assert_non_null(x);
+    assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
+    ps_options o;
+    ps_options_default(&o);
+    o.backend = PS_BACKEND_CPU;
+    o.precision = PS_PRECISION_DOUBLE;
+    o.max_iterations = 20;
+    o.threads = 2;
+    ps_result r;
+    memset(&r, 0, sizeof r);
+    int st = solve_persistent(p, &o, x, &r);
+    printf("ptx2d:n=16,nc=4,nt=100: status %d, %lld iterations, f %.6g -> %.6g\n", st,
+           (long long)r.iterations, r.history_len ? r.history[0].f : NAN, r.f);
+    assert_true(st >= 0);
+    assert_int_equal(r.backend, PS_BACKEND_CPU);
+    assert_true(r.iterations >= 5);
+    assert_true(r.history_len >= 1);
+    assert_true(r.f < 0.5 * r.history[0].f);
+    ps_result_free(&r);
+    free(x);
+    ps_problem_free(p);
+}
+
 /* The benchmark sizes of docs/presets.md build with the stated shapes. */
 static void test_benchmark_sizes(void **state)
 {
@@ -403,26 +741,27 @@ static void test_common_keys(void **state)
     ps_problem_free(p);
 }
 
-/* The list of names: the three presets, NULL-terminated, each buildable. */
+/* The list of names: the four presets, NULL-terminated, each buildable. */
 static void test_names(void **state)
 {
     (void)state;
     const char *const *names = ps_preset_names();
     assert_non_null(names);
-    int found[3] = {0, 0, 0};
+    int found[4] = {0, 0, 0, 0};
     size_t n = 0;
     for (; names[n]; n++) {
         found[0] |= strcmp(names[n], "spiral2d") == 0;
         found[1] |= strcmp(names[n], "slice1d") == 0;
         found[2] |= strcmp(names[n], "inversion") == 0;
+        found[3] |= strcmp(names[n], "ptx2d") == 0;
         ps_problem *p = NULL;
         char spec[64];
         snprintf(spec, sizeof spec, "%s:nt=3", names[n]);
         assert_int_equal(ps_preset_create(spec, &p, NULL, 0), PS_CONVERGED);
         ps_problem_free(p);
     }
-    assert_int_equal(n, 3);
-    assert_true(found[0] && found[1] && found[2]);
+    assert_int_equal(n, 4);
+    assert_true(found[0] && found[1] && found[2] && found[3]);
 }
 
 /*
@@ -490,6 +829,49 @@ static void test_bad_presets(void **state)
     bad("slice1d:tbw=1e308", "tbw=1e308");
 }
 
+/* ptx2d's own parameters: counts, sizes, the object, sar. */
+static void test_bad_ptx2d(void **state)
+{
+    (void)state;
+    bad("ptx2d:nc=65", "from 1 to 64");
+    bad("ptx2d:nc=0", "nc=0");
+    bad("ptx2d:nc=2.5", "nc=2.5");
+    bad("ptx2d:n=0", "n=0");
+    bad("ptx2d:nt=0", "nt=0");
+    bad("ptx2d:nsub=0", "nsub=0");
+    bad("ptx2d:nb0=0", "nb0=0");
+    bad("ptx2d:fov=0", "fov=0");
+    bad("ptx2d:dt=-4e-6", "dt=-4e-6");
+    bad("ptx2d:res=0", "res=0");
+    bad("ptx2d:ring=0", "ring=0");
+    bad("ptx2d:wave=-12", "wave=-12");
+    bad("ptx2d:obj=0", "obj=0");
+    bad("ptx2d:b0off=-1", "b0off=-1 must be >= 0");
+    bad("ptx2d:flip=400", "flip=400");
+    bad("ptx2d:height=x", "height='x'");
+    bad("ptx2d:ndf=3", "ndf"); /* a key of another preset */
+    /* the object: inside the field of view and the coil ring, with a grid point */
+    bad("ptx2d:obj=12.5", "field of view");
+    bad("ptx2d:obj=11,nsub=2", "field of view"); /* the largest subject: 1.15 obj */
+    bad("ptx2d:fov=40,obj=15,ring=14.4", "coil ring");
+    bad("ptx2d:obj=0.1", "holds no point");
+    bad("ptx2d:n=4,obj=3,nsub=3", "subject 0");
+    /* local SAR is a later step */
+    bad("ptx2d:sar=1", "local SAR constraints by VOPs) is not implemented yet");
+    bad("ptx2d:sar=0.5", "sar=0.5 must be 0 or 1");
+    /* sizes past the problem's limits, refused before anything is allocated */
+    bad("ptx2d:n=100000", "n=100000");
+    bad("ptx2d:nsub=1000000,nb0=100", "more than 2^31 spins");
+    bad("ptx2d:nt=100000000", "nt=100000000");
+    /* parameters that make the arrays non-finite */
+    bad("ptx2d:res=1e-300", "res=1e-300");
+    /* sar=0 and nc=64 are fine */
+    ps_problem *p = NULL;
+    assert_int_equal(ps_preset_create("ptx2d:sar=0,nc=64,n=8,nt=3", &p, NULL, 0), PS_CONVERGED);
+    assert_int_equal(ps_problem_nc(p), 64);
+    ps_problem_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +879,11 @@ int main(void)
         cmocka_unit_test(test_spiral2d_spot_values),
         cmocka_unit_test(test_slice1d),
         cmocka_unit_test(test_inversion),
+        cmocka_unit_test(test_ptx2d),
+        cmocka_unit_test(test_ptx2d_spot_values),
+        cmocka_unit_test(test_ptx2d_sizes),
+        cmocka_unit_test(test_ptx2d_solve),
+        cmocka_unit_test(test_bad_ptx2d),
         cmocka_unit_test(test_benchmark_sizes),
         cmocka_unit_test(test_common_keys),
         cmocka_unit_test(test_names),
