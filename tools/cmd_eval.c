@@ -39,7 +39,7 @@ int ps_cmd_eval(const ps_cli *cli)
     }
     int st;
     if (cli->x_file) {
-        st = ps_h5_read_pulse(cli->x_file, nt, x, err, sizeof err);
+        st = ps_h5_read_pulse(cli->x_file, ps_problem_nc(p), nt, x, err, sizeof err);
         if (st != 0) {
             ps_cli_error("--x: %s", err);
             code = PS_EXIT_INPUT;

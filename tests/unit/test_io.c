@@ -226,7 +226,7 @@ static void test_roundtrip_full(void **state)
     assert_int_equal(ps_problem_x0(p, x0), 0);
     assert_int_equal(ps_problem_x0(q, x1), 0);
     assert_same(x1, x0, 2 * NT, "x0");
-    assert_int_equal(ps_h5_read_pulse(path, NT, xr, err, sizeof err), 0);
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT, xr, err, sizeof err), 0);
     for (size_t k = 0; k < NT; k++) {
         assert_true(xr[k] == fp.b1[2 * k]);
         assert_true(xr[NT + k] == fp.b1[2 * k + 1]);
@@ -672,7 +672,7 @@ static void test_wrong_shape(void **state)
     write_full(path);
     char err[512];
     double x[2 * (NT + 1)];
-    assert_int_equal(ps_h5_read_pulse(path, NT + 1, x, err, sizeof err),
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT + 1, x, err, sizeof err),
                      PS_ERR_FILE);
     assert_msg(err, "/pulse/b1");
     assert_msg(err, path);
@@ -792,7 +792,7 @@ static void test_not_hdf5(void **state)
 
     char err[512];
     double x[2 * NT];
-    assert_int_equal(ps_h5_read_pulse(path, NT, x, err, sizeof err), PS_ERR_FILE);
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT, x, err, sizeof err), PS_ERR_FILE);
     assert_msg(err, path);
 }
 
