@@ -117,17 +117,22 @@ static ps_problem *create_full(full_problem *fp, uint64_t seed)
     return p;
 }
 
-/* Write the full problem to path. */
-static void write_full(const char *path)
+/* Write p to path, then free it. */
+static void write_and_free(const char *path, ps_problem *p)
 {
-    full_problem fp;
     char err[512];
-    ps_problem *p = create_full(&fp, 42);
     int st = ps_h5_write_problem(path, p, err, sizeof err);
     if (st)
         printf("%s\n", err);
     assert_int_equal(st, 0);
     ps_problem_free(p);
+}
+
+/* Write the full problem to path. */
+static void write_full(const char *path)
+{
+    full_problem fp;
+    write_and_free(path, create_full(&fp, 42));
 }
 
 /* Read path, expect status `want` and a message containing both needles. */
@@ -283,8 +288,8 @@ static void test_roundtrip_minimal(void **state)
 
 /* ---- HDF5 readers for the checks ----------------------------------- */
 
-static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
-                         hsize_t d1)
+/* Dataset `name` of f, which must be float64 of shape want[rank]. */
+static double *read_dset_n(hid_t f, const char *name, int rank, const hsize_t *want)
 {
     hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
     if (ds < 0) {
@@ -292,20 +297,26 @@ static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
         return NULL;
     }
     hid_t sp = H5Dget_space(ds);
-    hsize_t dims[2] = {0, 0};
+    hsize_t dims[H5S_MAX_RANK] = {0};
     int r = H5Sget_simple_extent_ndims(sp);
     H5Sget_simple_extent_dims(sp, dims, NULL);
     H5Sclose(sp);
     hid_t t = H5Dget_type(ds);
-    int is_f64 = H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 8;
+    int ok = r == rank && H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 8;
     H5Tclose(t);
-    if (r != rank || dims[0] != d0 || (rank == 2 && dims[1] != d1) || !is_f64) {
-        printf("%s: rank %d dims [%llu,%llu] float64 %d\n", name, r,
-               (unsigned long long)dims[0], (unsigned long long)dims[1], is_f64);
+    size_t n = 1;
+    for (int i = 0; i < rank && ok; i++) {
+        ok = dims[i] == want[i];
+        n *= (size_t)want[i];
+    }
+    if (!ok) {
+        printf("%s: rank %d [%llu,%llu,%llu], expected float64 of rank %d\n", name, r,
+               (unsigned long long)dims[0], (unsigned long long)dims[1],
+               (unsigned long long)dims[2], rank);
         H5Dclose(ds);
         return NULL;
     }
-    double *buf = malloc((size_t)(d0 * (rank == 2 ? d1 : 1)) * sizeof(double));
+    double *buf = malloc(n * sizeof(double));
     herr_t e = H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
     H5Dclose(ds);
     if (e < 0) {
@@ -313,6 +324,13 @@ static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
         return NULL;
     }
     return buf;
+}
+
+static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
+                         hsize_t d1)
+{
+    const hsize_t want[2] = {d0, d1};
+    return read_dset_n(f, name, rank, want);
 }
 
 static double read_attr_d(hid_t loc, const char *name)
@@ -512,28 +530,36 @@ static hid_t open_rw(const char *path)
     return f;
 }
 
-/* Replace dataset `name` by one of type `type` and shape dims[rank]. */
-static void replace_dset(const char *path, const char *name, hid_t type,
-                         int rank, hsize_t d0, hsize_t d1, double fill)
+/* Replace dataset `name` by one of type `type` and shape dims[rank]
+ * (rank 0: a scalar), values fill + step i (element i). */
+static void replace_dset_n(const char *path, const char *name, hid_t type, int rank,
+                           const hsize_t *dims, double fill, double step)
 {
     hid_t f = open_rw(path);
     if (H5Lexists(f, name, H5P_DEFAULT) > 0)
         assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
-    hsize_t dims[2] = {d0, d1};
     hid_t sp = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
     hid_t ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     assert_true(ds >= 0);
-    size_t n = rank ? (size_t)(d0 * (rank == 2 ? d1 : 1)) : 1;
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= (size_t)dims[i];
     double *buf = malloc((n ? n : 1) * sizeof(double));
     for (size_t i = 0; i < n; i++)
-        buf[i] = fill;
+        buf[i] = fill + step * (double)i;
     if (n > 0)
-        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
-                             H5P_DEFAULT, buf) >= 0);
+        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
     free(buf);
     H5Dclose(ds);
     H5Sclose(sp);
     H5Fclose(f);
+}
+
+static void replace_dset(const char *path, const char *name, hid_t type,
+                         int rank, hsize_t d0, hsize_t d1, double fill)
+{
+    const hsize_t dims[2] = {d0, d1};
+    replace_dset_n(path, name, type, rank, dims, fill, 0.0);
 }
 
 /* Replace dataset `name` by a chunked float64 one of shape [d0,d1] that is
@@ -887,74 +913,7 @@ static ps_problem *create_channels(channel_problem *cp, uint64_t seed)
 static void write_channels(const char *path)
 {
     channel_problem cp;
-    char err[512];
-    ps_problem *p = create_channels(&cp, 21);
-    int st = ps_h5_write_problem(path, p, err, sizeof err);
-    if (st)
-        printf("%s\n", err);
-    assert_int_equal(st, 0);
-    ps_problem_free(p);
-}
-
-/* Dataset `name` of f, which must be float64 of shape want[rank]. */
-static double *read_dset_n(hid_t f, const char *name, int rank, const hsize_t *want)
-{
-    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
-    if (ds < 0) {
-        printf("%s: missing\n", name);
-        return NULL;
-    }
-    hid_t sp = H5Dget_space(ds);
-    hsize_t dims[H5S_MAX_RANK] = {0};
-    int r = H5Sget_simple_extent_ndims(sp);
-    H5Sget_simple_extent_dims(sp, dims, NULL);
-    H5Sclose(sp);
-    int ok = r == rank;
-    size_t n = 1;
-    for (int i = 0; i < rank && ok; i++) {
-        ok = dims[i] == want[i];
-        n *= (size_t)want[i];
-    }
-    if (!ok) {
-        printf("%s: rank %d [%llu,%llu,%llu], expected rank %d\n", name, r,
-               (unsigned long long)dims[0], (unsigned long long)dims[1],
-               (unsigned long long)dims[2], rank);
-        H5Dclose(ds);
-        return NULL;
-    }
-    double *buf = malloc(n * sizeof(double));
-    herr_t e = H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
-    H5Dclose(ds);
-    if (e < 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
-/* Replace dataset `name` by a float64 one of shape dims[rank], values
- * fill + i (element i). */
-static void replace_dset_n(const char *path, const char *name, int rank,
-                           const hsize_t *dims, double fill)
-{
-    hid_t f = open_rw(path);
-    if (H5Lexists(f, name, H5P_DEFAULT) > 0)
-        assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
-    hid_t sp = H5Screate_simple(rank, dims, NULL);
-    hid_t ds = H5Dcreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    assert_true(ds >= 0);
-    size_t n = 1;
-    for (int i = 0; i < rank; i++)
-        n *= (size_t)dims[i];
-    double *buf = malloc((n ? n : 1) * sizeof(double));
-    for (size_t i = 0; i < n; i++)
-        buf[i] = fill + 1e-3 * (double)i;
-    if (n > 0)
-        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-    free(buf);
-    H5Dclose(ds);
-    H5Sclose(sp);
-    H5Fclose(f);
+    write_and_free(path, create_channels(&cp, 21));
 }
 
 static void test_roundtrip_channels(void **state)
@@ -1098,39 +1057,39 @@ static void test_channels_malformed(void **state)
 
     /* /spins/b1map: rank, rows, width, an empty or too large Nc */
     write_channels(path);
-    replace_dset_n(path, "/spins/b1map", 2, (hsize_t[]){NS, 2}, 0.5);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 2, (hsize_t[]){NS, 2}, 0.5, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/spins/b1map: wrong shape: expected [Ns,Nc,2] = [7,Nc,2]",
                       "got [7,2]");
     write_channels(path);
-    replace_dset_n(path, "/spins/b1map", 3, (hsize_t[]){NS + 1, NC, 2}, 0.5);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS + 1, NC, 2}, 0.5, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/spins/b1map", "got [8,3,2]");
     write_channels(path);
-    replace_dset_n(path, "/spins/b1map", 3, (hsize_t[]){NS, NC, 3}, 0.5);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS, NC, 3}, 0.5, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/spins/b1map", "got [7,3,3]");
     write_channels(path);
-    replace_dset_n(path, "/spins/b1map", 3, (hsize_t[]){NS, 0, 2}, 0.5);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS, 0, 2}, 0.5, 1e-3);
     expect_read_error(path, PS_ERR_SIZE, "/spins/b1map", "Nc = 0 channels");
     write_channels(path);
-    replace_dset_n(path, "/spins/b1map", 3, (hsize_t[]){NS, PS_MAX_CHANNELS + 1, 2}, 0.5);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS, PS_MAX_CHANNELS + 1, 2}, 0.5, 1e-3);
     expect_read_error(path, PS_ERR_SIZE, "/spins/b1map: 65 channels", "limit of 64");
 
     /* /pulse/b1 of another Nc than /spins/b1map's, of rank 2 or 4, empty */
     write_channels(path);
-    replace_dset_n(path, "/pulse/b1", 3, (hsize_t[]){2, NT, 2}, 0.0);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){2, NT, 2}, 0.0, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/pulse/b1: wrong shape: expected [Nc,Nt,2] = [3,5,2], got [2,5,2]",
                       "/spins/b1map");
     write_channels(path);
-    replace_dset_n(path, "/pulse/b1", 2, (hsize_t[]){NT, 2}, 0.0);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 2, (hsize_t[]){NT, 2}, 0.0, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "got [5,2]");
     write_channels(path);
-    replace_dset_n(path, "/pulse/b1", 4, (hsize_t[]){NC, NT, 2, 1}, 0.0);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 4, (hsize_t[]){NC, NT, 2, 1}, 0.0, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "got [3,5,2,1]");
     write_channels(path);
-    replace_dset_n(path, "/pulse/b1", 3, (hsize_t[]){NC, 0, 2}, 0.0);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){NC, 0, 2}, 0.0, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "got [3,0,2]");
     /* a /pulse/b1 of several channels without a /spins/b1map */
     write_full(path);
-    replace_dset_n(path, "/pulse/b1", 3, (hsize_t[]){NC, NT, 2}, 0.0);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){NC, NT, 2}, 0.0, 1e-3);
     expect_read_error(path, PS_ERR_FILE, "/pulse/b1: wrong shape: expected [Nt,2] = [5,2], got [3,5,2]",
                       "one channel: no /spins/b1map");
     write_channels(path);
@@ -1139,7 +1098,7 @@ static void test_channels_malformed(void **state)
 
     /* both a B1 scale and a B1 map */
     write_channels(path);
-    replace_dset_n(path, "/spins/b1", 1, (hsize_t[]){NS}, 1.0);
+    replace_dset_n(path, "/spins/b1", H5T_IEEE_F64LE, 1, (hsize_t[]){NS}, 1.0, 1e-3);
     expect_read_error(path, PS_ERR_CHANNELS, "/spins/b1map", "/spins/b1 ");
 
     /* non-finite elements, named */
@@ -1173,7 +1132,7 @@ static void test_one_channel_forms(void **state)
         double *b1 = read_dset_n(f, "/pulse/b1", 2, dims);
         assert_non_null(b1);
         H5Fclose(f);
-        replace_dset_n(path, "/pulse/b1", 3, (hsize_t[]){1, NT, 2}, 0.0);
+        replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){1, NT, 2}, 0.0, 1e-3);
         f = open_rw(path);
         hid_t ds = H5Dopen2(f, "/pulse/b1", H5P_DEFAULT);
         assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, b1) >= 0);
