@@ -66,6 +66,15 @@ int ps_cli_output_path(const char *given, const char *base, const char *suffix,
 void ps_json_string(FILE *f, const char *s);
 void ps_json_number(FILE *f, double v);
 
+/*
+ * The transmit channels of a pulse x (solver layout, ps_problem_nx(p)
+ * values) as JSON members after a comma, `"channels": Nc, "peak_b1": [..]`
+ * (max_k |b_ck| of each channel, G; null without x), and as text lines,
+ * labels padded to `width`: "channels" and "peak |b1|" (G per channel).
+ */
+void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x);
+void ps_cli_text_channels(FILE *f, int width, const ps_problem *p, const double *x);
+
 /* The command line as given, words joined by spaces (cut at len). */
 void ps_cli_command_line(const ps_cli *cli, char *buf, size_t len);
 

@@ -4,6 +4,7 @@
 #include "cmd.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/h5io.h"
+#include "model/design.h"
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0. */
 static int utf8_len(const unsigned char *s)
@@ -207,6 +209,46 @@ void ps_json_number(FILE *f, double v)
         fprintf(f, "%.17g", v);
     else
         fputs("null", f);
+}
+
+/* max_k |b_ck| of channel c of x, G. */
+static double peak_of_channel(size_t nt, const double *x, size_t c)
+{
+    double peak = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        double a = hypot(x[PS_X_U(nt, c, k)], x[PS_X_V(nt, c, k)]);
+        peak = a > peak ? a : peak;
+    }
+    return peak;
+}
+
+void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x)
+{
+    const size_t nc = ps_problem_nc(p), nt = ps_problem_nt(p);
+    fprintf(f, ",\n  \"channels\": %zu,\n  \"peak_b1\": ", nc);
+    if (!x) {
+        fputs("null", f);
+        return;
+    }
+    fputc('[', f);
+    for (size_t c = 0; c < nc; c++) {
+        if (c)
+            fputs(", ", f);
+        ps_json_number(f, peak_of_channel(nt, x, c));
+    }
+    fputc(']', f);
+}
+
+void ps_cli_text_channels(FILE *f, int width, const ps_problem *p, const double *x)
+{
+    const size_t nc = ps_problem_nc(p), nt = ps_problem_nt(p);
+    fprintf(f, "%-*s%zu\n", width, "channels", nc);
+    if (!x)
+        return;
+    fprintf(f, "%-*s", width, "peak |b1|");
+    for (size_t c = 0; c < nc; c++)
+        fprintf(f, "%s%.4g", c ? " " : "", peak_of_channel(nt, x, c));
+    fputs(" G\n", f);
 }
 
 const char *ps_cli_backend_name(ps_backend b)

@@ -134,9 +134,10 @@ static int is_converged(int status)
     return status == PS_CONVERGED || status == PS_CONVERGED_FTOL;
 }
 
+/* x: the result's pulse (NULL when the solve left none). */
 static void print_json(const ps_cli *cli, const ps_options *o,
-                       const ps_problem *p, const ps_result *r, double f0,
-                       const char *out, int exit_code)
+                       const ps_problem *p, const ps_result *r, const double *x,
+                       double f0, const char *out, int exit_code)
 {
     FILE *f = stdout;
     /* a solve that ended in an error other than the line search has no point */
@@ -165,6 +166,7 @@ static void print_json(const ps_cli *cli, const ps_options *o,
     ps_json_string(f, ps_cli_precision_name(o->precision));
     fprintf(f, ",\n  \"ns\": %zu,\n  \"nt\": %zu", ps_problem_ns(p),
             ps_problem_nt(p));
+    ps_cli_json_channels(f, p, ran ? x : NULL);
     fputs(",\n  \"input\": ", f);
     ps_json_string(f, cli->input);
     fputs(",\n  \"output\": ", f);
@@ -186,8 +188,8 @@ static void print_json(const ps_cli *cli, const ps_options *o,
     fflush(f);
 }
 
-static void print_text(const ps_cli *cli, const ps_options *o,
-                       const ps_result *r, double f0, const char *out)
+static void print_text(const ps_cli *cli, const ps_options *o, const ps_problem *p,
+                       const ps_result *r, const double *x, double f0, const char *out)
 {
     FILE *f = stdout;
     fprintf(f, "status       %s (%d)\n", ps_strerror(r->status), r->status);
@@ -200,6 +202,8 @@ static void print_text(const ps_cli *cli, const ps_options *o,
             ps_cli_backend_name(r->backend), r->device,
             ps_cli_precision_name(o->precision));
     fprintf(f, "fell back    %s\n", r->fell_back ? "yes" : "no");
+    if (ps_problem_nc(p) > 1) /* one channel: the lines it has always had */
+        ps_cli_text_channels(f, 13, p, x);
     fprintf(f, "output       %s\n", out ? out : "(not written)");
     if (cli->resume)
         fprintf(f, "resumed from %s\n", cli->resume);
@@ -521,7 +525,7 @@ int ps_cmd_design(const ps_cli *cli)
             ps_cli_error("solve failed: %s%s%s", ps_strerror(st),
                          log.msg[0] ? ": " : "", log.msg);
         if (cli->json)
-            print_json(cli, &o, p, &r, NAN, NULL, code);
+            print_json(cli, &o, p, &r, NULL, NAN, NULL, code);
         goto done;
     }
     if (st == PS_ERR_LINE_SEARCH)
@@ -548,9 +552,9 @@ int ps_cmd_design(const ps_cli *cli)
     const char *written = wst == 0 ? out : NULL;
     double f0 = r.history && r.history_len > 0 ? r.history[0].f : NAN;
     if (cli->json)
-        print_json(cli, &o, p, &r, f0, written, code);
+        print_json(cli, &o, p, &r, x, f0, written, code);
     else if (!cli->quiet)
-        print_text(cli, &o, &r, f0, written);
+        print_text(cli, &o, p, &r, x, f0, written);
 done:
     ps_run_free(d.run);
     free(in_blob);

@@ -39,7 +39,7 @@ int ps_cmd_eval(const ps_cli *cli)
     }
     int st;
     if (cli->x_file) {
-        st = ps_h5_read_pulse(cli->x_file, nt, x, err, sizeof err);
+        st = ps_h5_read_pulse(cli->x_file, ps_problem_nc(p), nt, x, err, sizeof err);
         if (st != 0) {
             ps_cli_error("--x: %s", err);
             code = PS_EXIT_INPUT;
@@ -105,6 +105,7 @@ int ps_cmd_eval(const ps_cli *cli)
         fputs(",\n  \"gnorm\": ", stdout);
         ps_json_number(stdout, gnorm);
         fprintf(stdout, ",\n  \"ns\": %zu,\n  \"nt\": %zu", ns, nt);
+        ps_cli_json_channels(stdout, p, x);
         fputs(",\n  \"backend\": ", stdout);
         ps_json_string(stdout, ps_cli_backend_name(o.backend));
         fputs(",\n  \"precision\": ", stdout);
@@ -122,6 +123,8 @@ int ps_cmd_eval(const ps_cli *cli)
     } else {
         printf("F         %.17g\n", f);
         printf("|grad F|  %.17g\n", gnorm);
+        if (ps_problem_nc(p) > 1) /* one channel: the lines it has always had */
+            ps_cli_text_channels(stdout, 10, p, x);
         printf("output    %s\n", out);
     }
     code = PS_EXIT_OK;

@@ -26,8 +26,11 @@ int ps_cmd_preset(const ps_cli *cli)
             ps_cli_error("%s", err);
             code = PS_EXIT_INPUT;
         } else {
-            printf("wrote %s: %s, %zu spins, %zu time steps\n", out,
+            printf("wrote %s: %s, %zu spins, %zu time steps", out,
                    cli->input, ps_problem_ns(p), ps_problem_nt(p));
+            if (ps_problem_nc(p) > 1)
+                printf(", %zu channels", ps_problem_nc(p));
+            putchar('\n');
         }
     }
     ps_problem_free(p);

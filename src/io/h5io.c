@@ -9,13 +9,15 @@
  *   /spins/w       [Ns]       (opt)    /spins/m0     [Ns,3]         (opt)
  *   /spins/t1      [Ns]   s   (opt)    /spins/t2     [Ns]  s        (opt)
  *   /pulse/g       [Nt,3] G/cm         /pulse/b1     [Nt,2] (u, v) G (opt)
+ *   several transmit channels: /spins/b1map [Ns,Nc,2] (Re, Im of S_jc; then
+ *   no /spins/b1), /pulse/b1 [Nc,Nt,2] (Nc from /spins/b1map, 1..64)
  *   root attributes: dt (s), gamma_bar (Hz/G, opt), lambda (opt),
  *                    loss (string "full"|"xy"|"mls"|"z", opt), b1_max (G, opt)
  *
  *   result: + /result/m [Ns,3], /result/history [rows,6] and attributes
  *             status, iterations, evaluations, f, backend, device on /result
- *   eval:   + /eval/gradient [Nt,2] (dF/du, dF/dv), attribute f on /eval,
- *             /result/m [Ns,3]
+ *   eval:   + /eval/gradient [Nt,2] (dF/du, dF/dv; [Nc,Nt,2] with several
+ *             channels, as /pulse/b1), attribute f on /eval, /result/m [Ns,3]
  *
  * Ns is the row count of /spins/r and Nt the row count of /pulse/g; every
  * other array must agree with them. Files are written to a temporary name
@@ -164,14 +166,49 @@ static void h5_shape_str(char *buf, size_t len, int rank, const hsize_t *dims)
 }
 
 /*
+ * The expected shape, as messages give it: "[Ns,3] = [7,3]" (the numbers
+ * once the row count is known), "[Ns,Nc,2] = [7,Nc,2]", "[Nc,Nt,2] =
+ * [3,5,2]". syms[i] names dimension i, vals[i] is its size (0: any);
+ * dimension row is the one the row count fills.
+ */
+static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms,
+                        const size_t *vals, int row)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, len - n, "[");
+    for (int i = 0; i < rank && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", syms[i]);
+    if (n < len)
+        n += (size_t)snprintf(buf + n, len - n, "]");
+    if (!vals[row])
+        return;
+    for (int i = 0; i < rank && n < len; i++) {
+        const char *lead = i ? "," : " = [";
+        if (vals[i])
+            n += (size_t)snprintf(buf + n, len - n, "%s%zu", lead, vals[i]);
+        else
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", lead, syms[i]);
+    }
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
+/*
  * Read the float64 dataset `name` of shape [rows] (cols == 0) or
- * [rows,cols]. rows == 0 on entry accepts any row count and returns it in
- * *rows_out; `rows_sym` names the expected row count in messages ("Ns").
+ * [rows,cols], with the transmit channels of `channels`
+ * (model/problem_fields.h): PS_CH_INNER [rows,Nc,cols], PS_CH_OUTER
+ * [Nc,rows,cols], or [rows,cols] for one channel (a rank-3 [1,rows,cols]
+ * is that too). rows == 0 on entry accepts any row count and returns it
+ * in *rows_out; `rows_sym` names the expected row count in messages
+ * ("Ns"). *nc is the channel count: for PS_CH_INNER 0 on entry accepts
+ * any (1..PS_MAX_CHANNELS) and returns it, for PS_CH_OUTER it is the
+ * count expected (nc_from says where it comes from, for messages).
  * A missing optional dataset gives *out = NULL and status 0.
  */
 static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
                          int required, size_t rows, const char *rows_sym,
-                         size_t cols, double **out, size_t *rows_out)
+                         size_t cols, int channels, size_t *nc,
+                         const char *nc_from, double **out, size_t *rows_out)
 {
     int status = 0;
     hid_t dset = -1, type = -1, space = -1;
@@ -198,7 +235,6 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         goto done;
     }
     space = H5Dget_space(dset);
-    int want_rank = cols ? 2 : 1;
     int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     hsize_t dims[H5S_MAX_RANK] = {0};
     if (rank < 0 || H5Sget_simple_extent_type(space) == H5S_NULL) {
@@ -208,45 +244,92 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
     }
     if (rank > 0)
         H5Sget_simple_extent_dims(space, dims, NULL);
-    int bad = rank != want_rank || (rows && dims[0] != rows) ||
-              (cols && dims[1] != cols);
+
+    /* where the rows and the channels are: [rows(,cols)] of one channel,
+     * [rows,Nc,cols] or [Nc,rows,cols] */
+    const size_t want_nc = channels == PS_CH_OUTER ? *nc : 0;
+    int ch = -1, row = 0, want_rank = cols ? 2 : 1;
+    if (channels == PS_CH_INNER) {
+        ch = 1;
+        want_rank = 3;
+    } else if (channels == PS_CH_OUTER && (want_nc > 1 || rank == 3)) {
+        ch = 0;
+        row = 1;
+        want_rank = 3;
+    }
+    const char *syms[3];
+    size_t vals[3];
+    char colsym[24];
+    snprintf(colsym, sizeof colsym, "%zu", cols);
+    syms[row] = rows_sym;
+    vals[row] = rows;
+    if (ch >= 0) {
+        syms[ch] = "Nc";
+        vals[ch] = want_nc;
+    }
+    if (cols) {
+        syms[want_rank - 1] = colsym;
+        vals[want_rank - 1] = cols;
+    }
+    int bad = rank != want_rank;
+    for (int i = 0; i < want_rank && !bad; i++)
+        bad = vals[i] && dims[i] != vals[i];
     if (bad) {
-        char got[96], want[96];
+        char got[96], want[96], note[160] = "";
         h5_shape_str(got, sizeof got, rank, dims);
-        if (cols && rows)
-            snprintf(want, sizeof want, "[%s,%zu] = [%zu,%zu]", rows_sym,
-                     cols, rows, cols);
-        else if (cols)
-            snprintf(want, sizeof want, "[%s,%zu]", rows_sym, cols);
-        else if (rows)
-            snprintf(want, sizeof want, "[%s] = [%zu]", rows_sym, rows);
-        else
-            snprintf(want, sizeof want, "[%s]", rows_sym);
+        if (channels == PS_CH_OUTER && want_nc <= 1) {
+            /* one channel: its form is [rows,cols]; a rank-3 dataset is
+             * told why it has too many channels */
+            const char *const one[2] = {rows_sym, colsym};
+            const size_t onev[2] = {rows, cols};
+            h5_want_str(want, sizeof want, 2, one, onev, 0);
+            if (rank == 3)
+                snprintf(note, sizeof note, " (one channel: %s)", nc_from);
+        } else {
+            h5_want_str(want, sizeof want, want_rank, syms, vals, row);
+            if (channels == PS_CH_OUTER)
+                snprintf(note, sizeof note, " (%zu channels: %s)", want_nc, nc_from);
+        }
         status = h5_fail(c, PS_ERR_FILE,
-                         "%s: wrong shape: expected %s, got %s", name, want,
-                         got);
+                         "%s: wrong shape: expected %s, got %s%s", name, want,
+                         got, note);
         goto done;
     }
-    if (dims[0] == 0) {
+    if (dims[row] == 0) {
         status = h5_fail(c, PS_ERR_SIZE, "%s: wrong shape: %s = 0 rows",
                          name, rows_sym);
         goto done;
     }
     /* rows past the problem's limits: refused before anything is allocated */
     const size_t limit = strcmp(rows_sym, "Nt") == 0 ? PS_MAX_NT : PS_MAX_NS;
-    if (dims[0] > (hsize_t)limit) {
+    if (dims[row] > (hsize_t)limit) {
         status = h5_fail(c, PS_ERR_SIZE, "%s: %llu rows, more than the %s limit of 2^%d", name,
-                         (unsigned long long)dims[0], rows_sym, limit == PS_MAX_NT ? 26 : 31);
+                         (unsigned long long)dims[row], rows_sym, limit == PS_MAX_NT ? 26 : 31);
         goto done;
     }
-    size_t n = (size_t)dims[0];
+    size_t nch = 1;
+    if (ch >= 0) {
+        if (dims[ch] == 0) {
+            status = h5_fail(c, PS_ERR_SIZE, "%s: wrong shape: Nc = 0 channels", name);
+            goto done;
+        }
+        if (dims[ch] > PS_MAX_CHANNELS) {
+            status = h5_fail(c, PS_ERR_SIZE,
+                             "%s: %llu channels, more than the limit of %d", name,
+                             (unsigned long long)dims[ch], PS_MAX_CHANNELS);
+            goto done;
+        }
+        nch = (size_t)dims[ch];
+    }
+    size_t n = (size_t)dims[row];
     size_t total = n * (cols ? cols : 1);
-    if ((hsize_t)n != dims[0] || total / (cols ? cols : 1) != n ||
-        total > SIZE_MAX / sizeof(double)) {
+    if ((hsize_t)n != dims[row] || total / (cols ? cols : 1) != n ||
+        total > SIZE_MAX / sizeof(double) / nch) {
         status = h5_fail(c, PS_ERR_SIZE, "%s: too large (%llu rows)", name,
-                         (unsigned long long)dims[0]);
+                         (unsigned long long)dims[row]);
         goto done;
     }
+    total *= nch;
     double *buf = malloc(total * sizeof(double));
     if (!buf) {
         status = h5_fail(c, PS_ERR_NO_MEMORY, "%s: out of memory for %zu values",
@@ -263,6 +346,8 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
     *out = buf;
     if (rows_out)
         *rows_out = n;
+    if (channels == PS_CH_INNER)
+        *nc = nch;
 done:
     h5_close_id(&space, H5Sclose);
     h5_close_id(&type, H5Tclose);
@@ -444,8 +529,8 @@ static hid_t h5_open_read(const h5ctx *c, int *status)
 /*
  * The problem's datasets (model/problem_fields.h): the field's name, the
  * dataset, whether it must be there, its rows (the offsetof ns or nt in
- * ps_problem_desc), its columns (0: a vector) and the field of
- * ps_problem_desc it fills.
+ * ps_problem_desc), its columns (0: a vector), how its rows relate to the
+ * channels (PS_CH_*) and the field of ps_problem_desc it fills.
  */
 typedef struct h5_dataset {
     const char *name; /* of the field, as validation messages name it */
@@ -453,12 +538,13 @@ typedef struct h5_dataset {
     int required;
     size_t rows;
     size_t cols;
+    int channels; /* PS_CH_NONE, PS_CH_INNER or PS_CH_OUTER */
     size_t field; /* offsetof the pointer in ps_problem_desc */
 } h5_dataset;
 
 #define DATASET(name, rows, width, channels, presence, rule, group, dataset, label) \
     {#name, "/" #group "/" dataset, presence == PS_FIELD_REQUIRED,            \
-     offsetof(ps_problem_desc, rows), width > 1 ? width : 0,                  \
+     offsetof(ps_problem_desc, rows), width > 1 ? width : 0, channels,        \
      offsetof(ps_problem_desc, name)},
 static const h5_dataset h5_problem_datasets[] = {PS_PROBLEM_ARRAYS(DATASET)};
 #undef DATASET
@@ -496,6 +582,7 @@ static const char *h5_field_location(const char *msg)
         const char *field, *where;
     } others[] = {
         {"loss", "attribute loss"}, {"ns", "/spins/r"}, {"nt", "/pulse/g"},
+        {"nc", "/spins/b1map"},
     };
     const char *p = msg;
     while (*p) {
@@ -542,7 +629,9 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
     ps_problem_desc_init(&d);
     /* Ns or Nt is 0 until its first dataset (/spins/r, /pulse/g) is read:
      * those are read first, accept any row count and set it; the later
-     * ones, read in a second pass, must match it */
+     * ones, read in a second pass, must match it. Nc is set by the array
+     * with the channels inside (/spins/b1map, [Ns,Nc,2]), which comes
+     * before the channel-major start pulse; without it, one channel */
     int taken[H5_NDATASETS] = {0};
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < H5_NDATASETS; i++) {
@@ -552,10 +641,15 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                 continue;
             taken[i] = 1;
             const char *sym = ds->rows == offsetof(ps_problem_desc, nt) ? "Nt" : "Ns";
+            size_t nc = ds->channels == PS_CH_INNER ? 0 : PS_NC_OF(&d);
             if ((st = h5_read_array(file, &c, ds->path, ds->required, *rows,
-                                    sym, ds->cols, &arrays[i], rows)))
+                                    sym, ds->cols, ds->channels, &nc,
+                                    d.b1map ? "those of /spins/b1map" : "no /spins/b1map",
+                                    &arrays[i], rows)))
                 goto done;
             *(const double **)((char *)&d + ds->field) = arrays[i];
+            if (ds->channels == PS_CH_INNER && arrays[i])
+                d.nc = nc;
         }
     }
 
@@ -575,6 +669,14 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
         st = h5_fail(&c, PS_ERR_LOSS,
                      "attribute loss: unknown loss '%s' (expected full, xy, "
                      "mls or z)", loss);
+        goto done;
+    }
+
+    /* a B1 scale is the b1map of one channel: one or the other */
+    if (d.b1map && d.b1scale) {
+        st = h5_fail(&c, PS_ERR_CHANNELS,
+                     "/spins/b1map: /spins/b1 (a B1 scale) is present too; a B1 scale is the "
+                     "b1map of one channel: give one of them");
         goto done;
     }
 
@@ -598,7 +700,7 @@ done:
     return st;
 }
 
-int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
+int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *err,
                      size_t errlen)
 {
     h5ctx c = {path, err, errlen};
@@ -613,19 +715,31 @@ int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
         return h5_fail(&c, PS_ERR_NULL, "no file name");
     if (nt == 0)
         return h5_fail(&c, PS_ERR_SIZE, "/pulse/b1: Nt = 0");
+    if (nc == 0 || nc > PS_MAX_CHANNELS)
+        return h5_fail(&c, PS_ERR_SIZE, "/pulse/b1: Nc = %zu (1 to %d channels)", nc,
+                       PS_MAX_CHANNELS);
     h5_quiet();
     hid_t file = h5_open_read(&c, &st);
     if (file < 0)
         return st;
-    st = h5_read_array(file, &c, "/pulse/b1", 1, nt, "Nt", 2, &b1, NULL);
+    size_t want = nc;
+    st = h5_read_array(file, &c, "/pulse/b1", 1, nt, "Nt", 2, PS_CH_OUTER, &want,
+                       "the problem's", &b1, NULL);
     if (st == 0) {
-        for (size_t k = 0; k < nt && !st; k++)
-            if (!isfinite(b1[2 * k]) || !isfinite(b1[2 * k + 1]))
-                st = h5_fail(&c, PS_ERR_NONFINITE,
-                             "/pulse/b1: row %zu is not finite (%g, %g)", k,
-                             b1[2 * k], b1[2 * k + 1]);
+        /* [nc][nt][2] rows; one channel's messages name the row alone */
+        for (size_t i = 0; i < nc * nt && !st; i++)
+            if (!isfinite(b1[2 * i]) || !isfinite(b1[2 * i + 1])) {
+                if (nc == 1)
+                    st = h5_fail(&c, PS_ERR_NONFINITE,
+                                 "/pulse/b1: row %zu is not finite (%g, %g)", i,
+                                 b1[2 * i], b1[2 * i + 1]);
+                else
+                    st = h5_fail(&c, PS_ERR_NONFINITE,
+                                 "/pulse/b1: channel %zu, row %zu is not finite (%g, %g)",
+                                 i / nt, i % nt, b1[2 * i], b1[2 * i + 1]);
+            }
         if (!st)
-            ps_design_x_of_rows(1, nt, b1, x);
+            ps_design_x_of_rows(nc, nt, b1, x);
     }
     free(b1);
     H5Fclose(file);
@@ -636,12 +750,13 @@ int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
 /* Writing                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int h5_write_array(hid_t loc, const h5ctx *c, const char *name,
-                          size_t rows, size_t cols, const double *data)
+/* The dataset `name` of shape dims[rank]. */
+static int h5_write_dims(hid_t loc, const h5ctx *c, const char *name, int rank,
+                         const hsize_t *dims, const double *data)
 {
     char why[200];
-    hsize_t dims[2] = {rows, cols};
-    hid_t space = H5Screate_simple(cols ? 2 : 1, dims, NULL);
+    hsize_t rows = dims[0];
+    hid_t space = H5Screate_simple(rank, dims, NULL);
     hid_t dset = space >= 0 ? H5Dcreate2(loc, name, H5T_IEEE_F64LE, space,
                                          H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
                             : -1;
@@ -654,6 +769,34 @@ static int h5_write_array(hid_t loc, const h5ctx *c, const char *name,
     h5_close_id(&dset, H5Dclose);
     h5_close_id(&space, H5Sclose);
     return st;
+}
+
+/* [rows] (cols == 0) or [rows,cols]. */
+static int h5_write_array(hid_t loc, const h5ctx *c, const char *name,
+                          size_t rows, size_t cols, const double *data)
+{
+    const hsize_t dims[2] = {rows, cols};
+    return h5_write_dims(loc, c, name, cols ? 2 : 1, dims, data);
+}
+
+/*
+ * An array of nc channels (model/problem_fields.h): PS_CH_NONE as
+ * h5_write_array, PS_CH_INNER [rows,nc,cols], PS_CH_OUTER [nc,rows,cols]
+ * for several channels and [rows,cols] for one (the form files have
+ * always had).
+ */
+static int h5_write_channels(hid_t loc, const h5ctx *c, const char *name, int channels,
+                             size_t nc, size_t rows, size_t cols, const double *data)
+{
+    if (channels == PS_CH_INNER) {
+        const hsize_t dims[3] = {rows, nc, cols};
+        return h5_write_dims(loc, c, name, 3, dims, data);
+    }
+    if (channels == PS_CH_OUTER && nc > 1) {
+        const hsize_t dims[3] = {nc, rows, cols};
+        return h5_write_dims(loc, c, name, 3, dims, data);
+    }
+    return h5_write_array(loc, c, name, rows, cols, data);
 }
 
 /* Write a scalar attribute of file type ftype from memory type mtype. */
@@ -715,12 +858,13 @@ static hid_t h5_group(hid_t file, const h5ctx *c, const char *name, int *st)
     return g;
 }
 
-/* x in solver layout (u_1..u_Nt, v_1..v_Nt) -> rows (u_k, v_k). */
-static double *h5_rows_from_x(const double *x, size_t nt)
+/* x in solver layout (channel-major u_c1..u_cNt, v_c1..v_cNt) -> rows
+ * [nc][nt] of (u_ck, v_ck). */
+static double *h5_rows_from_x(const double *x, size_t nc, size_t nt)
 {
-    double *b = malloc(2 * nt * sizeof(double));
+    double *b = malloc(2 * nc * nt * sizeof(double));
     if (b)
-        ps_design_rows_of_x(1, nt, x, b);
+        ps_design_rows_of_x(nc, nt, x, b);
     return b;
 }
 
@@ -753,7 +897,7 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
     if (st)
         goto done;
     if (x) {
-        start = h5_rows_from_x(x, d->nt);
+        start = h5_rows_from_x(x, PS_NC_OF(d), d->nt);
         if (!start) {
             st = h5_fail(c, PS_ERR_NO_MEMORY, "/pulse/b1: out of memory");
             goto done;
@@ -765,8 +909,8 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
     if (!st) {                                                                \
         const double *a = presence == PS_FIELD_START && x ? start : d->name;  \
         if (a)                                                                \
-            st = h5_write_array(group, c, dataset, d->rows,                   \
-                                width > 1 ? width : 0, a);                    \
+            st = h5_write_channels(group, c, dataset, channels, PS_NC_OF(d),  \
+                                   d->rows, width > 1 ? width : 0, a);        \
     }
     PS_PROBLEM_ARRAYS(WRITE)
 #undef WRITE
@@ -992,12 +1136,14 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
     ev = h5_group(o.file, &c, "/eval", &st);
     if (st)
         goto done;
-    rows = h5_rows_from_x(grad, d.nt);
+    rows = h5_rows_from_x(grad, PS_NC_OF(&d), d.nt);
     if (!rows) {
         st = h5_fail(&c, PS_ERR_NO_MEMORY, "/eval/gradient: out of memory");
         goto done;
     }
-    if ((st = h5_write_array(ev, &c, "gradient", d.nt, 2, rows)) ||
+    /* the shape of /pulse/b1: [Nt,2], or [Nc,Nt,2] for several channels */
+    if ((st = h5_write_channels(ev, &c, "gradient", PS_CH_OUTER, PS_NC_OF(&d), d.nt, 2,
+                                rows)) ||
         (st = h5_write_attr_double(ev, &c, "f", f)))
         goto done;
     res = h5_group(o.file, &c, "/result", &st);

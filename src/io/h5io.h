@@ -6,8 +6,9 @@
  * the validation status of the problem read) and, on error, writes a
  * message into err[errlen] that names the file, the dataset or attribute,
  * and what is wrong ("/spins/r: expected shape [Ns,3], got [400,2]").
- * Pulses are passed in solver layout x = (u_1..u_Nt, v_1..v_Nt); files hold
- * [Nt,2] rows (u, v).
+ * Pulses are passed in solver layout x (model/design.h: channel-major,
+ * u_c1..u_cNt, v_c1..v_cNt for each channel c); files hold rows (u, v):
+ * [Nt,2] for one channel, [Nc,Nt,2] for several.
  */
 #ifndef PS_SRC_H5IO_H
 #define PS_SRC_H5IO_H
@@ -20,12 +21,14 @@
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen);
 
-/* Write a problem file (the problem's x0 as /pulse/b1). */
+/* Write a problem file (the problem's x0 as /pulse/b1; with several
+ * channels /spins/b1map [Ns,Nc,2] and /pulse/b1 [Nc,Nt,2]). */
 int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
                         size_t errlen);
 
 /*
- * Write a result file: the problem's groups, /pulse/b1 = x, /result/m =
+ * Write a result file: the problem's groups, /pulse/b1 = x (in the shape
+ * of the problem's /pulse/b1), /result/m =
  * m[ns][3], /result/history [rows][6] (iteration, f, gradient norm, step,
  * evaluations, seconds) and the attributes status, iterations,
  * evaluations, f, backend, device on /result.
@@ -36,14 +39,16 @@ int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
 
 /*
  * Write an eval file: the problem's groups with /pulse/b1 = x,
- * /eval/gradient [Nt,2] (dF/du, dF/dv), attribute f on /eval, /result/m.
+ * /eval/gradient (dF/du, dF/dv) in the shape of /pulse/b1 ([Nt,2], or
+ * [Nc,Nt,2] for several channels), attribute f on /eval, /result/m.
  */
 int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
                      double f, const double *grad, const double *m,
                      char *err, size_t errlen);
 
-/* Read /pulse/b1 [nt,2] of any file into x[2*nt]. */
-int ps_h5_read_pulse(const char *path, size_t nt, double *x, char *err,
+/* Read /pulse/b1 of nc channels of nt steps ([nt,2] for nc = 1, a rank-3
+ * [1,nt,2] too; [nc,nt,2] for several) of any file into x[2*nc*nt]. */
+int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *err,
                      size_t errlen);
 
 #endif /* PS_SRC_H5IO_H */

@@ -211,9 +211,8 @@ static double text_number(const char *s, const char *label)
     return NAN;
 }
 
-/* Dataset `name` of `path` must have shape [d0,d1]; returns its data. */
-static double *h5_read(const char *path, const char *name, hsize_t d0,
-                       hsize_t d1)
+/* Dataset `name` of `path` must have shape want[rank]; returns its data. */
+static double *h5_read_n(const char *path, const char *name, int rank, const hsize_t *want)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
@@ -227,26 +226,40 @@ static double *h5_read(const char *path, const char *name, hsize_t d0,
         fail();
     }
     hid_t sp = H5Dget_space(ds);
-    hsize_t dims[2] = {0, 0};
-    int rank = H5Sget_simple_extent_ndims(sp);
+    hsize_t dims[H5S_MAX_RANK] = {0};
+    int got = H5Sget_simple_extent_ndims(sp);
     H5Sget_simple_extent_dims(sp, dims, NULL);
     H5Sclose(sp);
     double *buf = NULL;
-    if (rank == 2 && dims[0] == d0 && dims[1] == d1) {
-        buf = malloc((size_t)(d0 * d1) * sizeof(double));
+    int same = got == rank;
+    size_t n = 1;
+    for (int i = 0; i < rank && same; i++) {
+        same = dims[i] == want[i];
+        n *= (size_t)want[i];
+    }
+    if (same) {
+        buf = malloc(n * sizeof(double));
         if (H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
             free(buf);
             buf = NULL;
         }
     } else {
-        printf("%s %s: shape [%llu,%llu], expected [%llu,%llu]\n", path, name,
-               (unsigned long long)dims[0], (unsigned long long)dims[1],
-               (unsigned long long)d0, (unsigned long long)d1);
+        printf("%s %s: rank %d [%llu,%llu,...], expected rank %d [%llu,%llu,...]\n", path,
+               name, got, (unsigned long long)dims[0], (unsigned long long)dims[1], rank,
+               (unsigned long long)want[0], (unsigned long long)want[1]);
     }
     H5Dclose(ds);
     H5Fclose(f);
     assert_non_null(buf);
     return buf;
+}
+
+/* Dataset `name` of `path` must have shape [d0,d1]; returns its data. */
+static double *h5_read(const char *path, const char *name, hsize_t d0,
+                       hsize_t d1)
+{
+    const hsize_t want[2] = {d0, d1};
+    return h5_read_n(path, name, 2, want);
 }
 
 static double h5_attr(const char *path, const char *obj, const char *name)
@@ -1268,6 +1281,180 @@ static void test_tune(void **state)
     assert_contains(r->out, "4 spins x 64 segments");
 }
 
+/* ---- several transmit channels ---------------------------------------- */
+
+#define PC_NS 12
+#define PC_NT 40
+#define PC_NC 3
+
+static void h5_put(hid_t loc, const char *name, int rank, const hsize_t *dims,
+                   const double *data)
+{
+    hid_t sp = H5Screate_simple(rank, dims, NULL);
+    hid_t ds = H5Dcreate2(loc, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    H5Dclose(ds);
+    H5Sclose(sp);
+}
+
+/*
+ * A problem of PC_NC channels written by hand, as a user's script would:
+ * spins on a line in x, a constant Gx, complex sensitivities that vary
+ * over the line (/spins/b1map [Ns,Nc,2]), a 30 degree target and a small
+ * start pulse per channel (/pulse/b1 [Nc,Nt,2]).
+ */
+static void write_channel_problem(const char *path)
+{
+    static double r[PC_NS * 3], target[PC_NS * 3], map[PC_NS * PC_NC * 2];
+    static double g[PC_NT * 3], b1[PC_NC * PC_NT * 2];
+    const double flip = 30.0 * M_PI / 180.0;
+    for (int j = 0; j < PC_NS; j++) {
+        const double x = -2.0 + 4.0 * j / (PC_NS - 1);
+        r[3 * j] = x;
+        r[3 * j + 1] = r[3 * j + 2] = 0.0;
+        target[3 * j] = 0.0;
+        target[3 * j + 1] = sin(flip);
+        target[3 * j + 2] = cos(flip);
+        for (int c = 0; c < PC_NC; c++) {
+            const double a = (1.0 + 0.3 * c * x / 2.0) / PC_NC, ph = 2.0 * M_PI * c / PC_NC + 0.2 * x;
+            map[(j * PC_NC + c) * 2] = a * cos(ph);
+            map[(j * PC_NC + c) * 2 + 1] = a * sin(ph);
+        }
+    }
+    for (int k = 0; k < PC_NT; k++) {
+        g[3 * k] = 0.05;
+        g[3 * k + 1] = g[3 * k + 2] = 0.0;
+    }
+    for (int c = 0; c < PC_NC; c++)
+        for (int k = 0; k < PC_NT; k++) {
+            b1[(c * PC_NT + k) * 2] = 0.01 * cos(2.0 * M_PI * c / PC_NC);
+            b1[(c * PC_NT + k) * 2 + 1] = -0.01 * sin(2.0 * M_PI * c / PC_NC);
+        }
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t spins = H5Gcreate2(f, "/spins", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t pulse = H5Gcreate2(f, "/pulse", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    h5_put(spins, "r", 2, (hsize_t[]){PC_NS, 3}, r);
+    h5_put(spins, "target", 2, (hsize_t[]){PC_NS, 3}, target);
+    h5_put(spins, "b1map", 3, (hsize_t[]){PC_NS, PC_NC, 2}, map);
+    h5_put(pulse, "g", 2, (hsize_t[]){PC_NT, 3}, g);
+    h5_put(pulse, "b1", 3, (hsize_t[]){PC_NC, PC_NT, 2}, b1);
+    const double dt = 4e-6;
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "dt", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(H5Awrite(a, H5T_NATIVE_DOUBLE, &dt) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Gclose(pulse);
+    H5Gclose(spins);
+    H5Fclose(f);
+}
+
+/* Dataset `name` of `path` must be [PC_NC,PC_NT,2]; returns its data. */
+static double *h5_read_channels(const char *path, const char *name)
+{
+    const hsize_t want[3] = {PC_NC, PC_NT, 2};
+    return h5_read_n(path, name, 3, want);
+}
+
+/* "peak_b1": [a, b, c] of a JSON report must be max_k |b_ck| of rows b1
+ * [PC_NC][PC_NT][2], exactly (the report prints 17 digits). */
+static void check_peaks(const char *json, const double *b1)
+{
+    const char *p = strstr(json, "\"peak_b1\": [");
+    if (!p) {
+        printf("no \"peak_b1\" array in the JSON\n");
+        fail();
+    }
+    p += strlen("\"peak_b1\": [");
+    for (int c = 0; c < PC_NC; c++) {
+        double want = 0.0;
+        for (int k = 0; k < PC_NT; k++) {
+            double a = hypot(b1[(c * PC_NT + k) * 2], b1[(c * PC_NT + k) * 2 + 1]);
+            want = a > want ? a : want;
+        }
+        char *end = NULL;
+        double got = strtod(p, &end);
+        if (end == p || got != want) {
+            printf("peak_b1[%d] = %.17g, expected %.17g\n", c, got, want);
+            fail();
+        }
+        p = end;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    assert_true(*p == ']');
+}
+
+static void test_channels(void **state)
+{
+    (void)state;
+    const char *prob = "cli_pc.h5", *res = "cli_pc_r.h5", *ev = "cli_pc_e.h5";
+    write_channel_problem(prob);
+    unlink(res);
+    unlink(ev);
+
+    /* design on the CPU: the result's pulse in the problem's shape, each
+     * channel's peak in the report */
+    run_result *r = run("design", prob, "--backend", "cpu", "--max-iters", "5", "-o", res,
+                        "--json", NULL);
+    if (r->code != 0 && r->code != 1)
+        printf("%s\n", r->err);
+    assert_true(r->code == 0 || r->code == 1);
+    assert_true(json_number(r->out, "channels") == PC_NC);
+    assert_true(json_number(r->out, "nt") == PC_NT);
+    double f0 = json_number(r->out, "f0"), f = json_number(r->out, "f");
+    assert_true(f < f0);
+    double *b1 = h5_read_channels(res, "/pulse/b1");
+    check_peaks(r->out, b1);
+    double *start = h5_read_channels(prob, "/pulse/b1");
+    int moved = 0;
+    for (int i = 0; i < PC_NC * PC_NT * 2; i++)
+        moved |= b1[i] != start[i];
+    assert_true(moved);
+    free(start);
+    free(h5_read(res, "/result/m", PC_NS, 3));
+
+    /* the text summary has a line for the channels and their peaks */
+    r = run("design", prob, "--backend", "cpu", "--max-iters", "2", "-o", "cli_pc_t.h5", NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    assert_true(text_number(r->out, "channels ") == PC_NC);
+    assert_contains(r->out, "peak |b1|    ");
+
+    /* eval of the result: the gradient in the shape of /pulse/b1, F as the
+     * design's, the same pulse's peaks */
+    r = run("eval", res, "--json", "-o", ev, NULL);
+    assert_code(r, 0);
+    assert_true(json_number(r->out, "channels") == PC_NC);
+    assert_true(json_number(r->out, "f") == f);
+    check_peaks(r->out, b1);
+    double *g = h5_read_channels(ev, "/eval/gradient");
+    double s = 0.0;
+    for (int i = 0; i < PC_NC * PC_NT * 2; i++)
+        s += g[i] * g[i];
+    double gn = json_number(r->out, "gnorm");
+    assert_true(fabs(sqrt(s) - gn) <= 1e-12 * gn);
+    free(g);
+    free(h5_read_channels(ev, "/pulse/b1"));
+    r = run("eval", res, "-o", ev, NULL);
+    assert_code(r, 0);
+    assert_true(text_number(r->out, "channels ") == PC_NC);
+
+    /* --x: the problem at the result's pulse of three channels gives F */
+    r = run("eval", prob, "--x", res, "--json", "-o", ev, NULL);
+    assert_code(r, 0);
+    assert_true(json_number(r->out, "f") == f);
+    /* a pulse of one channel is refused, naming the dataset */
+    r = run("preset", "slice1d:nz=10,nt=40", "-o", "cli_pc_1.h5", NULL);
+    assert_code(r, 0);
+    r = run("eval", prob, "--x", "cli_pc_1.h5", "-o", ev, NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "/pulse/b1");
+    assert_contains(r->err, "got [40,2]");
+    free(b1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1311,6 +1498,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_malformed_file),
         cmocka_unit_test(test_output_paths),
         cmocka_unit_test(test_eval_b1max_warning),
+        cmocka_unit_test(test_channels),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),
         cmocka_unit_test(test_tune),

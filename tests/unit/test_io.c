@@ -117,17 +117,22 @@ static ps_problem *create_full(full_problem *fp, uint64_t seed)
     return p;
 }
 
-/* Write the full problem to path. */
-static void write_full(const char *path)
+/* Write p to path, then free it. */
+static void write_and_free(const char *path, ps_problem *p)
 {
-    full_problem fp;
     char err[512];
-    ps_problem *p = create_full(&fp, 42);
     int st = ps_h5_write_problem(path, p, err, sizeof err);
     if (st)
         printf("%s\n", err);
     assert_int_equal(st, 0);
     ps_problem_free(p);
+}
+
+/* Write the full problem to path. */
+static void write_full(const char *path)
+{
+    full_problem fp;
+    write_and_free(path, create_full(&fp, 42));
 }
 
 /* Read path, expect status `want` and a message containing both needles. */
@@ -226,7 +231,7 @@ static void test_roundtrip_full(void **state)
     assert_int_equal(ps_problem_x0(p, x0), 0);
     assert_int_equal(ps_problem_x0(q, x1), 0);
     assert_same(x1, x0, 2 * NT, "x0");
-    assert_int_equal(ps_h5_read_pulse(path, NT, xr, err, sizeof err), 0);
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT, xr, err, sizeof err), 0);
     for (size_t k = 0; k < NT; k++) {
         assert_true(xr[k] == fp.b1[2 * k]);
         assert_true(xr[NT + k] == fp.b1[2 * k + 1]);
@@ -283,8 +288,8 @@ static void test_roundtrip_minimal(void **state)
 
 /* ---- HDF5 readers for the checks ----------------------------------- */
 
-static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
-                         hsize_t d1)
+/* Dataset `name` of f, which must be float64 of shape want[rank]. */
+static double *read_dset_n(hid_t f, const char *name, int rank, const hsize_t *want)
 {
     hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
     if (ds < 0) {
@@ -292,20 +297,26 @@ static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
         return NULL;
     }
     hid_t sp = H5Dget_space(ds);
-    hsize_t dims[2] = {0, 0};
+    hsize_t dims[H5S_MAX_RANK] = {0};
     int r = H5Sget_simple_extent_ndims(sp);
     H5Sget_simple_extent_dims(sp, dims, NULL);
     H5Sclose(sp);
     hid_t t = H5Dget_type(ds);
-    int is_f64 = H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 8;
+    int ok = r == rank && H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 8;
     H5Tclose(t);
-    if (r != rank || dims[0] != d0 || (rank == 2 && dims[1] != d1) || !is_f64) {
-        printf("%s: rank %d dims [%llu,%llu] float64 %d\n", name, r,
-               (unsigned long long)dims[0], (unsigned long long)dims[1], is_f64);
+    size_t n = 1;
+    for (int i = 0; i < rank && ok; i++) {
+        ok = dims[i] == want[i];
+        n *= (size_t)want[i];
+    }
+    if (!ok) {
+        printf("%s: rank %d [%llu,%llu,%llu], expected float64 of rank %d\n", name, r,
+               (unsigned long long)dims[0], (unsigned long long)dims[1],
+               (unsigned long long)dims[2], rank);
         H5Dclose(ds);
         return NULL;
     }
-    double *buf = malloc((size_t)(d0 * (rank == 2 ? d1 : 1)) * sizeof(double));
+    double *buf = malloc(n * sizeof(double));
     herr_t e = H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
     H5Dclose(ds);
     if (e < 0) {
@@ -313,6 +324,13 @@ static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
         return NULL;
     }
     return buf;
+}
+
+static double *read_dset(hid_t f, const char *name, int rank, hsize_t d0,
+                         hsize_t d1)
+{
+    const hsize_t want[2] = {d0, d1};
+    return read_dset_n(f, name, rank, want);
 }
 
 static double read_attr_d(hid_t loc, const char *name)
@@ -512,28 +530,36 @@ static hid_t open_rw(const char *path)
     return f;
 }
 
-/* Replace dataset `name` by one of type `type` and shape dims[rank]. */
-static void replace_dset(const char *path, const char *name, hid_t type,
-                         int rank, hsize_t d0, hsize_t d1, double fill)
+/* Replace dataset `name` by one of type `type` and shape dims[rank]
+ * (rank 0: a scalar), values fill + step i (element i). */
+static void replace_dset_n(const char *path, const char *name, hid_t type, int rank,
+                           const hsize_t *dims, double fill, double step)
 {
     hid_t f = open_rw(path);
     if (H5Lexists(f, name, H5P_DEFAULT) > 0)
         assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
-    hsize_t dims[2] = {d0, d1};
     hid_t sp = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
     hid_t ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     assert_true(ds >= 0);
-    size_t n = rank ? (size_t)(d0 * (rank == 2 ? d1 : 1)) : 1;
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= (size_t)dims[i];
     double *buf = malloc((n ? n : 1) * sizeof(double));
     for (size_t i = 0; i < n; i++)
-        buf[i] = fill;
+        buf[i] = fill + step * (double)i;
     if (n > 0)
-        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
-                             H5P_DEFAULT, buf) >= 0);
+        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
     free(buf);
     H5Dclose(ds);
     H5Sclose(sp);
     H5Fclose(f);
+}
+
+static void replace_dset(const char *path, const char *name, hid_t type,
+                         int rank, hsize_t d0, hsize_t d1, double fill)
+{
+    const hsize_t dims[2] = {d0, d1};
+    replace_dset_n(path, name, type, rank, dims, fill, 0.0);
 }
 
 /* Replace dataset `name` by a chunked float64 one of shape [d0,d1] that is
@@ -672,7 +698,7 @@ static void test_wrong_shape(void **state)
     write_full(path);
     char err[512];
     double x[2 * (NT + 1)];
-    assert_int_equal(ps_h5_read_pulse(path, NT + 1, x, err, sizeof err),
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT + 1, x, err, sizeof err),
                      PS_ERR_FILE);
     assert_msg(err, "/pulse/b1");
     assert_msg(err, path);
@@ -792,7 +818,7 @@ static void test_not_hdf5(void **state)
 
     char err[512];
     double x[2 * NT];
-    assert_int_equal(ps_h5_read_pulse(path, NT, x, err, sizeof err), PS_ERR_FILE);
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT, x, err, sizeof err), PS_ERR_FILE);
     assert_msg(err, path);
 }
 
@@ -839,6 +865,322 @@ static void test_write_errors(void **state)
     ps_problem_free(p);
 }
 
+/* ---- several transmit channels ---------------------------------------- */
+
+#define NC 3
+
+/* A problem of NC channels: a complex B1 map, a start pulse per channel,
+ * no B1 scale. */
+typedef struct channel_problem {
+    double r[NS * 3], target[NS * 3], df[NS], g[NT * 3];
+    double b1map[NS * NC * 2], b1[NC * NT * 2];
+    ps_problem_desc d;
+} channel_problem;
+
+static ps_problem *create_channels(channel_problem *cp, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < NS * 3; i++) {
+        cp->r[i] = tu_uniform(&s, -2, 2);
+        cp->target[i] = tu_uniform(&s, -1, 1);
+    }
+    for (size_t j = 0; j < NS; j++)
+        cp->df[j] = tu_uniform(&s, -100, 100);
+    for (size_t k = 0; k < NT * 3; k++)
+        cp->g[k] = tu_uniform(&s, -1, 1);
+    for (size_t i = 0; i < NS * NC * 2; i++)
+        cp->b1map[i] = tu_uniform(&s, -0.5, 0.5);
+    for (size_t i = 0; i < NC * NT * 2; i++)
+        cp->b1[i] = tu_uniform(&s, -0.05, 0.05);
+    ps_problem_desc *d = &cp->d;
+    ps_problem_desc_init(d);
+    d->ns = NS;
+    d->nt = NT;
+    d->nc = NC;
+    d->r = cp->r;
+    d->target = cp->target;
+    d->df = cp->df;
+    d->g = cp->g;
+    d->b1map = cp->b1map;
+    d->b1 = cp->b1;
+    d->dt = 4e-6;
+    d->loss = PS_LOSS_XY;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(d, &p), PS_CONVERGED);
+    return p;
+}
+
+static void write_channels(const char *path)
+{
+    channel_problem cp;
+    write_and_free(path, create_channels(&cp, 21));
+}
+
+static void test_roundtrip_channels(void **state)
+{
+    (void)state;
+    const char *path = "io_channels.h5";
+    channel_problem cp;
+    char err[512];
+    ps_problem *p = create_channels(&cp, 5);
+    assert_int_equal(ps_h5_write_problem(path, p, err, sizeof err), 0);
+    assert_no_open_handles();
+
+    /* the datasets as a user sees them */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    const hsize_t map_dims[3] = {NS, NC, 2}, b1_dims[3] = {NC, NT, 2};
+    double *map = read_dset_n(f, "/spins/b1map", 3, map_dims);
+    double *b1 = read_dset_n(f, "/pulse/b1", 3, b1_dims);
+    assert_same(map, cp.b1map, NS * NC * 2, "/spins/b1map");
+    assert_same(b1, cp.b1, NC * NT * 2, "/pulse/b1");
+    assert_false(H5Lexists(f, "/spins/b1", H5P_DEFAULT) > 0);
+    H5Fclose(f);
+    free(map);
+    free(b1);
+
+    ps_problem *q = NULL;
+    int st = ps_h5_read_problem(path, &q, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    assert_no_open_handles();
+    ps_problem_desc a, b;
+    assert_int_equal(ps_problem_describe(p, &a), 0);
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    assert_int_equal(b.nc, NC);
+    assert_int_equal(ps_problem_nc(q), NC);
+    assert_null(b.b1scale);
+    assert_same(b.b1map, cp.b1map, NS * NC * 2, "b1map (source)");
+    assert_same(b.b1, cp.b1, NC * NT * 2, "b1 (source)");
+    assert_same(b.r, a.r, NS * 3, "r");
+    assert_same(b.target, a.target, NS * 3, "target");
+    assert_same(b.df, a.df, NS, "df");
+    assert_same(b.g, a.g, NT * 3, "g");
+    assert_int_equal(b.loss, PS_LOSS_XY);
+
+    /* the start pulse in solver layout, from the problem and from the file */
+    double x0[2 * NC * NT], xr[2 * NC * NT];
+    tu_poison(xr, 2 * NC * NT);
+    assert_int_equal(ps_problem_x0(q, x0), 0);
+    assert_int_equal(ps_h5_read_pulse(path, NC, NT, xr, err, sizeof err), 0);
+    assert_same(xr, x0, 2 * NC * NT, "read_pulse");
+    for (size_t c = 0; c < NC; c++)
+        for (size_t k = 0; k < NT; k++) {
+            assert_true(xr[2 * c * NT + k] == cp.b1[(c * NT + k) * 2]);
+            assert_true(xr[(2 * c + 1) * NT + k] == cp.b1[(c * NT + k) * 2 + 1]);
+        }
+    /* of another channel count: refused, naming the dataset and the shapes */
+    assert_int_equal(ps_h5_read_pulse(path, 2, NT, xr, err, sizeof err), PS_ERR_FILE);
+    printf("%s\n", err);
+    assert_msg(err, "/pulse/b1");
+    assert_msg(err, "[2,5,2]");
+    assert_msg(err, "got [3,5,2]");
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT, xr, err, sizeof err), PS_ERR_FILE);
+    printf("%s\n", err);
+    assert_msg(err, "expected [Nt,2] = [5,2], got [3,5,2]");
+    assert_no_open_handles();
+    ps_problem_free(q);
+    ps_problem_free(p);
+}
+
+static void test_channels_result_and_eval(void **state)
+{
+    (void)state;
+    const char *rpath = "io_channels_result.h5", *epath = "io_channels_eval.h5";
+    channel_problem cp;
+    char err[512];
+    ps_problem *p = create_channels(&cp, 8);
+    uint64_t s = 9;
+    double x[2 * NC * NT], grad[2 * NC * NT], m[NS * 3];
+    for (size_t i = 0; i < 2 * NC * NT; i++) {
+        x[i] = tu_uniform(&s, -0.1, 0.1);
+        grad[i] = tu_uniform(&s, -3, 3);
+    }
+    for (size_t i = 0; i < NS * 3; i++)
+        m[i] = tu_uniform(&s, -1, 1);
+    ps_progress hist[2] = {{.iteration = 0, .f = 2.0}, {.iteration = 1, .f = 1.0}};
+    ps_result r = {0};
+    r.status = PS_CONVERGED;
+    r.iterations = 1;
+    r.f = 1.0;
+    r.history = hist;
+    r.history_len = 2;
+    int st = ps_h5_write_result(rpath, p, x, m, &r, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    assert_int_equal(ps_h5_write_eval(epath, p, x, 0.5, grad, m, err, sizeof err), 0);
+    assert_no_open_handles();
+
+    const hsize_t dims[3] = {NC, NT, 2};
+    hid_t f = H5Fopen(rpath, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    double *b1 = read_dset_n(f, "/pulse/b1", 3, dims);
+    assert_non_null(b1);
+    H5Fclose(f);
+    f = H5Fopen(epath, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    double *g = read_dset_n(f, "/eval/gradient", 3, dims);
+    double *eb1 = read_dset_n(f, "/pulse/b1", 3, dims);
+    assert_non_null(g);
+    assert_same(eb1, b1, NC * NT * 2, "eval /pulse/b1");
+    H5Fclose(f);
+    for (size_t c = 0; c < NC; c++)
+        for (size_t k = 0; k < NT; k++) {
+            const size_t row = (c * NT + k) * 2;
+            assert_true(b1[row] == x[2 * c * NT + k]);           /* u_ck */
+            assert_true(b1[row + 1] == x[(2 * c + 1) * NT + k]); /* v_ck */
+            assert_true(g[row] == grad[2 * c * NT + k]);         /* dF/du_ck */
+            assert_true(g[row + 1] == grad[(2 * c + 1) * NT + k]);
+        }
+    free(b1);
+    free(eb1);
+    free(g);
+
+    /* the result file is a problem file of the same channels */
+    ps_problem *q = NULL;
+    assert_int_equal(ps_h5_read_problem(rpath, &q, err, sizeof err), 0);
+    assert_int_equal(ps_problem_nc(q), NC);
+    double xr[2 * NC * NT];
+    assert_int_equal(ps_h5_read_pulse(rpath, NC, NT, xr, err, sizeof err), 0);
+    assert_same(xr, x, 2 * NC * NT, "result pulse");
+    ps_problem_free(q);
+    assert_no_open_handles();
+    ps_problem_free(p);
+}
+
+static void test_channels_malformed(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_channels.h5";
+
+    /* /spins/b1map: rank, rows, width, an empty or too large Nc */
+    write_channels(path);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 2, (hsize_t[]){NS, 2}, 0.5, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/spins/b1map: wrong shape: expected [Ns,Nc,2] = [7,Nc,2]",
+                      "got [7,2]");
+    write_channels(path);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS + 1, NC, 2}, 0.5, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/spins/b1map", "got [8,3,2]");
+    write_channels(path);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS, NC, 3}, 0.5, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/spins/b1map", "got [7,3,3]");
+    write_channels(path);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS, 0, 2}, 0.5, 1e-3);
+    expect_read_error(path, PS_ERR_SIZE, "/spins/b1map", "Nc = 0 channels");
+    write_channels(path);
+    replace_dset_n(path, "/spins/b1map", H5T_IEEE_F64LE, 3, (hsize_t[]){NS, PS_MAX_CHANNELS + 1, 2}, 0.5, 1e-3);
+    expect_read_error(path, PS_ERR_SIZE, "/spins/b1map: 65 channels", "limit of 64");
+
+    /* /pulse/b1 of another Nc than /spins/b1map's, of rank 2 or 4, empty */
+    write_channels(path);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){2, NT, 2}, 0.0, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1: wrong shape: expected [Nc,Nt,2] = [3,5,2], got [2,5,2]",
+                      "/spins/b1map");
+    write_channels(path);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 2, (hsize_t[]){NT, 2}, 0.0, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "got [5,2]");
+    write_channels(path);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 4, (hsize_t[]){NC, NT, 2, 1}, 0.0, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "got [3,5,2,1]");
+    write_channels(path);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){NC, 0, 2}, 0.0, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "got [3,0,2]");
+    /* a /pulse/b1 of several channels without a /spins/b1map */
+    write_full(path);
+    replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){NC, NT, 2}, 0.0, 1e-3);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1: wrong shape: expected [Nt,2] = [5,2], got [3,5,2]",
+                      "one channel: no /spins/b1map");
+    write_channels(path);
+    delete_link(path, "/spins/b1map");
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1", "no /spins/b1map");
+
+    /* both a B1 scale and a B1 map */
+    write_channels(path);
+    replace_dset_n(path, "/spins/b1", H5T_IEEE_F64LE, 1, (hsize_t[]){NS}, 1.0, 1e-3);
+    expect_read_error(path, PS_ERR_CHANNELS, "/spins/b1map", "/spins/b1 ");
+
+    /* non-finite elements, named */
+    write_channels(path);
+    poke(path, "/spins/b1map", (4 * NC + 2) * 2 + 1, NAN);
+    expect_read_error(path, PS_ERR_NONFINITE, "/spins/b1map", "b1map[4][2][1] is NaN");
+    write_channels(path);
+    poke(path, "/pulse/b1", (1 * NT + 3) * 2, INFINITY);
+    expect_read_error(path, PS_ERR_NONFINITE, "/pulse/b1", "b1[1][3][0] is Inf");
+    char err[512];
+    double x[2 * NC * NT];
+    assert_int_equal(ps_h5_read_pulse(path, NC, NT, x, err, sizeof err), PS_ERR_NONFINITE);
+    assert_msg(err, "/pulse/b1: channel 1, row 3 is not finite");
+    assert_no_open_handles();
+}
+
+/* One channel: a rank-3 [1,Nt,2] pulse is the [Nt,2] one; a one-channel
+ * B1 map gives nc = 1 and keeps the rank-2 pulse. */
+static void test_one_channel_forms(void **state)
+{
+    (void)state;
+    const char *path = "io_one_channel.h5";
+    full_problem fp;
+    char err[512];
+    write_full(path);
+    ps_problem *p = NULL, *q = NULL;
+    assert_int_equal(ps_h5_read_problem(path, &p, err, sizeof err), 0);
+    {
+        hid_t f = open_rw(path);
+        const hsize_t dims[2] = {NT, 2};
+        double *b1 = read_dset_n(f, "/pulse/b1", 2, dims);
+        assert_non_null(b1);
+        H5Fclose(f);
+        replace_dset_n(path, "/pulse/b1", H5T_IEEE_F64LE, 3, (hsize_t[]){1, NT, 2}, 0.0, 1e-3);
+        f = open_rw(path);
+        hid_t ds = H5Dopen2(f, "/pulse/b1", H5P_DEFAULT);
+        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, b1) >= 0);
+        H5Dclose(ds);
+        H5Fclose(f);
+        free(b1);
+    }
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    double x0[2 * NT], x1[2 * NT], xr[2 * NT];
+    assert_int_equal(ps_problem_x0(p, x0), 0);
+    assert_int_equal(ps_problem_x0(q, x1), 0);
+    assert_same(x1, x0, 2 * NT, "x0 of [1,Nt,2]");
+    assert_int_equal(ps_h5_read_pulse(path, 1, NT, xr, err, sizeof err), 0);
+    assert_same(xr, x0, 2 * NT, "read_pulse of [1,Nt,2]");
+    ps_problem_free(q);
+    ps_problem_free(p);
+
+    /* a complex map of one channel in place of the B1 scale */
+    make_full(&fp, 4);
+    double map[NS * 2];
+    for (size_t j = 0; j < NS; j++) {
+        map[2 * j] = fp.b1scale[j];
+        map[2 * j + 1] = 0.25;
+    }
+    fp.d.b1scale = NULL;
+    fp.d.b1map = map;
+    fp.d.nc = 1;
+    assert_int_equal(ps_problem_create(&fp.d, &p), 0);
+    assert_int_equal(ps_h5_write_problem(path, p, err, sizeof err), 0);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hsize_t mdims[3] = {NS, 1, 2}, bdims[2] = {NT, 2};
+    double *m = read_dset_n(f, "/spins/b1map", 3, mdims);
+    double *b = read_dset_n(f, "/pulse/b1", 2, bdims);
+    assert_same(m, map, NS * 2, "one-channel b1map");
+    assert_same(b, fp.b1, NT * 2, "one-channel b1");
+    H5Fclose(f);
+    free(m);
+    free(b);
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_desc d;
+    ps_problem_describe(q, &d);
+    assert_int_equal(d.nc, 1);
+    assert_same(d.b1map, map, NS * 2, "one-channel b1map read");
+    ps_problem_free(q);
+    ps_problem_free(p);
+    assert_no_open_handles();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -855,6 +1197,10 @@ int main(void)
         cmocka_unit_test(test_not_hdf5),
         cmocka_unit_test(test_nonexistent),
         cmocka_unit_test(test_write_errors),
+        cmocka_unit_test(test_roundtrip_channels),
+        cmocka_unit_test(test_channels_result_and_eval),
+        cmocka_unit_test(test_channels_malformed),
+        cmocka_unit_test(test_one_channel_forms),
     };
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     return cmocka_run_group_tests(tests, NULL, NULL);
