@@ -546,6 +546,8 @@ static const struct {
     {"M", "spiral2d:n=128,nt=5000"},
     {"L", "spiral2d:n=256,nt=5000"},
     {"T", "inversion"},
+    {"P", "ptx2d"},
+    {"U", "ptx2d:nsub=31,nb0=7,b0off=100"},
 };
 
 int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
@@ -565,7 +567,7 @@ int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
             return -1;
         }
         int named = -1;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < (int)(sizeof bench_named / sizeof bench_named[0]); i++)
             if (strlen(bench_named[i].label) == len && !strncmp(p, bench_named[i].label, len))
                 named = i;
         int cont = named < 0 && n > 0 && memchr(p, '=', len) && !memchr(p, ':', len);
@@ -823,6 +825,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "                        M  spiral2d:n=128,nt=5000\n"
                 "                        L  spiral2d:n=256,nt=5000\n"
                 "                        T  inversion\n"
+                "                        P  ptx2d (8 channels)\n"
+                "                        U  ptx2d:nsub=31,nb0=7,b0off=100 (8 channels,\n"
+                "                           390,000 spins: a universal pulse)\n"
                 "                      or preset specs and problem files; a key=value\n"
                 "                      item continues the spec before it\n"
                 "                      (S,spiral2d:n=64,nt=500 is two sizes)\n"

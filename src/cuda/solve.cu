@@ -89,8 +89,6 @@ static int run_variant(const ps_problem *p, const ps_options *o, const ps_gpu_co
 {
     context c;
     double ms = 0.0, t_start = wall_seconds();
-    PS_RETURN_ERROR_IF(o, ps_gpu_channels(p) != 0, PS_ERR_NOT_IMPLEMENTED,
-                       "the comparison variants run problems of one channel with a real B1 scale only");
     int st = context_create(p, o, cfg, MODE_SOLVE, z, 0, &c);
     if (st) {
         r->seconds = wall_seconds() - t_start;

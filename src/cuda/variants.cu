@@ -56,24 +56,26 @@ struct hl_report {
 
 enum { HL_START = 0, HL_TRIAL = 1 };
 
-/* Evaluate at x + alpha d: per-block partial gradients and losses. */
-template <typename R, int MINB>
+/* Evaluate at x + alpha d: per-block partial gradients and losses (NCH:
+ * the single-channel or the channels evaluation, cuda/evaluate.cuh). */
+template <typename R, int MINB, int NCH>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
 host_evaluate_kernel(args a, const double *d, double alpha)
 {
     extern __shared__ __align__(16) char smem[];
-    evaluate<R, 0>(a, a.x, d, alpha, true, smem);
+    evaluate<R, NCH>(a, a.x, d, alpha, true, smem);
 }
 
 /* Gradient into gout and the per-block partials of gout.d, gout.gout, b.b;
  * for a trial (slot >= 0) the update's dots too. */
+template <int NCH>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
 host_reduce_kernel(args a, const double *d, double alpha, int slot, double *gout)
 {
     extern __shared__ __align__(16) char smem[];
-    reduce_gradient<0>(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    reduce_gradient<NCH>(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     if (slot >= 0)
-        trial_dots<0>(a, alpha, slot, gout, (double *)smem);
+        trial_dots<NCH>(a, alpha, slot, gout, (double *)smem);
 }
 
 /* The accepted step (slot >= 0), then d from the coefficients the last
@@ -139,7 +141,7 @@ host_decide_kernel(args a, int G, int what, int slot, double alpha, double secon
     }
 }
 
-template <typename R>
+template <typename R, int NCH>
 static int host_loop_t(context *c, const ps_options *o, double *ms)
 {
     int st = PS_CONVERGED;
@@ -147,7 +149,7 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
     const int G = c->cfg.grid, tb = c->cfg.block, gv = a.gv;
     const size_t smem = c->smem, smem_r = reduce_smem_bytes(tb);
     void (*eval_k)(args, const double *, double) =
-        c->cfg.regcap ? host_evaluate_kernel<R, 2> : host_evaluate_kernel<R, 1>;
+        c->cfg.regcap ? host_evaluate_kernel<R, 2, NCH> : host_evaluate_kernel<R, 1, NCH>;
     timed_stream ts = {};
     hl_report *rep = NULL, *drep = NULL;
     hl_report r;
@@ -166,7 +168,7 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
     CUDA_TRY(o, cudaEventRecord(ts.ev0, ts.s), PS_ERR_GPU_LAUNCH);
     // ---- evaluate at the start point ----
     eval_k<<<G, tb, smem, ts.s>>>(a, nullptr, 0.0);
-    host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
+    host_reduce_kernel<NCH><<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
     host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_START, -1, 0.0, wall_seconds() - t0, drep);
     CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
@@ -179,7 +181,7 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
             if (fresh)
                 host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 1);
             eval_k<<<G, tb, smem, ts.s>>>(a, a.d, r.alpha);
-            host_reduce_kernel<<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, r.slot, a.gt);
+            host_reduce_kernel<NCH><<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, r.slot, a.gt);
             host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_TRIAL, r.slot, r.alpha, wall_seconds() - t0,
                                                    drep);
         } else if (r.phase == PS_PHASE_DONE) {
@@ -209,8 +211,11 @@ out:
 
 int ps_gpu::solve_host_loop(context *c, const ps_options *o, double *ms)
 {
-    return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double>(c, o, ms)
-                                               : host_loop_t<float>(c, o, ms);
+    if (c->channels)
+        return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 1>(c, o, ms)
+                                                   : host_loop_t<float, 1>(c, o, ms);
+    return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 0>(c, o, ms)
+                                               : host_loop_t<float, 0>(c, o, ms);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -222,7 +227,7 @@ int ps_gpu::solve_host_loop(context *c, const ps_options *o, double *ms)
  * state in device memory (the first pass starts with the start
  * evaluation), then the state back and the loop condition.
  */
-template <typename R, int MINB>
+template <typename R, int MINB, int NCH>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
 graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalHandle cond)
 {
@@ -243,7 +248,7 @@ graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalH
 
     if (L.S.phase != PS_PHASE_DONE) {
         // ---- one iteration (cuda/loop.cuh) ----
-        solve_phases<R, 0>(a, grid, L, smem, t0, last, *(volatile double *)a.elapsed, true);
+        solve_phases<R, NCH>(a, grid, L, smem, t0, last, *(volatile double *)a.elapsed, true);
         // ---- the state back for the next pass ----
         if (L.S.phase == PS_PHASE_DONE)
             grid.sync(); /* a pass that stopped at once had no barrier: all blocks have read the state */
@@ -258,12 +263,12 @@ graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalH
     __syncthreads();
 }
 
-template <typename R>
+template <typename R, int NCH>
 static int graph_t(context *c, const ps_options *o, double *ms)
 {
     int st = PS_CONVERGED;
     const int G = c->cfg.grid, tb = c->cfg.block;
-    void *k = c->cfg.regcap ? (void *)graph_iteration_kernel<R, 2> : (void *)graph_iteration_kernel<R, 1>;
+    void *k = c->cfg.regcap ? (void *)graph_iteration_kernel<R, 2, NCH> : (void *)graph_iteration_kernel<R, 1, NCH>;
     timed_stream ts = {};
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
@@ -340,5 +345,7 @@ out:
 
 int ps_gpu::solve_graph(context *c, const ps_options *o, double *ms)
 {
-    return c->precision == PS_PRECISION_DOUBLE ? graph_t<double>(c, o, ms) : graph_t<float>(c, o, ms);
+    if (c->channels)
+        return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 1>(c, o, ms) : graph_t<float, 1>(c, o, ms);
+    return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 0>(c, o, ms) : graph_t<float, 0>(c, o, ms);
 }
