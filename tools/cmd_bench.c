@@ -269,8 +269,8 @@ static void print_size(FILE *f, const bench_size *b, int64_t iters)
     fprintf(f, "\nsize %s  %s  (Ns %zu, Nt %zu, Nc %zu, n %zu)\n", b->sz.label, b->sz.spec, b->ns, b->nt,
             b->nx / (2 * b->nt), b->nx);
     if (b->nx > 2 * b->nt && b->eval_s > 0.0)
-        fprintf(f, "  per channel: %.3f ns of the evaluation per spin-step and channel\n",
-                1e9 * b->eval_s / ((double)b->ns * (double)b->nt * (double)(b->nx / (2 * b->nt))));
+        fprintf(f, "  per channel: %.2f ps of the evaluation per spin-step and channel\n",
+                1e12 * b->eval_s / ((double)b->ns * (double)b->nt * (double)(b->nx / (2 * b->nt))));
     if (b->device[0])
         fprintf(f, "  gpu launch:  %s\n", b->device);
     if (b->eval_s > 0.0)

@@ -121,19 +121,22 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gd
     design_theta(sp[SP_GS], u, v, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
 }
 
-/* The same for a spin of a.nc channels of sensitivities S [nc][2] (the
- * channels kernel); the pulses of step k from pul[k][nc][2] if staged. */
-template <typename R>
+/* The same for a spin of nc channels of sensitivities S [nc][2] (the
+ * channels kernel: nc = NC, a compile-time count whose S the caller keeps
+ * in registers, or a.nc for NC = 0); the pulses of step k from
+ * pul[k][nc][2] if staged. */
+template <typename R, int NC>
 __device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, const R (*S)[2], const R *gdt,
                                                   const R *pul, const double *x, const double *d, double alpha,
                                                   int k, R th[3])
 {
+    const int nc = NC ? NC : a.nc;
     if (pul) {
-        const R *pk = pul + (size_t)2 * a.nc * k;
-        design_theta_channels(a.nc, S, pk, pk + 1, 2, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+        const R *pk = pul + (size_t)2 * nc * k;
+        design_theta_channels(nc, S, pk, pk + 1, 2, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
     } else {
-        R u[PS_MAX_CHANNELS], v[PS_MAX_CHANNELS];
-        for (int c = 0; c < a.nc; c++) {
+        R u[NC ? NC : PS_MAX_CHANNELS], v[NC ? NC : PS_MAX_CHANNELS];
+        for (int c = 0; c < nc; c++) {
             double ud, vd, zp, zq;
             pulse_at(a, x, d, alpha, c, k, &ud, &vd, &zp, &zq);
             u[c] = (R)ud;
@@ -143,13 +146,14 @@ __device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, co
     }
 }
 
-/* theta of the single-channel kernel (NCH 0) or the channels kernel (1). */
+/* theta of the single-channel kernel (NCH 0), the channels kernel of a.nc
+ * channels (1) or of NCH channels (NCH > 1, S in registers). */
 template <typename R, int NCH>
 __device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S)[2], const R *gdt, const R *pul,
                                          const double *x, const double *d, double alpha, int k, R th[3])
 {
     if (NCH)
-        theta_at_channels<R>(a, sp, S, gdt, pul, x, d, alpha, k, th);
+        theta_at_channels<R, (NCH > 1 ? NCH : 0)>(a, sp, S, gdt, pul, x, d, alpha, k, th);
     else
         theta_at<R>(a, sp, gdt, pul, x, d, alpha, k, th);
 }
@@ -347,26 +351,27 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
         stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
         nb++;
         if (NCH && (nb == PS_GPU_STAGE || i == 0)) {
-            /* channels: per (channel c, component, step, segment) the sum over
-             * the segment's spins l of their chain rule (model/design.h) with
-             * the spin's sensitivity Stile[l nc + c] */
+            /* channels: per (channel c, step, segment) the sums over the
+             * segment's spins l of their chain rule (model/design.h) with the
+             * spin's sensitivity Stile[l nc + c], both components */
             __syncwarp();
-            const int per = nb * ngroups, nc = a.nc;
-            for (int it = lane; it < 2 * nc * per; it += 32) {
-                const int cc = it / per, rem = it - cc * per, r = rem / ngroups, g = rem - r * ngroups;
-                const int ch = cc >> 1, comp = cc & 1;
+            const int per = nb * ngroups, nc = NCH > 1 ? NCH : a.nc;
+            for (int it = lane; it < nc * per; it += 32) {
+                const int ch = it / per, rem = it - ch * per, r = rem / ngroups, g = rem - r * ngroups;
                 const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;
-                R sum = 0;
+                R su = 0, sv = 0;
                 for (int l = 0; l < sb; l++) {
                     const R gth2[3] = {rx[l], ry[l], 0};
                     R gu, gv;
                     design_spin_grad_channel(Stile[l * nc + ch][0], Stile[l * nc + ch][1], gth2, &gu, &gv);
-                    sum += comp ? gv : gu;
+                    su += gu;
+                    sv += gv;
                 }
                 const int kk = (pw + g) * kseg + itop - r;
                 if (kk < nt) {
-                    double *dst = gp + (comp ? PS_X_V((size_t)nt, ch, kk) : PS_X_U((size_t)nt, ch, kk));
-                    *dst = (first ? 0.0 : *dst) + (double)sum;
+                    double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
+                    *du = (first ? 0.0 : *du) + (double)su;
+                    *dv = (first ? 0.0 : *dv) + (double)sv;
                 }
             }
             __syncwarp();
@@ -459,7 +464,14 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
             }
             __syncthreads();
         }
-        const R(*S)[2] = NCH ? Stile + (size_t)js * a.nc : nullptr; /* this spin's S (NCH) */
+        /* this spin's S: in registers for a compile-time channel count */
+        R Sreg[NCH > 1 ? NCH : 1][2];
+        if (NCH > 1)
+            for (int c = 0; c < NCH; c++) {
+                Sreg[c][0] = Stile[(size_t)js * NCH + c][0];
+                Sreg[c][1] = Stile[(size_t)js * NCH + c][1];
+            }
+        const R(*S)[2] = NCH > 1 ? (const R(*)[2])Sreg : NCH ? Stile + (size_t)js * a.nc : nullptr;
 
         // ---- composite ----
         R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};

@@ -22,7 +22,8 @@ using namespace ps_gpu;
 
 /* MINB: __launch_bounds__ minimum blocks of PS_GPU_MAX_THREADS per SM (1:
  * up to 128 registers a thread, 2: up to 64). NCH: 0 one channel of a real
- * B1 scale, 1 a.nc channels of complex sensitivities (cuda/evaluate.cuh). */
+ * B1 scale, 1 a.nc channels of complex sensitivities, 8 eight of them with
+ * the count known at compile time (cuda/evaluate.cuh). */
 template <typename R, int MINB, int NCH>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_kernel(args a)
 {
@@ -59,6 +60,8 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
 
 template <typename R> static void *kernel_ptr(int regcap, int channels)
 {
+    if (channels == 8) /* the common pTx coil: its sensitivities in registers */
+        return regcap ? (void *)persistent_solve_kernel<R, 2, 8> : (void *)persistent_solve_kernel<R, 1, 8>;
     if (channels)
         return regcap ? (void *)persistent_solve_kernel<R, 2, 1> : (void *)persistent_solve_kernel<R, 1, 1>;
     return regcap ? (void *)persistent_solve_kernel<R, 2, 0> : (void *)persistent_solve_kernel<R, 1, 0>;

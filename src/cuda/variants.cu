@@ -211,6 +211,9 @@ out:
 
 int ps_gpu::solve_host_loop(context *c, const ps_options *o, double *ms)
 {
+    if (c->channels == 8)
+        return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 8>(c, o, ms)
+                                                   : host_loop_t<float, 8>(c, o, ms);
     if (c->channels)
         return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 1>(c, o, ms)
                                                    : host_loop_t<float, 1>(c, o, ms);
@@ -345,6 +348,8 @@ out:
 
 int ps_gpu::solve_graph(context *c, const ps_options *o, double *ms)
 {
+    if (c->channels == 8)
+        return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 8>(c, o, ms) : graph_t<float, 8>(c, o, ms);
     if (c->channels)
         return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 1>(c, o, ms) : graph_t<float, 1>(c, o, ms);
     return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 0>(c, o, ms) : graph_t<float, 0>(c, o, ms);
