@@ -51,8 +51,10 @@ int ps_tune_round_log2(size_t v)
     return (int)floor(log2((double)v) + 0.5);
 }
 
-void ps_tune_size_class(size_t ns, size_t nt, int precision, int relax, ps_tune_class *c)
+void ps_tune_size_class(size_t ns, size_t nt, int precision, int relax, int channels, ps_tune_class *c)
 {
+    memset(c, 0, sizeof *c);
+    c->channels = channels;
     c->precision = precision;
     c->ns_log2 = ps_tune_round_log2(ns);
     c->nt_log2 = ps_tune_round_log2(nt);
@@ -109,14 +111,16 @@ int ps_tune_key_current(const ps_problem *p, int precision, ps_tune_key *k)
     k->driver = id.driver;
     driver_module(k->driver_module, sizeof k->driver_module);
     snprintf(k->build, sizeof k->build, "%s", PS_BUILD_ID);
-    ps_tune_size_class(p->ns, p->nt, precision, p->t1 || p->t2, &k->cls);
+    ps_tune_size_class(p->ns, p->nt, precision, p->t1 || p->t2, ps_gpu_channels(p), &k->cls);
     return PS_CONVERGED;
 }
 
 static void class_text(const ps_tune_class *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s, Ns ~2^%d, Nt ~2^%d, %s", precision_name(c->precision), c->ns_log2,
-             c->nt_log2, c->relax ? "relaxation" : "no relaxation");
+    int n = snprintf(buf, len, "%s, Ns ~2^%d, Nt ~2^%d, %s", precision_name(c->precision), c->ns_log2,
+                     c->nt_log2, c->relax ? "relaxation" : "no relaxation");
+    if (c->channels && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", %d channels", c->channels);
 }
 
 void ps_tune_key_text(const ps_tune_key *k, char *buf, size_t len)
@@ -168,9 +172,12 @@ int ps_tune_cache_path(const ps_tune_key *k, char *buf, size_t len)
     if (ps_tune_cache_dir(dir, sizeof dir))
         return PS_ERR_FILE;
     slug(k->gpu, name, sizeof name);
-    int n = snprintf(buf, len, "%s/tune-%s-sm%d%d-%s-ns%d-nt%d%s.txt", dir, name, k->cc_major,
+    char ch[16] = "";
+    if (k->cls.channels)
+        snprintf(ch, sizeof ch, "-ch%d", k->cls.channels);
+    int n = snprintf(buf, len, "%s/tune-%s-sm%d%d-%s-ns%d-nt%d%s%s.txt", dir, name, k->cc_major,
                      k->cc_minor, precision_name(k->cls.precision), k->cls.ns_log2, k->cls.nt_log2,
-                     k->cls.relax ? "-relax" : "");
+                     k->cls.relax ? "-relax" : "", ch);
     return n < 0 || (size_t)n >= len ? PS_ERR_FILE : PS_CONVERGED;
 }
 
@@ -219,18 +226,21 @@ int ps_tune_cache_write(const char *path, const ps_tune_key *k, const ps_tune_en
     PS_RETURN_ERROR_IF(o, strchr(k->gpu, '\n') || !is_word(k->driver_module) || !is_word(k->build) ||
                               !is_word(e->date),
                        PS_ERR_FILE, "tune cache %s: a key field is empty or holds a space", path);
+    char chs[24] = ""; /* the class's channels, only for the channels kernel */
+    if (k->cls.channels)
+        snprintf(chs, sizeof chs, " channels %d", k->cls.channels);
     int n = snprintf(text, sizeof text,
                      TUNE_MAGIC " %d\n"
                      "gpu %s\n"
                      "cc %d.%d\n"
                      "driver %d %s\n"
                      "build %s\n"
-                     "class %s ns %d nt %d relax %d\n"
+                     "class %s ns %d nt %d relax %d%s\n"
                      "shape block %d sb %d regcap %d blocks_per_sm %d\n"
                      "measured %.6e s/iteration ns %lld nt %lld date %s\n",
                      TUNE_FORMAT, k->gpu, k->cc_major, k->cc_minor, k->driver, k->driver_module,
                      k->build, precision_name(k->cls.precision), k->cls.ns_log2, k->cls.nt_log2,
-                     k->cls.relax, e->block, e->sb, e->regcap, e->blocks_per_sm,
+                     k->cls.relax, chs, e->block, e->sb, e->regcap, e->blocks_per_sm,
                      e->seconds_per_iteration, e->ns, e->nt, e->date);
     PS_RETURN_ERROR_IF(o, n < 0 || (size_t)n + 32 > sizeof text, PS_ERR_FILE,
                        "tune cache %s: entry too long", path);
@@ -283,6 +293,7 @@ int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
     char buf[TUNE_MAX_BYTES + 2], prec[8], module[32], build[64];
     int ver = 0, used = 0, cc_major = 0, cc_minor = 0, driver = 0;
     ps_tune_class cls;
+    memset(&cls, 0, sizeof cls); /* channels 0 when the class line has none */
     memset(e, 0, sizeof *e);
 
     FILE *f = fopen(path, "rb");
@@ -345,8 +356,10 @@ int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
     int parsed = gpu && LINE_IS(line[2], 2, "cc %d.%d", &cc_major, &cc_minor) &&
                  LINE_IS(line[3], 2, "driver %d %31s", &driver, module) &&
                  LINE_IS(line[4], 1, "build %63s", build) &&
-                 LINE_IS(line[5], 4, "class %7s ns %d nt %d relax %d", prec, &cls.ns_log2, &cls.nt_log2,
-                         &cls.relax) &&
+                 (LINE_IS(line[5], 5, "class %7s ns %d nt %d relax %d channels %d", prec, &cls.ns_log2,
+                          &cls.nt_log2, &cls.relax, &cls.channels) ||
+                  LINE_IS(line[5], 4, "class %7s ns %d nt %d relax %d", prec, &cls.ns_log2, &cls.nt_log2,
+                          &cls.relax)) &&
                  LINE_IS(line[6], 4, "shape block %d sb %d regcap %d blocks_per_sm %d", &e->block, &e->sb,
                          &e->regcap, &e->blocks_per_sm) &&
                  LINE_IS(line[7], 4, "measured %lf s/iteration ns %lld nt %lld date %31s",

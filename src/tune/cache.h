@@ -25,6 +25,8 @@ typedef struct ps_tune_class {
     int ns_log2;   /* round(log2(Ns)): Ns within a factor sqrt(2) of 2^ns_log2 */
     int nt_log2;   /* round(log2(Nt)) */
     int relax;     /* 1 if the problem has T1 or T2 (relaxation bounds the segments) */
+    int channels;  /* 0: one channel of a real B1 scale; else the transmit channels of
+                      the channels kernel (ps_gpu_channels) */
 } ps_tune_class;
 
 typedef struct ps_tune_key {
@@ -58,7 +60,7 @@ enum {
 /* round(log2(v)) for v >= 1 (0 for 0). */
 int ps_tune_round_log2(size_t v);
 
-void ps_tune_size_class(size_t ns, size_t nt, int precision, int relax, ps_tune_class *c);
+void ps_tune_size_class(size_t ns, size_t nt, int precision, int relax, int channels, ps_tune_class *c);
 
 /* This library's build id, PS_BUILD_ID. */
 const char *ps_tune_build_id(void);

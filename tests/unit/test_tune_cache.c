@@ -68,7 +68,7 @@ static ps_tune_key test_key(void)
     k.driver = 13000;
     snprintf(k.driver_module, sizeof k.driver_module, "580.159.04");
     snprintf(k.build, sizeof k.build, "%s", ps_tune_build_id());
-    ps_tune_size_class(16384, 5000, PS_PRECISION_SINGLE, 0, &k.cls);
+    ps_tune_size_class(16384, 5000, PS_PRECISION_SINGLE, 0, 0, &k.cls);
     return k;
 }
 
@@ -126,11 +126,11 @@ static void test_size_class(void **state)
         assert_int_equal(ps_tune_round_log2(cases[i].v), cases[i].k);
     }
     ps_tune_class s, m, s2, sd, sr;
-    ps_tune_size_class(1024, 1000, PS_PRECISION_SINGLE, 0, &s);   /* S */
-    ps_tune_size_class(16384, 5000, PS_PRECISION_SINGLE, 0, &m);  /* M */
-    ps_tune_size_class(1200, 900, PS_PRECISION_SINGLE, 0, &s2);   /* near S */
-    ps_tune_size_class(1024, 1000, PS_PRECISION_DOUBLE, 0, &sd);  /* S in float64 */
-    ps_tune_size_class(1024, 1000, PS_PRECISION_SINGLE, 7, &sr);  /* S with relaxation */
+    ps_tune_size_class(1024, 1000, PS_PRECISION_SINGLE, 0, 0, &s);   /* S */
+    ps_tune_size_class(16384, 5000, PS_PRECISION_SINGLE, 0, 0, &m);  /* M */
+    ps_tune_size_class(1200, 900, PS_PRECISION_SINGLE, 0, 0, &s2);   /* near S */
+    ps_tune_size_class(1024, 1000, PS_PRECISION_DOUBLE, 0, 0, &sd);  /* S in float64 */
+    ps_tune_size_class(1024, 1000, PS_PRECISION_SINGLE, 7, 0, &sr);  /* S with relaxation */
     assert_int_equal(s.ns_log2, 10);
     assert_int_equal(s.nt_log2, 10);
     assert_int_equal(m.ns_log2, 14);
@@ -140,6 +140,43 @@ static void test_size_class(void **state)
     assert_memory_not_equal(&s, &m, sizeof s);
     assert_memory_not_equal(&s, &sd, sizeof s);
     assert_memory_not_equal(&s, &sr, sizeof s);
+    /* the channels kernel's problems are a class of their own per channel count */
+    ps_tune_class p1, p8, p4;
+    ps_tune_size_class(1780, 1000, PS_PRECISION_SINGLE, 0, 0, &p1);
+    ps_tune_size_class(1780, 1000, PS_PRECISION_SINGLE, 0, 8, &p8);
+    ps_tune_size_class(1780, 1000, PS_PRECISION_SINGLE, 0, 4, &p4);
+    assert_int_equal(p8.channels, 8);
+    assert_memory_not_equal(&p1, &p8, sizeof p1);
+    assert_memory_not_equal(&p4, &p8, sizeof p4);
+}
+
+/* An entry of the channels kernel: its own file name and class line, read
+ * back for its class and refused for the single-channel class. */
+static void test_channels_entry(void **state)
+{
+    (void)state;
+    ps_tune_key k = test_key(), k1 = test_key();
+    ps_tune_size_class(1780, 1000, PS_PRECISION_SINGLE, 0, 8, &k.cls);
+    ps_tune_size_class(1780, 1000, PS_PRECISION_SINGLE, 0, 0, &k1.cls);
+    char path[4096], path1[4096];
+    assert_int_equal(ps_tune_cache_path(&k, path, sizeof path), 0);
+    assert_int_equal(ps_tune_cache_path(&k1, path1, sizeof path1), 0);
+    assert_non_null(strstr(path, "-ch8.txt"));
+    assert_null(strstr(path1, "-ch"));
+    ps_tune_entry e = test_entry(), got;
+    snprintf(path, sizeof path, "tune_channels_entry.txt"); /* in the test's directory */
+    unlink(path);
+    assert_int_equal(ps_tune_cache_write(path, &k, &e, NULL), 0);
+    char text[4096];
+    long n = file_size(path);
+    assert_true(n > 0 && n < (long)sizeof text);
+    slurp(path, text, n);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "class single ns 11 nt 10 relax 0 channels 8\n"));
+    assert_int_equal(ps_tune_cache_read(path, &k, &got, NULL), PS_TUNE_CACHE_OK);
+    assert_int_equal(got.block, e.block);
+    assert_int_not_equal(ps_tune_cache_read(path, &k1, &got, NULL), PS_TUNE_CACHE_OK);
+    unlink(path);
 }
 
 /* ---- directory and file names ------------------------------------------ */
@@ -179,7 +216,7 @@ static void test_cache_dir_and_path(void **state)
     snprintf(k.gpu, sizeof k.gpu, "  NVIDIA GeForce RTX 4090 (x) ");
     k.cc_major = 8;
     k.cc_minor = 9;
-    ps_tune_size_class(2010, 375, PS_PRECISION_DOUBLE, 1, &k.cls);
+    ps_tune_size_class(2010, 375, PS_PRECISION_DOUBLE, 1, 0, &k.cls);
     assert_int_equal(ps_tune_cache_path(&k, buf, sizeof buf), 0);
     assert_string_equal(buf, "/c/tune-nvidia-geforce-rtx-4090-x-sm89-double-ns11-nt9-relax.txt");
     assert_int_equal(ps_tune_cache_path(&k, buf, 10), PS_ERR_FILE);
@@ -270,7 +307,7 @@ static void test_stale(void **state)
     assert_log(PS_LOG_WARNING, "sm_91");
 
     other = k;
-    ps_tune_size_class(1024, 1000, PS_PRECISION_SINGLE, 0, &other.cls);
+    ps_tune_size_class(1024, 1000, PS_PRECISION_SINGLE, 0, 0, &other.cls);
     assert_int_equal(ps_tune_cache_read(path, &other, &got, &o), PS_TUNE_CACHE_STALE);
     assert_log(PS_LOG_WARNING, "size class");
     other = k;
@@ -461,6 +498,7 @@ int main(void)
     mkdir(DIR, 0755);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_class),
+        cmocka_unit_test(test_channels_entry),
         cmocka_unit_test(test_cache_dir_and_path),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_stale),
