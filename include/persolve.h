@@ -138,7 +138,7 @@ typedef struct ps_problem ps_problem; ///< opaque, immutable once created
 /**
  * Check every field of d. Returns its status class (PS_ERR_NULL,
  * PS_ERR_SIZE, PS_ERR_NONFINITE, PS_ERR_DT, PS_ERR_NEGATIVE,
- * PS_ERR_RELAXATION, PS_ERR_LOSS, PS_ERR_B1MAX) and, if msg is not NULL,
+ * PS_ERR_RELAXATION, PS_ERR_LOSS, PS_ERR_B1MAX, PS_ERR_CHANNELS) and, if msg is not NULL,
  * a message naming the field and element, e.g. "df[12] is NaN".
  */
 int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len);
@@ -150,7 +150,7 @@ void ps_problem_free(ps_problem *p);
 /**
  * Borrow a view of the problem's arrays (valid while p lives). Optional
  * arrays the problem does not have are NULL; b1 is never NULL (x0 as
- * [nt][2]). Returns PS_ERR_NULL on NULL arguments.
+ * [nc][nt][2]). Returns PS_ERR_NULL on NULL arguments.
  */
 int ps_problem_describe(const ps_problem *p, ps_problem_desc *out);
 /** Start point x0 in solver layout into x[ps_problem_nx(p)]. */
@@ -256,13 +256,13 @@ int ps_options_validate(const ps_options *o);
 
 /**
  * F(x) and its exact gradient (w.r.t. the physical pulse x = (u, v), also
- * when the problem has b1_max). x[2*nt]; grad[2*nt] may be NULL. o may be
+ * when the problem has b1_max). x[nx]; grad[nx] may be NULL (nx = ps_problem_nx(p)). o may be
  * NULL (defaults). Uses o->backend and o->precision.
  */
 int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
             double *f, double *grad);
 
-/** Final magnetization M_Nt for pulse x[2*nt] into m[ns][3]. */
+/** Final magnetization M_Nt for pulse x[nx] into m[ns][3]. */
 int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
                 double *m);
 
@@ -289,7 +289,7 @@ typedef struct ps_result {
 void ps_result_free(ps_result *r);
 
 /**
- * Minimize F over the pulse. x[2*nt]: on entry the start point (physical
+ * Minimize F over the pulse. x[nx] (nx = ps_problem_nx(p)): on entry the start point (physical
  * u, v; NULL is not allowed: use ps_problem_x0), on exit the last accepted
  * point (every accepted step lowers f, up to the noise allowance fnoise |f|
  * of the line search: with float32 spins a step may raise f by at most
@@ -372,7 +372,7 @@ typedef struct ps_snapshot {
 } ps_snapshot;
 
 /**
- * Validate p, o and the start pulse x0[2*nt] (as solve_persistent) and
+ * Validate p, o and the start pulse x0[nx] (as solve_persistent) and
  * start the solve on a worker. *out receives the handle (NULL on error).
  * Returns PS_CONVERGED (0) when started, else an error status:
  * PS_ERR_NULL, PS_ERR_OPTION, PS_ERR_NONFINITE, PS_ERR_NO_MEMORY, the GPU
@@ -424,7 +424,7 @@ int ps_run_yield(ps_run *r);
  * 0: just look; NaN: PS_ERR_NONFINITE). Returns the final status, or PS_RUNNING when the time
  * passed first (a paused or yielded run only finishes once resumed or
  * cancelled). When finished, fills res as solve_persistent does (a copy of
- * the history: call ps_result_free) and the best pulse into x[2*nt]; res
+ * the history: call ps_result_free) and the best pulse into x[nx]; res
  * and x may be NULL; may be called again.
  */
 int ps_run_wait(ps_run *r, double timeout_s, ps_result *res, double *x);

@@ -64,8 +64,9 @@ int ps_cmd_eval(const ps_cli *cli)
                 over += a > pd.b1_max;
             }
         if (over)
-            ps_cli_error("warning: the pulse exceeds b1_max = %g G at %zu of %zu steps (peak %g G); "
-                         "F is evaluated at the pulse as given", pd.b1_max, over, nc * nt, peak);
+            ps_cli_error("warning: the pulse exceeds b1_max = %g G at %zu of %zu %s (peak %g G); "
+                         "F is evaluated at the pulse as given", pd.b1_max, over, nc * nt,
+                         nc > 1 ? "steps of its channels" : "steps", peak);
     }
 
     double f = NAN;

@@ -25,7 +25,7 @@ enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_A1, SP_A2, SP_B1, SP_B2, SP_STRIDE 
 /* Everything a phase reads or writes: device pointers and sizes. */
 struct args {
     /* problem */
-    int ns, nt, n;          /* spins, steps, n = 2 nt */
+    int ns, nt, n;          /* spins, steps, n = 2 nc nt unknowns */
     int sb, segs, ntiles;   /* spins per tile, segments (P), tiles */
     int loss, relax, memory;
     int nc;                 /* channels of the channels kernel (its spinS); 1 otherwise */

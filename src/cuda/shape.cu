@@ -73,7 +73,19 @@ extern "C" int ps_gpu_min_segments(const ps_problem *p)
 
 extern "C" int ps_gpu_channels(const ps_problem *p)
 {
-    return p->b1map ? (int)p->nc : 0;
+    if (!p->b1map)
+        return 0;
+    /* one channel of real sensitivities is the single-channel kernel's
+     * problem (its B1 scale: Re S), so that it gives the same bits with any
+     * launch shape and shares its tune cache class */
+    if (p->nc == 1) {
+        size_t j = 0;
+        while (j < p->ns && p->b1map[2 * j + 1] == 0.0)
+            j++;
+        if (j == p->ns)
+            return 0;
+    }
+    return (int)p->nc;
 }
 
 extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem)
@@ -109,6 +121,9 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
     int G = c.grid ? c.grid : PS_GPU_BLOCKS_PER_SM * sms;
     int sb = c.sb, segs = c.segs;
     const int min_segs = ps_gpu_min_segments(p);
+    PS_RETURN_ERROR_IF(o, PS_DESIGN_NX(p->nc, p->nt) > (size_t)INT_MAX / 4, PS_ERR_SIZE,
+                       "%zu unknowns (nc = %zu, nt = %zu) exceed the GPU backend's 32-bit indexing",
+                       PS_DESIGN_NX(p->nc, p->nt), p->nc, p->nt);
     PS_RETURN_ERROR_IF(o, p->ns > (size_t)(INT_MAX / 3) || p->nt > (size_t)(INT_MAX / 6), PS_ERR_SIZE,
                        "ns = %zu, nt = %zu exceed the GPU backend's 32-bit indexing", p->ns, p->nt);
     for (int pass = 0; pass < 2; pass++) {

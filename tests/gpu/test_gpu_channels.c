@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "cuda/launch.h"
 #include "gpu_suite.h"
 #include "persolve.h"
 #include "test_util.h"
@@ -271,18 +272,145 @@ static void solve_channels(void **state)
     free(x0), free(xc), free(xg), free(x2);
 }
 
+/* The host loop and the CUDA graph against the persistent kernel on a
+ * 3-channel problem: the same iterates, bit for bit, in both precisions. */
+static void variants_channels(void **state)
+{
+    const size_t ns = 500, nt = 150, nc = 3, n = 2 * nc * nt;
+    for (int prec = 0; prec < 2; prec++) {
+        double *x0 = malloc(n * sizeof *x0), *x[3];
+        ps_problem *p = random_problem(41, ns, nt, nc, 1, PS_LOSS_MLS, prec, 0.0, x0);
+        ps_options o = opts(PS_BACKEND_GPU, prec ? PS_PRECISION_DOUBLE : PS_PRECISION_SINGLE);
+        o.max_iterations = 15;
+        o.gtol = o.ftol = 0.0;
+        ps_result r[3];
+        for (int v = 0; v < 3; v++) {
+            x[v] = malloc(n * sizeof *x[v]);
+            memcpy(x[v], x0, n * sizeof *x0);
+            memset(&r[v], 0, sizeof r[v]);
+            int st = ps_gpu_solve_variant(p, &o, NULL, v, x[v], &r[v]);
+            printf("3 channels %s variant %d: status %d it %lld f %.17g\n", prec ? "fp64" : "fp32", v, st,
+                   (long long)r[v].iterations, r[v].f);
+            assert_true(st >= 0);
+        }
+        for (int v = 1; v < 3; v++) {
+            assert_int_equal(r[v].history_len, r[0].history_len);
+            for (size_t i = 0; i < r[0].history_len; i++)
+                assert_memory_equal(&r[v].history[i].f, &r[0].history[i].f, sizeof(double));
+            assert_memory_equal(x[v], x[0], n * sizeof *x[0]);
+        }
+        for (int v = 0; v < 3; v++) {
+            ps_result_free(&r[v]);
+            free(x[v]);
+        }
+        ps_problem_free(p);
+        free(x0);
+    }
+}
+
+/* The run's state now (a snapshot). */
+static ps_snapshot snap(const ps_run *run)
+{
+    ps_snapshot s;
+    assert_int_equal(ps_run_snapshot(run, &s), 0);
+    return s;
+}
+
+/*
+ * A 3-channel GPU solve paused mid-way, checkpointed, freed and resumed
+ * from the checkpoint ends bit-identical to one that was not; a CPU run's
+ * checkpoint taken in the UPDATE phase resumes on the GPU (the partials
+ * its trial left are made there) and completes.
+ */
+static void checkpoint_channels(void **state)
+{
+    const size_t ns = 400, nt = 120, nc = 3, n = 2 * nc * nt;
+    double *x0 = malloc(n * sizeof *x0), *xr = malloc(n * sizeof *xr), *x = malloc(n * sizeof *x);
+    ps_problem *p = random_problem(51, ns, nt, nc, 1, PS_LOSS_FULL, 1, 0.1, x0);
+    ps_options o = opts(PS_BACKEND_GPU, PS_PRECISION_SINGLE);
+    o.max_iterations = 200;
+    o.gtol = o.ftol = 0.0;
+    ps_result ref, r;
+    memset(&ref, 0, sizeof ref);
+    memcpy(xr, x0, n * sizeof *x0);
+    assert_int_equal(solve_persistent(p, &o, xr, &ref), PS_MAX_ITERATIONS);
+
+    ps_run *run;
+    memcpy(x, x0, n * sizeof *x0);
+    assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
+    while (snap(run).iteration < 60 && snap(run).state != PS_RUN_FINISHED)
+        ;
+    assert_int_equal(ps_run_pause(run), 0);
+    while (snap(run).state == PS_RUN_RUNNING)
+        ;
+    ps_snapshot s = snap(run);
+    assert_int_equal(s.state, PS_RUN_PAUSED); /* 200 iterations take longer than this */
+    void *buf;
+    size_t len;
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+    ps_run_free(run);
+    assert_int_equal(ps_solve_resume(p, &o, buf, len, &run), 0);
+    free(buf);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(ps_run_wait(run, 60.0, &r, x), PS_MAX_ITERATIONS);
+    ps_run_free(run);
+    printf("3 channels: paused at iteration %lld, resumed from its checkpoint: f %.9g, uninterrupted %.9g\n",
+           (long long)s.iteration, r.f, ref.f);
+    assert_int_equal(r.history_len, ref.history_len);
+    for (size_t i = 0; i < ref.history_len; i++)
+        assert_memory_equal(&r.history[i].f, &ref.history[i].f, sizeof(double));
+    assert_memory_equal(x, xr, n * sizeof *x);
+    ps_result_free(&r);
+
+    /* a CPU run paused before an update, resumed on the GPU */
+    ps_options oc = o;
+    oc.backend = PS_BACKEND_CPU;
+    memcpy(x, x0, n * sizeof *x0);
+    assert_int_equal(ps_solve_start(p, &oc, x, &run), 0);
+    int found = 0;
+    for (int tries = 0; tries < 2000 && !found; tries++) {
+        assert_int_equal(ps_run_pause(run), 0);
+        while (snap(run).state == PS_RUN_RUNNING)
+            ;
+        s = snap(run);
+        if (s.state == PS_RUN_FINISHED)
+            break;
+        found = s.phase == 3 /* UPDATE */ && s.iteration >= 2;
+        if (!found)
+            assert_int_equal(ps_run_resume(run), 0);
+    }
+    assert_true(found);
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+    ps_run_free(run);
+    assert_int_equal(ps_solve_resume(p, &o, buf, len, &run), 0);
+    free(buf);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(ps_run_wait(run, 60.0, &r, x), PS_MAX_ITERATIONS);
+    ps_run_free(run);
+    printf("3 channels: a CPU checkpoint at iteration %lld (UPDATE) resumed on the GPU: f %.9g after %lld\n",
+           (long long)s.iteration, r.f, (long long)r.iterations);
+    assert_true(isfinite(r.f) && r.f < r.history[0].f);
+    ps_result_free(&r);
+    ps_result_free(&ref);
+    ps_problem_free(p);
+    free(x0), free(xr), free(x);
+}
+
 int main(void)
 {
     /* quick: the subset run under compute-sanitizer */
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(eval_channels),
         cmocka_unit_test(one_channel_bits),
+        cmocka_unit_test(checkpoint_channels),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eval_channels),
         cmocka_unit_test(eval_unstaged),
         cmocka_unit_test(one_channel_bits),
         cmocka_unit_test(solve_channels),
+        cmocka_unit_test(variants_channels),
+        cmocka_unit_test(checkpoint_channels),
     };
     return TU_RUN_GPU_SUITE(quick, tests);
 }
