@@ -15,6 +15,7 @@
 #include "cpu/objective.h"
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
+#include "gpu_check.h"
 #include "gpu_suite.h"
 #include "persolve.h"
 #include "test_util.h"
@@ -91,41 +92,6 @@ static ps_options gpu_opts(ps_precision prec)
     return o;
 }
 
-/* F, gradient and M of the GPU vs the CPU float64 reference. */
-static void check_eval(ps_problem *p, const double *x, ps_precision prec, const char *what)
-{
-    size_t nt = ps_problem_nt(p), ns = ps_problem_ns(p), n = 2 * nt;
-    double fc, fg, *gc = malloc(n * sizeof *gc), *gg = malloc(n * sizeof *gg);
-    double *mc = malloc(3 * ns * sizeof *mc), *mg = malloc(3 * ns * sizeof *mg);
-    ps_options oc;
-    ps_options_default(&oc);
-    oc.backend = PS_BACKEND_CPU;
-    oc.precision = PS_PRECISION_DOUBLE;
-    assert_int_equal(ps_eval(p, &oc, x, &fc, gc), 0);
-    assert_int_equal(ps_simulate(p, &oc, x, mc), 0);
-
-    ps_options o = gpu_opts(prec);
-    fg = PS_POISON;
-    tu_poison(gg, n);
-    tu_poison(mg, 3 * ns);
-    assert_int_equal(ps_eval(p, &o, x, &fg, gg), 0);
-    assert_int_equal(ps_simulate(p, &o, x, mg), 0);
-
-    double gmax = 0.0;
-    for (size_t i = 0; i < n; i++)
-        gmax = fmax(gmax, fabs(gc[i]));
-    int single = prec == PS_PRECISION_SINGLE;
-    char name[160];
-    snprintf(name, sizeof name, "%s %s F", what, single ? "fp32" : "fp64");
-    assert_true(tu_compare(name, &fg, &fc, 1, 0.0, single ? 1e-5 : 1e-11));
-    snprintf(name, sizeof name, "%s %s grad", what, single ? "fp32" : "fp64");
-    assert_true(tu_compare(name, gg, gc, n, (single ? 1e-4 : 1e-10) * gmax, single ? 1e-3 : 1e-9));
-    snprintf(name, sizeof name, "%s %s M", what, single ? "fp32" : "fp64");
-    /* float32 rounding over ~1000 steps: |dM| ~ sqrt(nt) * 1e-7 * (steps' growth) */
-    assert_true(tu_compare(name, mg, mc, 3 * ns, single ? 2e-4 : 1e-11, 0.0));
-    free(gc), free(gg), free(mc), free(mg);
-}
-
 static void eval_random(void **state)
 {
     static const ps_loss losses[] = {PS_LOSS_FULL, PS_LOSS_XY, PS_LOSS_MLS, PS_LOSS_Z};
@@ -142,8 +108,8 @@ static void eval_random(void **state)
                 char what[96];
                 snprintf(what, sizeof what, "loss %s relax %d ns %zu nt %zu",
                          ps_loss_name(losses[li]), relax, ns, nt);
-                check_eval(p, x, PS_PRECISION_SINGLE, what);
-                check_eval(p, x, PS_PRECISION_DOUBLE, what);
+                tu_check_eval_gpu(p, x, PS_PRECISION_SINGLE, what, NULL);
+                tu_check_eval_gpu(p, x, PS_PRECISION_DOUBLE, what, NULL);
                 ps_problem_free(p);
                 free(x);
             }
@@ -167,8 +133,8 @@ static void eval_short_t2(void **state)
         printf("T2 = %g s: at least %d segments\n", t2s[i], ps_gpu_min_segments(p));
         char what[64];
         snprintf(what, sizeof what, "short T2 %g", t2s[i]);
-        check_eval(p, x, PS_PRECISION_SINGLE, what);
-        check_eval(p, x, PS_PRECISION_DOUBLE, what);
+        tu_check_eval_gpu(p, x, PS_PRECISION_SINGLE, what, NULL);
+        tu_check_eval_gpu(p, x, PS_PRECISION_DOUBLE, what, NULL);
         ps_problem_free(p);
         free(x);
     }
@@ -255,8 +221,8 @@ static void eval_presets(void **state)
         assert_int_equal(ps_preset_create(specs[i], &p, err, sizeof err), 0);
         double *x = malloc(2 * ps_problem_nt(p) * sizeof *x);
         ps_problem_x0(p, x);
-        check_eval(p, x, PS_PRECISION_SINGLE, specs[i]);
-        check_eval(p, x, PS_PRECISION_DOUBLE, specs[i]);
+        tu_check_eval_gpu(p, x, PS_PRECISION_SINGLE, specs[i], NULL);
+        tu_check_eval_gpu(p, x, PS_PRECISION_DOUBLE, specs[i], NULL);
         free(x);
         ps_problem_free(p);
     }

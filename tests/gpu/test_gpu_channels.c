@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "cuda/launch.h"
+#include "gpu_check.h"
 #include "gpu_suite.h"
 #include "persolve.h"
 #include "test_util.h"
@@ -108,34 +109,6 @@ static ps_options opts(ps_backend b, ps_precision prec)
     return o;
 }
 
-/* F, gradient and M of the GPU against the CPU float64 reference. */
-static void check_eval(const ps_problem *p, const double *x, ps_precision prec, const char *what)
-{
-    size_t ns = ps_problem_ns(p), n = ps_problem_nx(p);
-    double fc, fg, *gc = malloc(n * sizeof *gc), *gg = malloc(n * sizeof *gg);
-    double *mc = malloc(3 * ns * sizeof *mc), *mg = malloc(3 * ns * sizeof *mg);
-    ps_options oc = opts(PS_BACKEND_CPU, PS_PRECISION_DOUBLE), og = opts(PS_BACKEND_GPU, prec);
-    assert_int_equal(ps_eval(p, &oc, x, &fc, gc), 0);
-    assert_int_equal(ps_simulate(p, &oc, x, mc), 0);
-    fg = PS_POISON;
-    tu_poison(gg, n);
-    tu_poison(mg, 3 * ns);
-    assert_int_equal(ps_eval(p, &og, x, &fg, gg), 0);
-    assert_int_equal(ps_simulate(p, &og, x, mg), 0);
-    double gmax = 0.0;
-    for (size_t i = 0; i < n; i++)
-        gmax = fmax(gmax, fabs(gc[i]));
-    int single = prec == PS_PRECISION_SINGLE;
-    char name[200];
-    snprintf(name, sizeof name, "%s %s F", what, single ? "fp32" : "fp64");
-    assert_true(tu_compare(name, &fg, &fc, 1, 0.0, single ? 1e-5 : 1e-11));
-    snprintf(name, sizeof name, "%s %s grad", what, single ? "fp32" : "fp64");
-    assert_true(tu_compare(name, gg, gc, n, (single ? 1e-4 : 1e-10) * gmax, single ? 1e-3 : 1e-9));
-    snprintf(name, sizeof name, "%s %s M", what, single ? "fp32" : "fp64");
-    assert_true(tu_compare(name, mg, mc, 3 * ns, single ? 2e-4 : 1e-11, 0.0));
-    free(gc), free(gg), free(mc), free(mg);
-}
-
 /* Random problems of 1, 2, 3 and 8 channels, every loss, with and without
  * relaxation and b1_max; sizes that do not divide into tiles evenly. */
 static void eval_channels(void **state)
@@ -157,8 +130,8 @@ static void eval_channels(void **state)
                 char what[128];
                 snprintf(what, sizeof what, "nc %zu loss %s relax %d b1max %g ns %zu nt %zu", nc,
                          ps_loss_name(losses[li]), relax, b1max, ns, nt);
-                check_eval(p, x, PS_PRECISION_SINGLE, what);
-                check_eval(p, x, PS_PRECISION_DOUBLE, what);
+                tu_check_eval_gpu(p, x, PS_PRECISION_SINGLE, what, print_log);
+                tu_check_eval_gpu(p, x, PS_PRECISION_DOUBLE, what, print_log);
                 ps_problem_free(p);
                 free(x);
             }
@@ -173,8 +146,8 @@ static void eval_unstaged(void **state)
     const size_t ns = 200, nt = 3000, nc = 4;
     double *x = malloc(2 * nc * nt * sizeof *x);
     ps_problem *p = random_problem(5, ns, nt, nc, 1, PS_LOSS_FULL, 0, 0.0, x);
-    check_eval(p, x, PS_PRECISION_SINGLE, "unstaged nc 4 nt 3000");
-    check_eval(p, x, PS_PRECISION_DOUBLE, "unstaged nc 4 nt 3000");
+    tu_check_eval_gpu(p, x, PS_PRECISION_SINGLE, "unstaged nc 4 nt 3000", print_log);
+    tu_check_eval_gpu(p, x, PS_PRECISION_DOUBLE, "unstaged nc 4 nt 3000", print_log);
     ps_problem_free(p);
     free(x);
 }
