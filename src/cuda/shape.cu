@@ -73,19 +73,10 @@ extern "C" int ps_gpu_min_segments(const ps_problem *p)
 
 extern "C" int ps_gpu_channels(const ps_problem *p)
 {
-    if (!p->b1map)
-        return 0;
     /* one channel of real sensitivities is the single-channel kernel's
      * problem (its B1 scale: Re S), so that it gives the same bits with any
      * launch shape and shares its tune cache class */
-    if (p->nc == 1) {
-        size_t j = 0;
-        while (j < p->ns && p->b1map[2 * j + 1] == 0.0)
-            j++;
-        if (j == p->ns)
-            return 0;
-    }
-    return (int)p->nc;
+    return p->real_channel ? 0 : (int)p->nc;
 }
 
 extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem)

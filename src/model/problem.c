@@ -173,6 +173,9 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     p->ns = d->ns;
     p->nt = d->nt;
     p->nc = PS_NC_OF(d);
+    p->real_channel = p->nc == 1;
+    for (size_t j = 0; p->real_channel && d->b1map && j < p->ns; j++)
+        p->real_channel = d->b1map[2 * j + 1] == 0.0;
 #define COPY(name, rows, width, channels, presence, ...)                      \
     p->name = dup_array(d->name, PS_FIELD_COUNT(d, rows, width, channels),     \
                         presence == PS_FIELD_START, &oom);

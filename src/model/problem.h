@@ -16,6 +16,8 @@
  * optional array absent from the description is NULL, b1 never is. */
 struct ps_problem {
     size_t ns, nt, nc; /* nc >= 1 */
+    int real_channel;  /* 1: one channel of real sensitivity (a B1 scale, no b1map, or a
+                          one-channel b1map without imaginary parts); derived at creation */
 #define PS_MEMBER_ARRAY(name, ...) double *name;
     PS_PROBLEM_ARRAYS(PS_MEMBER_ARRAY)
 #undef PS_MEMBER_ARRAY

@@ -289,6 +289,23 @@ static ps_snapshot snap(const ps_run *run)
     return s;
 }
 
+/* Checkpoint the paused run, free it, resume from the blob with o and wait
+ * for the end into r and x; the status. */
+static int resume_from_checkpoint(const ps_problem *p, const ps_options *o, ps_run *run, ps_result *r,
+                                  double *x)
+{
+    void *buf;
+    size_t len;
+    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+    ps_run_free(run);
+    assert_int_equal(ps_solve_resume(p, o, buf, len, &run), 0);
+    free(buf);
+    memset(r, 0, sizeof *r);
+    int st = ps_run_wait(run, 60.0, r, x);
+    ps_run_free(run);
+    return st;
+}
+
 /*
  * A 3-channel GPU solve paused mid-way, checkpointed, freed and resumed
  * from the checkpoint ends bit-identical to one that was not; a CPU run's
@@ -318,15 +335,7 @@ static void checkpoint_channels(void **state)
         ;
     ps_snapshot s = snap(run);
     assert_int_equal(s.state, PS_RUN_PAUSED); /* 200 iterations take longer than this */
-    void *buf;
-    size_t len;
-    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
-    ps_run_free(run);
-    assert_int_equal(ps_solve_resume(p, &o, buf, len, &run), 0);
-    free(buf);
-    memset(&r, 0, sizeof r);
-    assert_int_equal(ps_run_wait(run, 60.0, &r, x), PS_MAX_ITERATIONS);
-    ps_run_free(run);
+    assert_int_equal(resume_from_checkpoint(p, &o, run, &r, x), PS_MAX_ITERATIONS);
     printf("3 channels: paused at iteration %lld, resumed from its checkpoint: f %.9g, uninterrupted %.9g\n",
            (long long)s.iteration, r.f, ref.f);
     assert_int_equal(r.history_len, ref.history_len);
@@ -356,13 +365,7 @@ static void checkpoint_channels(void **state)
         }
     }
     assert_true(found);
-    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
-    ps_run_free(run);
-    assert_int_equal(ps_solve_resume(p, &o, buf, len, &run), 0);
-    free(buf);
-    memset(&r, 0, sizeof r);
-    assert_int_equal(ps_run_wait(run, 60.0, &r, x), PS_MAX_ITERATIONS);
-    ps_run_free(run);
+    assert_int_equal(resume_from_checkpoint(p, &o, run, &r, x), PS_MAX_ITERATIONS);
     printf("3 channels: a CPU checkpoint at iteration %lld (UPDATE) resumed on the GPU: f %.9g after %lld\n",
            (long long)s.iteration, r.f, (long long)r.iterations);
     assert_true(isfinite(r.f) && r.f < r.history[0].f);
