@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define PS_VERSION_MAJOR 0
-#define PS_VERSION_MINOR 2
+#define PS_VERSION_MINOR 3
 #define PS_VERSION_PATCH 0
 
 /** Default gyromagnetic ratio over 2 pi, Hz/G (protons). */
@@ -47,6 +47,9 @@ typedef enum ps_status {
     PS_YIELDED              = 6,  ///< (reserved for asynchronous runs)
     PS_RUNNING              = 7,  ///< asynchronous run: not finished yet (ps_run_wait
                                   ///< timed out; ps_snapshot.status before the end)
+    PS_CONSTRAINT_VIOLATED  = 8,  ///< the solve converged, but after the last penalty round
+                                  ///< (ps_options.max_rounds) a constraint is still violated
+                                  ///< by more than constraint_tol (ps_result.violation)
 
     PS_ERR_NULL             = -1,  ///< a required pointer is NULL
     PS_ERR_SIZE             = -2,  ///< Ns = 0, Nt = 0 or a size too large
@@ -72,6 +75,8 @@ typedef enum ps_status {
                                    ///< version or algorithmic settings (reason logged)
     PS_ERR_CHANNELS         = -22, ///< transmit channels inconsistent: nc > 1 without a b1map,
                                    ///< a b1map together with a b1scale
+    PS_ERR_SAR              = -23, ///< SAR constraint malformed: a VOP not Hermitian or not
+                                   ///< positive semidefinite, sar_max or tr not positive
 } ps_status;
 
 /** Static English text for a status (never NULL). */
@@ -99,6 +104,9 @@ const char *ps_loss_name(ps_loss loss);
 /** The most transmit channels a problem may have (ps_problem_desc.nc). */
 #define PS_MAX_CHANNELS 64
 
+/** The most VOPs a problem may have (ps_problem_desc.nq). */
+#define PS_MAX_VOPS 256
+
 /** No peak constraint: the value of ps_problem_desc.b1_max for "none". */
 #define PS_B1MAX_NONE HUGE_VAL
 
@@ -110,6 +118,7 @@ typedef struct ps_problem_desc {
     size_t ns;              ///< number of spins (>= 1)
     size_t nt;              ///< number of time steps (>= 1)
     size_t nc;              ///< number of transmit channels, 1..PS_MAX_CHANNELS (0: 1)
+    size_t nq;              ///< number of SAR VOPs, 0..PS_MAX_VOPS (0: no SAR limit)
     const double *r;        ///< [ns][3] positions, cm (required)
     const double *target;   ///< [ns][3] target magnetization (required)
     const double *df;       ///< [ns] off-resonance, Hz (NULL: 0)
@@ -123,11 +132,18 @@ typedef struct ps_problem_desc {
                             ///< every channel (NULL: nc = 1 and S_j1 = b1scale_j)
     const double *g;        ///< [nt][3] gradient waveform, G/cm (required)
     const double *b1;       ///< [nc][nt][2] start pulse (u, v) per channel, G (NULL: 0)
+    const double *vop;      ///< [nq][nc][nc][2] VOP matrices Q_q (Re, Im; Hermitian, positive
+                            ///< semidefinite), W/kg per G^2: SAR_q = (dt / tr) sum_k b_k^H Q_q b_k
+                            ///< (NULL when nq = 0)
     double dt;              ///< time step, s (> 0)
     double gamma_bar;       ///< Hz/G (0: PS_GAMMA_BAR_DEFAULT)
     double lambda;          ///< RF power penalty weight (>= 0)
     ps_loss loss;           ///< loss type
     double b1_max;          ///< peak |b1| in G (> 0), or PS_B1MAX_NONE
+    const double *b1_max_channel; ///< [nc] peak |b_c| per channel, G (> 0, finite; NULL: b1_max
+                            ///< for every channel; given, b1_max must be PS_B1MAX_NONE)
+    double sar_max;         ///< local SAR limit, W/kg (> 0 when nq > 0)
+    double tr;              ///< repetition time of the SAR average, s (> 0 when nq > 0)
 } ps_problem_desc;
 
 /** Zero-filled description with gamma_bar default, loss full, no b1_max. */
@@ -159,6 +175,8 @@ size_t ps_problem_ns(const ps_problem *p);
 size_t ps_problem_nt(const ps_problem *p);
 /** Number of transmit channels (1 without a b1map); 0 for NULL. */
 size_t ps_problem_nc(const ps_problem *p);
+/** Number of SAR VOPs (0: no SAR limit; 0 for NULL). */
+size_t ps_problem_nq(const ps_problem *p);
 /** Number of unknowns of the design, the length of x, gradients and pulses
  *  in solver layout (2 nc nt, channel-major: u_c1..u_cNt, v_c1..v_cNt for
  *  c = 1..nc); 0 for NULL. */
@@ -204,6 +222,8 @@ typedef struct ps_progress {
     double step;         ///< accepted step length alpha (0 at iteration 0)
     int64_t evaluations; ///< objective+gradient evaluations so far
     double seconds;      ///< wall time since the solve began
+    int32_t round;       ///< penalty round of this point (0: the first; ps_options.max_rounds)
+    int32_t reserved;    ///< zero
 } ps_progress;
 
 /**
@@ -240,8 +260,13 @@ typedef struct ps_options {
     const struct ps_gpu_options *gpu; ///< GPU launch shape and tune cache (persolve_gpu.h);
                              ///< NULL = automatic: tune cache read, heuristic shape
                              ///< (default NULL)
-    int reserved_int;        ///< must be zero
-    int64_t reserved[14];    ///< must be zero
+    int max_rounds;          ///< penalty rounds for the constraints met by penalty (local SAR),
+                             ///< 1..64; 0 = the default 8 (docs/algorithm.md)
+    double constraint_tol;   ///< relative violation a round may end with: SAR_q <= sar_max
+                             ///< (1 + constraint_tol); >= 0, 0 = the default 1e-3
+    double penalty_mu;       ///< penalty weight mu of the first round (x10 per round), > 0;
+                             ///< 0 = the default 1
+    int64_t reserved[12];    ///< must be zero
 } ps_options;
 
 /** Fill *o with the documented defaults. */
@@ -261,6 +286,14 @@ int ps_options_validate(const ps_options *o);
  */
 int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
             double *f, double *grad);
+
+/**
+ * The hardware constraints at the pulse x[nx] (physical u, v): peak[nc] =
+ * max_k |b_ck| per channel (G) and sar[nq] = SAR_q per VOP (W/kg); either
+ * may be NULL (sar is left alone when the problem has no VOPs). The limits
+ * are the problem's (ps_problem_describe: b1_max, b1_max_channel, sar_max).
+ */
+int ps_constraints(const ps_problem *p, const double *x, double *peak, double *sar);
 
 /** Final magnetization M_Nt for pulse x[nx] into m[ns][3]. */
 int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
@@ -283,6 +316,11 @@ typedef struct ps_result {
     char device[128];        ///< device description ("cpu: N threads", GPU name)
     ps_progress *history;    ///< [history_len], owned by the result
     size_t history_len;      ///< rows in history (iterations + 1)
+    int rounds;              ///< penalty rounds run (1 without penalty constraints; 0 before
+                             ///< the first evaluation)
+    double mu;               ///< penalty weight of the last round (0 without penalty constraints)
+    double violation;        ///< largest relative violation max(0, SAR_q / sar_max - 1) at x
+                             ///< (0 without penalty constraints)
 } ps_result;
 
 /** Release what a result owns (history); the struct itself is the caller's. */
@@ -365,6 +403,7 @@ typedef struct ps_snapshot {
     int state;            ///< ps_run_state
     int phase;            ///< solver phase: 0 start, 1 direction, 2 trial, 3 update, 4 done
     int status;           ///< final ps_status once FINISHED, else PS_RUNNING
+    int round;            ///< penalty round (0: the first)
     int idle;             ///< 1 when the solver has stopped: PAUSED with the GPU kernel at its
                           ///< control point and its state stored (0 while PAUSED: acknowledged,
                           ///< the evaluation in flight still finishing; iteration, f, gnorm,

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "cpu/objective.h"
 #include "cuda/gpu.h"
+#include "model/constraints.h"
 #include "model/problem.h"
 #include "opt/backend.h"
 #include "opt/run.h"
@@ -53,6 +54,23 @@ int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
     if (!p || !x || !m)
         return PS_ERR_NULL;
     return evaluate_once(p, o, x, &f, NULL, m);
+}
+
+int ps_constraints(const ps_problem *p, const double *x, double *peak, double *sar)
+{
+    if (!p || !x)
+        return PS_ERR_NULL;
+    const size_t nx = ps_problem_nx(p);
+    for (size_t i = 0; i < nx; i++)
+        if (!isfinite(x[i]))
+            return PS_ERR_NONFINITE;
+    if (peak)
+        ps_peak_values(p->nc, p->nt, x, peak);
+    if (sar && p->nq) {
+        const ps_sar S = ps_problem_sar(p);
+        ps_sar_values(&S, p->nt, x, sar);
+    }
+    return PS_CONVERGED;
 }
 
 /* A solve: an asynchronous run on the chosen backend, waited for. */

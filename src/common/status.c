@@ -24,6 +24,7 @@ const char *ps_strerror(int status)
     case PS_CANCELLED: return "cancelled";
     case PS_YIELDED: return "yielded";
     case PS_RUNNING: return "still running";
+    case PS_CONSTRAINT_VIOLATED: return "converged, but a constraint is still violated after the last penalty round";
     case PS_ERR_NULL: return "a required pointer is NULL";
     case PS_ERR_SIZE: return "invalid size (Ns or Nt is 0 or too large)";
     case PS_ERR_NONFINITE: return "NaN or Inf in the input";
@@ -46,6 +47,7 @@ const char *ps_strerror(int status)
     case PS_ERR_STATE: return "not allowed in the run's current state";
     case PS_ERR_CHECKPOINT: return "checkpoint corrupted, truncated or not for this problem and settings";
     case PS_ERR_CHANNELS: return "transmit channels inconsistent (nc, b1map, b1scale)";
+    case PS_ERR_SAR: return "SAR constraint malformed (VOP not Hermitian or not positive semidefinite, sar_max or tr)";
     default: return "unknown status";
     }
 }

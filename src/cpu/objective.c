@@ -8,6 +8,7 @@
 
 #include "cpu/objective.h"
 #include "model/bloch_math.h"
+#include "model/constraints.h"
 #include "model/design.h"
 #include "model/problem.h"
 
@@ -40,12 +41,17 @@ static size_t segment_length(size_t nt)
 
 /*
  * F and dF/dx at x in the variables of design des (model/design.h): the
- * pulse of every step, the spins' loss and gradient by lanes, then per
- * step the penalty and the chain rule back to x.
+ * pulse of every step, the spins' loss and gradient by lanes, the SAR
+ * values and, with weight mu, their penalty (model/constraints.h), then
+ * per step the penalties' gradient and the chain rule back to x. *viol
+ * (may be NULL) receives the largest relative violation (0 when met).
  */
-static int objective(const ps_problem *p, const ps_design *des, int precision, int threads,
-                     const double *x, double *f, double *grad, double *m)
+static int objective(const ps_problem *p, const ps_design *des, double mu, int precision,
+                     int threads, const double *x, double *f, double *grad, double *m,
+                     double *viol)
 {
+    const ps_sar sar = ps_problem_sar(p);
+    double sarv[PS_MAX_VOPS], sarw[PS_MAX_VOPS], vmax = 0.0;
     size_t nt = p->nt, ns = p->ns, nc = p->nc, nx = PS_DESIGN_NX(nc, nt);
     size_t K = segment_length(nt), nseg = (nt + K - 1) / K;
     size_t nl = ns < PS_CPU_LANES ? ns : PS_CPU_LANES;
@@ -62,7 +68,7 @@ static int objective(const ps_problem *p, const ps_design *des, int precision, i
         for (size_t c = 0; c < nc; c++) {
             for (size_t k = 0; k < nt; k++) {
                 const size_t iu = PS_X_U(nt, c, k), iv = PS_X_V(nt, c, k);
-                ps_design_pulse(des, x[iu], x[iv], &b[iu], &b[iv]);
+                ps_design_pulse(des, (int)c, x[iu], x[iv], &b[iu], &b[iv]);
                 if (single) {
                     ((float *)u)[c * nt + k] = (float)b[iu];
                     ((float *)v)[c * nt + k] = (float)b[iv];
@@ -117,6 +123,14 @@ static int objective(const ps_problem *p, const ps_design *des, int precision, i
         for (size_t l = 0; l < nl; l++)
             loss += lane_loss[l];
         *f = loss + des->lambda * ps_design_power_sum(b, nx);
+        if (sar.nq) {
+            ps_sar_values(&sar, nt, b, sarv);
+            *f += ps_sar_penalty(&sar, mu, sarv, &vmax);
+            for (int q = 0; q < sar.nq; q++)
+                sarw[q] = ps_sar_weight(&sar, mu, sarv[q]);
+        }
+        if (viol)
+            *viol = vmax;
         if (grad) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nthreads) if (ns * nt >= PS_CPU_PARALLEL_MIN)
@@ -128,7 +142,10 @@ static int objective(const ps_problem *p, const ps_design *des, int precision, i
                     gu += gacc[l * nx + iu];
                     gv += gacc[l * nx + iv];
                 }
-                ps_design_step_grad(des, x[iu], x[iv], b[iu], b[iv], gu, gv, &grad[iu],
+                if (sar.nq)
+                    ps_sar_step_grad(&sar, sarw, (int)(ck / nt), b + ck % nt, b + nt + ck % nt, 2 * nt,
+                                     &gu, &gv);
+                ps_design_step_grad(des, (int)(ck / nt), x[iu], x[iv], b[iu], b[iv], gu, gv, &grad[iu],
                                     &grad[iv]);
             }
         }
@@ -142,17 +159,24 @@ static int objective(const ps_problem *p, const ps_design *des, int precision, i
     return oom ? PS_ERR_NO_MEMORY : PS_CONVERGED;
 }
 
-/* F and dF/db at the physical pulse b (no reparametrization). */
+/* F and dF/db at the physical pulse b (no reparametrization, no penalty). */
 int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
                            const double *x, double *f, double *grad, double *m)
 {
     const ps_design des = ps_problem_design(p, 1);
-    return objective(p, &des, precision, threads, x, f, grad, m);
+    return objective(p, &des, 0.0, precision, threads, x, f, grad, m, NULL);
 }
 
 int ps_objective_cpu(const ps_problem *p, int precision, int threads,
                      const double *x, double *f, double *grad, double *m)
 {
     const ps_design des = ps_problem_design(p, 0);
-    return objective(p, &des, precision, threads, x, f, grad, m);
+    return objective(p, &des, 0.0, precision, threads, x, f, grad, m, NULL);
+}
+
+int ps_objective_cpu_penalty(const ps_problem *p, int precision, int threads, double mu,
+                             const double *x, double *f, double *grad, double *m, double *viol)
+{
+    const ps_design des = ps_problem_design(p, 0);
+    return objective(p, &des, mu, precision, threads, x, f, grad, m, viol);
 }

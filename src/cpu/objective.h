@@ -18,7 +18,17 @@
 int ps_objective_cpu(const ps_problem *p, int precision, int threads,
                      const double *x, double *f, double *grad, double *m);
 
-/* The same at the physical pulse x = (u, v), whatever b1_max is. */
+/*
+ * The same with the penalty of the constraints met by penalty (local SAR,
+ * model/constraints.h) at weight mu: the objective of a penalty round.
+ * *viol (may be NULL) receives the largest relative violation at x (0 when
+ * every constraint is met). ps_objective_cpu is this at mu = 0.
+ */
+int ps_objective_cpu_penalty(const ps_problem *p, int precision, int threads, double mu,
+                             const double *x, double *f, double *grad, double *m, double *viol);
+
+/* F and dF/dx at the physical pulse x = (u, v), whatever b1_max is, without
+ * the penalty. */
 int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
                            const double *x, double *f, double *grad, double *m);
 

@@ -11,10 +11,10 @@
 #include "opt/run.h"
 #include "opt/run_impl.h"
 
-int ps_run_bloch_eval(void *ctx, const double *x, double *f, double *g)
+int ps_run_bloch_eval(void *ctx, const double *x, double mu, double *f, double *g, double *viol)
 {
     const ps_run_bloch_ctx *b = ctx;
-    return ps_objective_cpu(b->p, b->precision, b->threads, x, f, g, NULL);
+    return ps_objective_cpu_penalty(b->p, b->precision, b->threads, mu, x, f, g, NULL, viol);
 }
 
 /*

@@ -93,7 +93,7 @@ __device__ __forceinline__ void pulse_at(const args &a, const double *x, const d
     }
     *zp = p;
     *zq = q;
-    ps_design_pulse(&a.des, p, q, u, v);
+    ps_design_pulse(&a.des, c, p, q, u, v);
 }
 
 } // namespace ps_gpu

@@ -23,6 +23,8 @@ namespace cg = cooperative_groups;
 struct loop_shared {
     ps_solver S;            /* the block's copy of the solver state */
     double sums[4];         /* last evaluation: g.d, g.g, b.b, f */
+    double viol;            /* last evaluation: the largest relative violation of the
+                               penalty constraints (0: none or met) */
     double red[PS_RED_LEN(PS_MAX_MEMORY)]; /* a trial's update dots (PS_RED_LEN layout) */
     double ft;              /* f at the last trial, taken by its update (a launch in the
                                UPDATE phase: a.ft_in) */
@@ -107,6 +109,7 @@ __device__ inline void publish_end(const args &a, unsigned long long q, const ps
     c->step = S.iteration > 0 ? S.step : 0.0;
     c->seconds = seconds;
     c->phase = S.phase;
+    c->round = S.round;
     c->status = S.status;
     c->state = state;
     c->idle = idle;

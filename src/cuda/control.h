@@ -44,6 +44,7 @@ typedef struct ps_gpu_ctl {
     int64_t iteration, evaluations;
     double f, gnorm, step, seconds;
     int phase, status;
+    int round, pad_;       /* penalty round */
     uint64_t heartbeat;    /* control points passed (outside the sequence) */
 } ps_gpu_ctl;
 

@@ -48,18 +48,18 @@ namespace cg = cooperative_groups;
  * pair l), and inlined they would share the kernel's register allocation
  * with the evaluation (spilling in its inner loops).
  */
-static __device__ __noinline__ void decide_start(ps_solver *S, double f, double gg)
+static __device__ __noinline__ void decide_start(ps_solver *S, double f, double gg, double viol)
 {
-    ps_solver_start(S, f, gg);
+    ps_solver_start(S, f, gg, viol);
 }
 /* All 32 lanes of one warp (opt/solver.h: ps_solver_direction_warp). */
 static __device__ __noinline__ void decide_direction(ps_solver *S, double elapsed)
 {
     ps_solver_direction_warp(S, elapsed);
 }
-static __device__ __noinline__ void decide_trial(ps_solver *S, double f, double dg)
+static __device__ __noinline__ void decide_trial(ps_solver *S, double f, double dg, double viol)
 {
-    ps_solver_trial(S, f, dg);
+    ps_solver_trial(S, f, dg, viol);
 }
 /* by warp 0 (all 32 lanes) */
 static __device__ __noinline__ void decide_update(ps_solver *S, double f, const double *red)
@@ -107,6 +107,7 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
     __syncthreads();
     if (threadIdx.x == 0) {
         L.sums[3] += a.des.lambda * L.sums[2];
+        L.viol = 0.0;
         L.red[4 * m] = L.sums[1];
         if (cmd >= 0)
             L.cmd = cmd;
@@ -217,7 +218,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             return 0;
         }
         if (threadIdx.x == 0) {
-            decide_start(&S, sums[3], sums[1]);
+            decide_start(&S, sums[3], sums[1], L.viol);
             record(a, S, (double)(global_ns() - t0) * 1e-9);
         }
         __syncthreads();
@@ -255,7 +256,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 continue; /* DONE */
             if (threadIdx.x == 0) {
                 L.ft = sums[3]; /* f at the trial, kept for the update */
-                decide_trial(&S, sums[3], sums[0]);
+                decide_trial(&S, sums[3], sums[0], L.viol);
             }
             block_barrier(a, last, PS_PROF_DECIDE_TRIAL);
             const bool accepted = S.phase == PS_PHASE_UPDATE;

@@ -113,6 +113,7 @@ extern "C" void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
         __atomic_load(&c->step, &v.step, __ATOMIC_RELAXED);
         __atomic_load(&c->seconds, &v.seconds, __ATOMIC_RELAXED);
         v.phase = __atomic_load_n(&c->phase, __ATOMIC_RELAXED);
+        v.round = __atomic_load_n(&c->round, __ATOMIC_RELAXED);
         v.state = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
         v.idle = __atomic_load_n(&c->idle, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);

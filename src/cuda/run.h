@@ -24,6 +24,7 @@ typedef struct ps_gpu_progress {
     int64_t iteration, evaluations;
     double f, gnorm, step, seconds;
     int phase, state; /* state: PS_RUN_RUNNING or PS_RUN_PAUSED */
+    int round;        /* penalty round */
     int idle;         /* PAUSED and every block waiting at a control point */
 } ps_gpu_progress;
 

@@ -110,11 +110,11 @@ host_decide_kernel(args a, int G, int what, int slot, double alpha, double secon
     /* thread 0 alone reads and writes S until the warp's barrier */
     if (threadIdx.x == 0) {
         if (what == HL_START) {
-            decide_start(&S, L.sums[3], L.sums[1]);
+            decide_start(&S, L.sums[3], L.sums[1], L.viol);
             record(a, S, seconds);
         } else {
             L.ft = L.sums[3];
-            decide_trial(&S, L.sums[3], L.sums[0]);
+            decide_trial(&S, L.sums[3], L.sums[0], L.viol);
         }
     }
     /* the update and the direction by the whole warp 0 */

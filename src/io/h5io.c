@@ -894,6 +894,7 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
     double *start = NULL; /* x as rows (u_k, v_k) */
     hid_t spins = h5_group(file, c, "/spins", &st);
     hid_t pulse = spins >= 0 ? h5_group(file, c, "/pulse", &st) : -1;
+    hid_t sar = pulse >= 0 && d->vop ? h5_group(file, c, "/sar", &st) : -1;
     if (st)
         goto done;
     if (x) {
@@ -925,6 +926,7 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
         goto done;
 done:
     free(start);
+    h5_close_id(&sar, H5Gclose);
     h5_close_id(&pulse, H5Gclose);
     h5_close_id(&spins, H5Gclose);
     return st;

@@ -17,21 +17,23 @@ ps_design ps_problem_design(const ps_problem *p, int physical)
 {
     ps_design d;
     d.has_b1max = !physical && ps_problem_has_b1max(p);
-    d.b1max = d.has_b1max ? p->b1_max : 0.0;
     d.lambda = p->lambda;
+    /* one channel's own limit is the limit of all */
+    d.b1max = d.has_b1max ? ps_problem_b1max_of(p, 0) : 0.0;
+    d.b1max_c = d.has_b1max && p->nc > 1 ? p->b1_max_channel : NULL;
     return d;
 }
 
 /* out = fn(in) step by step and channel by channel, in the layout of x
  * (out may equal in). */
 static void each_step(const ps_problem *p, const double *in, double *out,
-                      void (*fn)(const ps_design *, double, double, double *, double *))
+                      void (*fn)(const ps_design *, int, double, double, double *, double *))
 {
     const ps_design d = ps_problem_design(p, 0);
     const size_t nt = p->nt;
     for (size_t c = 0; c < p->nc; c++)
         for (size_t k = 0; k < nt; k++)
-            fn(&d, in[PS_X_U(nt, c, k)], in[PS_X_V(nt, c, k)], &out[PS_X_U(nt, c, k)],
+            fn(&d, (int)c, in[PS_X_U(nt, c, k)], in[PS_X_V(nt, c, k)], &out[PS_X_U(nt, c, k)],
                &out[PS_X_V(nt, c, k)]);
 }
 

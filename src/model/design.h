@@ -13,9 +13,10 @@
  * variables z = (p, q) of the reparametrization below, per channel and
  * step). One channel: u_1..u_Nt, v_1..v_Nt.
  *
- * Pulse. Without b1_max, (u, v) = (p, q). With b1_max = bm:
- *     b = bm tanh(|z|) z/|z|          (model/bloch_math.h, ps_reparam_*)
- * so that |b_k| < bm for every x.
+ * Pulse. Without b1_max, (u, v) = (p, q). With a peak limit bm_c of
+ * channel c (b1_max for all, or b1_max_channel[c]):
+ *     b = bm_c tanh(|z|) z/|z|        (model/bloch_math.h, ps_reparam_*)
+ * so that |b_ck| < bm_c for every x.
  *
  * Rotation vector of step k for spin j (rad), from the per-spin constants
  * gS_jc = dt gamma S_jc (the complex sensitivity of channel c; one channel
@@ -58,30 +59,40 @@
 
 /* What maps x to the pulse and the pulse to F's penalty. */
 typedef struct ps_design {
-    int has_b1max; /* 1: x holds the reparametrized z, |b| < b1max */
-    double b1max;  /* G, used when has_b1max */
-    double lambda; /* power penalty weight, >= 0 */
+    int has_b1max;          /* 1: x holds the reparametrized z, |b_c| < the channel's limit */
+    double b1max;           /* G, the limit of every channel (has_b1max, b1max_c NULL) */
+    double lambda;          /* power penalty weight, >= 0 */
+    const double *b1max_c;  /* [nc] G, one limit per channel, or NULL (b1max for all);
+                               a device pointer in the GPU's copy */
 } ps_design;
+
+/* The peak limit of channel c (with has_b1max). */
+PS_HD double ps_design_b1max(const ps_design *d, int c)
+{
+    return d->b1max_c ? d->b1max_c[c] : d->b1max;
+}
 
 /* ---- pulse of step k from its variables ---- */
 
-/* (p, q) = (x[PS_X_U], x[PS_X_V]) of one step -> the pulse (u, v), G. */
-PS_HD void ps_design_pulse(const ps_design *d, double p, double q, double *u, double *v)
+/* (p, q) = (x[PS_X_U], x[PS_X_V]) of one step of channel c -> the pulse
+ * (u, v), G. */
+PS_HD void ps_design_pulse(const ps_design *d, int c, double p, double q, double *u, double *v)
 {
     if (d->has_b1max) {
-        ps_reparam_forward(d->b1max, p, q, u, v);
+        ps_reparam_forward(ps_design_b1max(d, c), p, q, u, v);
     } else {
         *u = p;
         *v = q;
     }
 }
 
-/* The inverse for start points: (p, q) from a pulse (u, v), projected
- * strictly inside |b| < b1max (model/bloch_math.h, ps_reparam_inverse). */
-PS_HD void ps_design_from_pulse(const ps_design *d, double u, double v, double *p, double *q)
+/* The inverse for start points: (p, q) from a pulse (u, v) of channel c,
+ * projected strictly inside |b| < b1max[c] (model/bloch_math.h,
+ * ps_reparam_inverse). */
+PS_HD void ps_design_from_pulse(const ps_design *d, int c, double u, double v, double *p, double *q)
 {
     if (d->has_b1max) {
-        ps_reparam_inverse(d->b1max, u, v, p, q);
+        ps_reparam_inverse(ps_design_b1max(d, c), u, v, p, q);
     } else {
         *p = u;
         *q = v;
@@ -153,17 +164,19 @@ PS_HD double ps_design_power(double u, double v)
 }
 
 /*
- * dF/dx of one step from the loss gradient (gu, gv) = dL/db_k summed over
- * the spins, at the pulse (u, v) = b_k of the variables (p, q):
- * the penalty's 2 lambda b_k added, then through the reparametrization.
+ * dF/dx of one step of channel c from the loss gradient (gu, gv) = dL/db_ck
+ * summed over the spins (and the constraints' penalty gradient, if any:
+ * model/constraints.h), at the pulse (u, v) = b_ck of the variables (p, q):
+ * the power penalty's 2 lambda b_ck added, then through the
+ * reparametrization.
  */
-PS_HD void ps_design_step_grad(const ps_design *d, double p, double q, double u, double v,
+PS_HD void ps_design_step_grad(const ps_design *d, int c, double p, double q, double u, double v,
                                double gu, double gv, double *gp, double *gq)
 {
     gu += 2.0 * d->lambda * u;
     gv += 2.0 * d->lambda * v;
     if (d->has_b1max) {
-        ps_reparam_backward(d->b1max, p, q, gu, gv, gp, gq);
+        ps_reparam_backward(ps_design_b1max(d, c), p, q, gu, gv, gp, gq);
     } else {
         *gp = gu;
         *gq = gv;

@@ -16,15 +16,20 @@
 #define DESC_ARRAY(name, ...) const double *name;
 #define DESC_REAL(name, ...) double name;
 struct desc_of_the_lists {
-    size_t ns, nt, nc;
+    size_t ns, nt, nc, nq;
     PS_PROBLEM_ARRAYS(DESC_ARRAY)
     PS_PROBLEM_REALS(DESC_REAL)
     ps_loss loss;
+    /* the constraints' members outside the lists (their own rules below) */
+    const double *b1_max_channel;
+    double sar_max, tr;
 };
 #undef DESC_REAL
 #undef DESC_ARRAY
 _Static_assert(sizeof(struct desc_of_the_lists) == sizeof(ps_problem_desc),
                "a member of ps_problem_desc has no row in model/problem_fields.h");
+_Static_assert(offsetof(struct desc_of_the_lists, tr) == offsetof(ps_problem_desc, tr),
+               "ps_problem_desc: the constraints' members moved");
 #define DESC_AT(name, ...)                                                                 \
     _Static_assert(offsetof(struct desc_of_the_lists, name) == offsetof(ps_problem_desc, name), \
                    "ps_problem_desc." #name " is not where model/problem_fields.h lists it");
@@ -82,8 +87,34 @@ static int check_array(const char *name, const double *a, size_t n, size_t mid,
     return PS_CONVERGED;
 }
 
+/* The SAR constraint: nq and vop together, positive sar_max and tr; each
+ * VOP (once finite) Hermitian and positive semidefinite. */
+static int check_vops(const ps_problem_desc *d, char *msg, size_t len);
+
+static int ps_sar_validate(const ps_problem_desc *d, char *msg, size_t len)
+{
+    if (d->nq > PS_MAX_VOPS)
+        return ps_status_msg(msg, len, PS_ERR_SIZE, "nq = %zu is too large (at most %d VOPs)", d->nq,
+                             PS_MAX_VOPS);
+    if (d->nq == 0) {
+        if (d->vop)
+            return ps_status_msg(msg, len, PS_ERR_SAR, "vop is given with nq = 0");
+        return PS_CONVERGED;
+    }
+    if (!d->vop)
+        return ps_status_msg(msg, len, PS_ERR_NULL, "vop is NULL with nq = %zu", d->nq);
+    if (isnan(d->sar_max) || isnan(d->tr))
+        return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s is NaN", isnan(d->sar_max) ? "sar_max" : "tr");
+    if (!isfinite(d->sar_max) || !(d->sar_max > 0.0))
+        return ps_status_msg(msg, len, PS_ERR_SAR, "sar_max = %g must be finite and > 0", d->sar_max);
+    if (!isfinite(d->tr) || !(d->tr > 0.0))
+        return ps_status_msg(msg, len, PS_ERR_SAR, "tr = %g must be finite and > 0", d->tr);
+    return PS_CONVERGED;
+}
+
 int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
 {
+    int st;
     if (msg && len)
         msg[0] = '\0';
     if (!d)
@@ -128,7 +159,19 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
     if (isnan(d->b1_max) || !(d->b1_max > 0.0))
         return ps_status_msg(msg, len, PS_ERR_B1MAX, "b1_max = %g must be > 0",
                     d->b1_max);
-    int st;
+    if (d->b1_max_channel) {
+        if (isfinite(d->b1_max))
+            return ps_status_msg(msg, len, PS_ERR_B1MAX,
+                                 "b1_max = %g and b1_max_channel are both given (one limit or one per channel)",
+                                 d->b1_max);
+        for (size_t c = 0; c < PS_NC_OF(d); c++)
+            if (!isfinite(d->b1_max_channel[c]) || !(d->b1_max_channel[c] > 0.0))
+                return ps_status_msg(msg, len, isnan(d->b1_max_channel[c]) ? PS_ERR_NONFINITE : PS_ERR_B1MAX,
+                                     "b1_max_channel[%zu] = %g must be finite and > 0", c,
+                                     d->b1_max_channel[c]);
+    }
+    if ((st = ps_sar_validate(d, msg, len)))
+        return st;
 #define CHECK(name, rows, width, channels, presence, rule, ...)               \
     if ((st = check_array(#name, d->name, PS_FIELD_COUNT(d, rows, width, channels),   \
                           PS_NC_OF(d) == 1   ? 1                                       \
@@ -139,7 +182,68 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
         return st;
     PS_PROBLEM_ARRAYS(CHECK)
 #undef CHECK
-    return PS_CONVERGED;
+    return d->nq ? check_vops(d, msg, len) : PS_CONVERGED;
+}
+
+/*
+ * Hermitian: |Q_ab - conj(Q_ba)| <= 1e-9 max |Q| for every a, b. Positive
+ * semidefinite: the Cholesky factorization of Q + eps I succeeds, eps =
+ * 1e-10 nc max |Q_aa| (a matrix whose eigenvalues are all >= 0 up to
+ * rounding passes, one with an eigenvalue below -eps does not).
+ */
+static int check_vops(const ps_problem_desc *d, char *msg, size_t len)
+{
+    const size_t nc = PS_NC_OF(d);
+    double *L = malloc(2 * nc * nc * sizeof *L);
+    if (!L)
+        return ps_status_msg(msg, len, PS_ERR_NO_MEMORY, "no memory to check the VOPs");
+    int st = PS_CONVERGED;
+    for (size_t q = 0; q < d->nq && !st; q++) {
+        const double *Q = d->vop + 2 * nc * nc * q;
+        double big = 0.0, diag = 0.0;
+        for (size_t i = 0; i < nc * nc; i++)
+            big = fmax(big, hypot(Q[2 * i], Q[2 * i + 1]));
+        for (size_t a = 0; a < nc; a++)
+            diag = fmax(diag, fabs(Q[2 * (a * nc + a)]));
+        for (size_t a = 0; a < nc && !st; a++)
+            for (size_t b = a; b < nc && !st; b++) {
+                const double *x = Q + 2 * (a * nc + b), *y = Q + 2 * (b * nc + a);
+                if (hypot(x[0] - y[0], x[1] + y[1]) > 1e-9 * big)
+                    st = ps_status_msg(msg, len, PS_ERR_SAR,
+                                       "vop[%zu] is not Hermitian: Q[%zu][%zu] = %g%+gi but conj(Q[%zu][%zu]) = %g%+gi",
+                                       q, a, b, x[0], x[1], b, a, y[0], -y[1]);
+            }
+        /* complex Cholesky, lower triangle L (row-major, Re/Im) */
+        const double eps = 1e-10 * (double)nc * diag + 1e-300;
+        for (size_t j = 0; j < nc && !st; j++) {
+            double djj = Q[2 * (j * nc + j)] + eps;
+            for (size_t k = 0; k < j; k++)
+                djj -= L[2 * (j * nc + k)] * L[2 * (j * nc + k)] + L[2 * (j * nc + k) + 1] * L[2 * (j * nc + k) + 1];
+            if (!(djj > 0.0)) {
+                st = ps_status_msg(msg, len, PS_ERR_SAR,
+                                   "vop[%zu] is not positive semidefinite (its Cholesky factorization fails at row %zu)",
+                                   q, j);
+                break;
+            }
+            const double ljj = sqrt(djj);
+            L[2 * (j * nc + j)] = ljj;
+            L[2 * (j * nc + j) + 1] = 0.0;
+            for (size_t i = j + 1; i < nc; i++) {
+                /* L_ij = (Q_ij - sum_k L_ik conj(L_jk)) / L_jj */
+                double re = Q[2 * (i * nc + j)], im = Q[2 * (i * nc + j) + 1];
+                for (size_t k = 0; k < j; k++) {
+                    const double ar = L[2 * (i * nc + k)], ai = L[2 * (i * nc + k) + 1];
+                    const double br = L[2 * (j * nc + k)], bi = -L[2 * (j * nc + k) + 1];
+                    re -= ar * br - ai * bi;
+                    im -= ar * bi + ai * br;
+                }
+                L[2 * (i * nc + j)] = re / ljj;
+                L[2 * (i * nc + j) + 1] = im / ljj;
+            }
+        }
+    }
+    free(L);
+    return st;
 }
 
 /* A copy of a[n], or NULL when a is; zeros instead when a is NULL and
@@ -173,6 +277,10 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     p->ns = d->ns;
     p->nt = d->nt;
     p->nc = PS_NC_OF(d);
+    p->nq = d->nq;
+    p->sar_max = d->nq ? d->sar_max : 0.0;
+    p->tr = d->nq ? d->tr : 0.0;
+    p->b1_max_channel = dup_array(d->b1_max_channel, p->nc, 0, &oom);
     p->real_channel = p->nc == 1;
     for (size_t j = 0; p->real_channel && d->b1map && j < p->ns; j++)
         p->real_channel = d->b1map[2 * j + 1] == 0.0;
@@ -202,6 +310,7 @@ void ps_problem_free(ps_problem *p)
 #define FREE(name, ...) free(p->name);
     PS_PROBLEM_ARRAYS(FREE)
 #undef FREE
+    free(p->b1_max_channel);
     free(p);
 }
 
@@ -212,6 +321,10 @@ int ps_problem_describe(const ps_problem *p, ps_problem_desc *d)
     d->ns = p->ns;
     d->nt = p->nt;
     d->nc = p->nc;
+    d->nq = p->nq;
+    d->b1_max_channel = p->b1_max_channel;
+    d->sar_max = p->sar_max;
+    d->tr = p->tr;
 #define DESCRIBE(name, ...) d->name = p->name;
     PS_PROBLEM_ARRAYS(DESCRIBE)
     PS_PROBLEM_REALS(DESCRIBE)
@@ -241,4 +354,9 @@ size_t ps_problem_nt(const ps_problem *p)
 size_t ps_problem_nc(const ps_problem *p)
 {
     return p ? p->nc : 0;
+}
+
+size_t ps_problem_nq(const ps_problem *p)
+{
+    return p ? p->nq : 0;
 }

@@ -16,6 +16,7 @@
  * optional array absent from the description is NULL, b1 never is. */
 struct ps_problem {
     size_t ns, nt, nc; /* nc >= 1 */
+    size_t nq;         /* VOPs (0: no SAR limit) */
     int real_channel;  /* 1: one channel of real sensitivity (a B1 scale, no b1map, or a
                           one-channel b1map without imaginary parts); derived at creation */
 #define PS_MEMBER_ARRAY(name, ...) double *name;
@@ -25,12 +26,20 @@ struct ps_problem {
     PS_PROBLEM_REALS(PS_MEMBER_REAL)
 #undef PS_MEMBER_REAL
     ps_loss loss;
+    double *b1_max_channel; /* [nc] per-channel peak limits, or NULL (then b1_max for all) */
+    double sar_max, tr;     /* the SAR limit, W/kg, and its averaging time, s (with nq > 0) */
 };
 
-/* 1 if the problem has a finite b1_max. */
+/* 1 if the problem has a peak limit (b1_max or one per channel). */
 static inline int ps_problem_has_b1max(const ps_problem *p)
 {
-    return isfinite(p->b1_max);
+    return isfinite(p->b1_max) || p->b1_max_channel != NULL;
+}
+
+/* The peak limit of channel c (PS_B1MAX_NONE without one). */
+static inline double ps_problem_b1max_of(const ps_problem *p, size_t c)
+{
+    return p->b1_max_channel ? p->b1_max_channel[c] : p->b1_max;
 }
 
 #endif /* PS_SRC_PROBLEM_H */

@@ -36,6 +36,7 @@ enum {
     PS_CH_NONE,  /* [rows][width] */
     PS_CH_INNER, /* [rows][nc][width] */
     PS_CH_OUTER, /* [nc][rows][width] */
+    PS_CH_SQUARE, /* [rows][nc][nc][width] (a matrix over the channels per row) */
 };
 
 /* Channels of a description or a problem s: nc, 0 meaning 1. */
@@ -43,7 +44,10 @@ enum {
 
 /* Elements of an array of the lists in s (a description or a problem). */
 #define PS_FIELD_COUNT(s, rows, width, channels)                              \
-    ((s)->rows * (size_t)(width) * ((channels) == PS_CH_NONE ? (size_t)1 : PS_NC_OF(s)))
+    ((s)->rows * (size_t)(width) *                                            \
+     ((channels) == PS_CH_NONE     ? (size_t)1                                \
+      : (channels) == PS_CH_SQUARE ? PS_NC_OF(s) * PS_NC_OF(s)                \
+                                   : PS_NC_OF(s)))
 
 /* What validation asks of every element, beyond being finite. */
 enum {
@@ -59,16 +63,17 @@ enum {
  *
  * name     the member of ps_problem_desc and ps_problem, and its name in
  *          validation messages ("df[12] is NaN")
- * rows     ns (a row per spin) or nt (a row per time step): the member that
- *          counts the rows
+ * rows     ns (a row per spin), nt (a row per time step) or nq (a row per
+ *          VOP): the member that counts the rows
  * width    values per row: [rows][width], row-major ([rows] when 1)
  * channels PS_CH_NONE: [rows][width]; PS_CH_INNER: [rows][nc][width] (a row
  *          per spin, the channels inside); PS_CH_OUTER: [nc][rows][width]
- *          (channel-major, as the unknowns are)
+ *          (channel-major, as the unknowns are); PS_CH_SQUARE:
+ *          [rows][nc][nc][width]
  * presence PS_FIELD_REQUIRED, PS_FIELD_OPTIONAL, PS_FIELD_START or
  *          PS_FIELD_EXTRA
  * rule     PS_RULE_FINITE, PS_RULE_NONNEGATIVE or PS_RULE_RELAXATION
- * group    the HDF5 group: spins or pulse (the dataset is /group/dataset)
+ * group    the HDF5 group: spins, pulse or sar (the dataset is /group/dataset)
  * dataset  its name in the group
  * label    how the message of a missing required array names it
  */
@@ -100,7 +105,10 @@ enum {
     X(g, nt, 3, PS_CH_NONE, PS_FIELD_REQUIRED, PS_RULE_FINITE, pulse, "g",                 \
       "g (gradient waveform)")                                                 \
     /* start pulse (u, v) of every channel, G */                                                \
-    X(b1, nt, 2, PS_CH_OUTER, PS_FIELD_START, PS_RULE_FINITE, pulse, "b1", "b1")
+    X(b1, nt, 2, PS_CH_OUTER, PS_FIELD_START, PS_RULE_FINITE, pulse, "b1", "b1")                \
+    /* local SAR VOPs Q_q (Re, Im), W/kg per G^2 (absent: no SAR limit; \
+     * Hermitian and positive semidefinite: ps_problem_validate) */           \
+    X(vop, nq, 2, PS_CH_SQUARE, PS_FIELD_EXTRA, PS_RULE_FINITE, sar, "vop", "vop")
 
 /*
  * The real scalars (the loss type is the one other scalar), in the order

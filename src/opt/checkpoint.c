@@ -14,7 +14,10 @@
 
 #define MAGIC "PSCKPT\0\0"
 #define BYTE_ORDER_MARK 0x01020304u
-#define HEADER_LEN 168u
+#define HEADER_LEN_V1 168u
+#define HEADER_LEN 192u
+/* a history row of format 1: ps_progress without its round */
+#define PROGRESS_SIZE_V1 offsetof(ps_progress, round)
 #define TRAILER_LEN 8u
 
 static uint64_t hash_u64(uint64_t h, uint64_t v)
@@ -48,6 +51,13 @@ uint64_t ps_problem_hash(const ps_problem *p)
 #undef ARRAY
     if (p->nc > 1) /* the channels, hashed where there are several */
         h = hash_u64(h, p->nc);
+    /* the constraints added since format 1, hashed only when present */
+    if (p->b1_max_channel)
+        h = hash_array(h, p->b1_max_channel, p->nc);
+    if (p->nq) {
+        const double sar[2] = {p->sar_max, p->tr};
+        h = ps_fnv1a(hash_u64(h, p->nq), sar, sizeof sar);
+    }
     return h;
 }
 
@@ -62,6 +72,9 @@ typedef struct ckpt_header {
     double elapsed, ft;
     uint64_t history_len, total_len;
     int32_t phase, reserved;
+    /* version 2 */
+    int32_t max_rounds, constrained;
+    double constraint_tol, penalty_mu;
 } ckpt_header;
 
 /* Byte cursor over the blob. */
@@ -91,18 +104,28 @@ static void get(cursor *c, void *v, size_t n)
     X(&h.gtol, 8) X(&h.ftol, 8) X(&h.c1, 8) X(&h.c2, 8) X(&h.fnoise, 8)        \
     X(&h.elapsed, 8) X(&h.ft, 8) X(&h.history_len, 8) X(&h.total_len, 8)       \
     X(&h.phase, 4) X(&h.reserved, 4)
+/* what version 2 appends to the header */
+#define HEADER_FIELDS_V2(X, h)                                                \
+    X(&h.max_rounds, 4) X(&h.constrained, 4) X(&h.constraint_tol, 8) X(&h.penalty_mu, 8)
 
-static size_t payload_len(uint64_t n, uint64_t m, uint64_t rows)
+#define FIELD_LEN(ptr, sz) +(sz)
+_Static_assert(0 HEADER_FIELDS(FIELD_LEN, h) == HEADER_LEN_V1, "HEADER_LEN_V1 is not the header's length");
+_Static_assert(0 HEADER_FIELDS(FIELD_LEN, h) HEADER_FIELDS_V2(FIELD_LEN, h) == HEADER_LEN,
+               "HEADER_LEN is not the header's length");
+#undef FIELD_LEN
+
+/* The payload of a format version's state and rows. */
+static size_t payload_len(uint64_t n, uint64_t m, uint64_t rows, size_t solver, size_t row)
 {
-    return sizeof(ps_solver) + (5 + 2 * m) * n * sizeof(double) +
-           rows * sizeof(ps_progress);
+    return solver + (5 + 2 * m) * n * sizeof(double) + rows * row;
 }
 
 int ps_checkpoint_save(const ps_problem *p, const ps_options *o,
                        const ps_driver *c, void **buf, size_t *len)
 {
     size_t n = c->n, m = (size_t)c->m;
-    size_t total = HEADER_LEN + payload_len(n, m, c->history_len) + TRAILER_LEN;
+    size_t total = HEADER_LEN + payload_len(n, m, c->history_len, sizeof(ps_solver), sizeof(ps_progress)) +
+                   TRAILER_LEN;
     unsigned char *b = malloc(total);
     if (!b)
         return PS_ERR_NO_MEMORY;
@@ -134,9 +157,14 @@ int ps_checkpoint_save(const ps_problem *p, const ps_options *o,
     h.history_len = c->history_len;
     h.total_len = total;
     h.phase = c->s.phase;
+    h.constrained = c->s.constrained;
+    h.max_rounds = ps_options_max_rounds(o);
+    h.constraint_tol = ps_options_constraint_tol(o);
+    h.penalty_mu = ps_options_penalty_mu(o);
     cursor cu = {b, NULL};
 #define PUT(ptr, sz) put(&cu, ptr, sz);
     HEADER_FIELDS(PUT, h)
+    HEADER_FIELDS_V2(PUT, h)
 #undef PUT
     put(&cu, &c->s, sizeof c->s);
     put(&cu, c->x, n * sizeof(double));
@@ -168,29 +196,41 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
                        const void *buf, size_t len, ps_driver *c)
 {
     REFUSE_IF(!buf, "no data");
-    REFUSE_IF(len < HEADER_LEN + TRAILER_LEN,
+    REFUSE_IF(len < HEADER_LEN_V1 + TRAILER_LEN,
               "truncated: %zu bytes, the header alone needs %u", len,
-              HEADER_LEN + TRAILER_LEN);
+              HEADER_LEN_V1 + TRAILER_LEN);
     const unsigned char *b = buf;
     ckpt_header h;
+    memset(&h, 0, sizeof h);
     cursor cu = {NULL, b};
 #define GET(ptr, sz) get(&cu, ptr, sz);
     HEADER_FIELDS(GET, h)
-#undef GET
     REFUSE_IF(memcmp(h.magic, MAGIC, 8) != 0, "not a persolve checkpoint (bad magic)");
-    REFUSE_IF(h.version != PS_CHECKPOINT_VERSION,
-              "format version %u, this library reads version %u", h.version,
+    REFUSE_IF(h.version != PS_CHECKPOINT_VERSION && h.version != 1u,
+              "format version %u, this library reads versions 1 and %u", h.version,
               PS_CHECKPOINT_VERSION);
+    const int v1 = h.version == 1u;
+    const size_t header_len = v1 ? HEADER_LEN_V1 : HEADER_LEN;
+    REFUSE_IF(len < header_len + TRAILER_LEN, "truncated: %zu bytes, the header alone needs %zu", len,
+              header_len + TRAILER_LEN);
+    if (!v1) {
+        HEADER_FIELDS_V2(GET, h)
+    } else { /* no penalty rounds: the defaults' settings */
+        h.max_rounds = ps_options_max_rounds(o);
+        h.constraint_tol = ps_options_constraint_tol(o);
+        h.penalty_mu = ps_options_penalty_mu(o);
+    }
+#undef GET
+    const size_t size_solver = v1 ? PS_SOLVER_SIZE_V1 : sizeof(ps_solver);
+    const size_t size_row = v1 ? PROGRESS_SIZE_V1 : sizeof(ps_progress);
     REFUSE_IF(h.bom != BYTE_ORDER_MARK,
               "written on a machine of another byte order (mark 0x%08x)", h.bom);
     REFUSE_IF(h.size_double != sizeof(double) || h.size_int64 != sizeof(int64_t) ||
-                  h.size_solver != sizeof(ps_solver) ||
-                  h.size_progress != sizeof(ps_progress),
+                  h.size_solver != size_solver || h.size_progress != size_row,
               "type sizes differ (double %u, int64 %u, solver %u, progress %u; "
               "here %zu, %zu, %zu, %zu)",
               h.size_double, h.size_int64, h.size_solver, h.size_progress,
-              sizeof(double), sizeof(int64_t), sizeof(ps_solver),
-              sizeof(ps_progress));
+              sizeof(double), sizeof(int64_t), size_solver, size_row);
     REFUSE_IF(h.total_len > len, "truncated: %zu bytes of %llu", len,
               (unsigned long long)h.total_len);
     REFUSE_IF(h.total_len < len, "%zu bytes, but the header says %llu",
@@ -226,15 +266,35 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
     SAME_OPTION(c1, o->c1);
     SAME_OPTION(c2, o->c2);
     SAME_OPTION(fnoise, fnoise);
+    REFUSE_IF(h.constrained != (int32_t)c->mz.constrained,
+              "the checkpoint's problem %s penalty constraints, this one %s",
+              h.constrained ? "has" : "has no", c->mz.constrained ? "has" : "has none");
+    if (h.constrained) {
+        const int max_rounds = ps_options_max_rounds(o);
+        const double ctol = ps_options_constraint_tol(o), mu0 = ps_options_penalty_mu(o);
+        REFUSE_IF(h.max_rounds != max_rounds, "option max_rounds differs (checkpoint %d, given %d)",
+                  h.max_rounds, max_rounds);
+        SAME_OPTION(constraint_tol, ctol);
+        SAME_OPTION(penalty_mu, mu0);
+    }
 
     /* lengths and the state's own consistency */
     size_t n = c->n, m = (size_t)c->m;
-    REFUSE_IF(h.history_len > len / sizeof(ps_progress) ||
-                  h.total_len != HEADER_LEN + payload_len(n, m, h.history_len) + TRAILER_LEN,
+    REFUSE_IF(h.history_len > len / size_row ||
+                  h.total_len != header_len + payload_len(n, m, h.history_len, size_solver, size_row) +
+                                     TRAILER_LEN,
               "length %llu does not match its contents",
               (unsigned long long)h.total_len);
     ps_solver s;
-    memcpy(&s, b + HEADER_LEN, sizeof s);
+    ps_solver_init(&s, o->memory, o->past, o->max_linesearch, o->max_iterations, o->max_evaluations,
+                   o->gtol, o->ftol, o->c1, o->c2, o->time_limit, fnoise);
+    memcpy(&s, b + header_len, size_solver); /* format 1: the rounds' fields as init left them */
+    REFUSE_IF(s.constrained != h.constrained || (s.constrained && (s.max_rounds != h.max_rounds ||
+                                                                   s.round < 0 || s.round >= s.max_rounds ||
+                                                                   !(s.mu > 0.0) || !isfinite(s.mu) ||
+                                                                   s.round_iter < 0 ||
+                                                                   s.round_iter > s.iteration)),
+              "bad penalty round state (round %d of %d, mu %g)", s.round, s.max_rounds, s.mu);
     REFUSE_IF(s.m != o->memory || s.lb.m != o->memory || s.past != o->past ||
                   s.max_ls != o->max_linesearch || memcmp(&s.gtol, &h.gtol, sizeof s.gtol) ||
                   memcmp(&s.ftol, &h.ftol, sizeof s.ftol) || memcmp(&s.c1, &h.c1, sizeof s.c1) ||
@@ -255,10 +315,12 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
               "status %d does not match phase %d", s.status, s.phase);
     REFUSE_IF(h.error > 0 || (h.error != 0 && s.phase != PS_PHASE_DONE),
               "bad error status %d", h.error);
+    /* a new round's START follows the rows of the iterations done */
+    const int fresh_start = s.phase == PS_PHASE_START && !s.restart;
     REFUSE_IF(h.history_len > (uint64_t)s.iteration + 1 ||
-                  (s.phase != PS_PHASE_START && s.phase != PS_PHASE_DONE &&
+                  (!fresh_start && s.phase != PS_PHASE_DONE &&
                    h.history_len != (uint64_t)s.iteration + 1) ||
-                  (s.phase == PS_PHASE_START && h.history_len != 0),
+                  (fresh_start && h.history_len != 0),
               "history of %llu rows at iteration %lld",
               (unsigned long long)h.history_len, (long long)s.iteration);
     REFUSE_IF(!(h.elapsed >= 0.0) || !isfinite(h.elapsed), "bad solve time");
@@ -266,11 +328,12 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
     /* restore */
     ps_progress *hist = NULL;
     if (h.history_len) {
-        hist = malloc(h.history_len * sizeof *hist);
+        hist = calloc(h.history_len, sizeof *hist);
         if (!hist)
             return PS_ERR_NO_MEMORY;
-        memcpy(hist, b + len - TRAILER_LEN - h.history_len * sizeof *hist,
-               h.history_len * sizeof *hist);
+        const unsigned char *rows = b + len - TRAILER_LEN - h.history_len * size_row;
+        for (uint64_t i = 0; i < h.history_len; i++) /* format 1 rows: round 0 */
+            memcpy(hist + i, rows + i * size_row, size_row);
         for (uint64_t i = 0; i < h.history_len; i++) {
             int64_t it = hist[i].iteration;
             if (it != (int64_t)i) {
@@ -280,7 +343,7 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
             }
         }
     }
-    cu.q = b + HEADER_LEN + sizeof s;
+    cu.q = b + header_len + size_solver;
     get(&cu, c->x, n * sizeof(double));
     get(&cu, c->g, n * sizeof(double));
     /* the point, and its gradient once evaluated, are finite */
@@ -321,7 +384,7 @@ int ps_checkpoint_load(const ps_problem *p, const ps_options *o,
         else if (st == PS_ST_CANCELLED)
             lift = 1;
         /* a row per iteration done; none before the start was taken */
-        size_t rows = c->s.resume_phase == PS_PHASE_START ? 0 : (size_t)c->s.iteration + 1;
+        size_t rows = c->s.resume_phase == PS_PHASE_START && !c->s.restart ? 0 : (size_t)c->s.iteration + 1;
         if (lift && c->history_len == rows)
             ps_solver_reopen(&c->s);
     }

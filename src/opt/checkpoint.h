@@ -6,7 +6,8 @@
  *   header   magic "PSCKPT\0\0", version, byte-order mark, type sizes,
  *            n, memory, ns, nt, problem hash, precision and the other
  *            algorithmic options, solve time, trial f, history rows,
- *            total length
+ *            total length; from version 2 the penalty rounds' settings
+ *            (max_rounds, constraint_tol, penalty_mu)
  *   payload  ps_solver; x, g, xt, gt, d [n]; S, Y [m][n]; history rows
  *   trailer  FNV-1a 64 of every byte before it
  */
@@ -19,7 +20,10 @@
 #include "opt/driver.h"
 #include "persolve.h"
 
-#define PS_CHECKPOINT_VERSION 1u
+#define PS_CHECKPOINT_VERSION 2u
+/* Version 1 (persolve 0.1 and 0.2): no penalty rounds; its solver state is
+ * the prefix PS_SOLVER_SIZE_V1 of today's, its history rows lack the
+ * round. It is still read (as a run without penalty constraints). */
 
 /* Hash of everything that defines F: sizes, scalars and every array but
  * the start pulse (absent optional arrays hash differently from zeros). */

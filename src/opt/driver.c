@@ -63,6 +63,9 @@ int ps_driver_init(ps_driver *c, const ps_minimizer *mz, const ps_options *o,
     ps_solver_init(&c->s, o->memory, o->past, o->max_linesearch,
                    o->max_iterations, o->max_evaluations, o->gtol, o->ftol,
                    o->c1, o->c2, o->time_limit, ps_options_fnoise(o));
+    if (mz->constrained)
+        ps_solver_set_rounds(&c->s, ps_options_max_rounds(o), ps_options_constraint_tol(o),
+                             ps_options_penalty_mu(o));
     return PS_CONVERGED;
 }
 
@@ -117,6 +120,8 @@ static int record(ps_driver *c)
     row->step = s->iteration > 0 ? s->step : 0.0;
     row->evaluations = s->evaluations;
     row->seconds = ps_driver_seconds(c);
+    row->round = s->round;
+    row->reserved = 0;
     if (c->o->progress)
         return c->o->progress(c->o->progress_user, row) ? 1 : 0;
     return 0;
@@ -164,15 +169,17 @@ void ps_driver_step(ps_driver *c)
     const ps_minimizer *mz = &c->mz;
     size_t n = c->n;
     switch (s->phase) {
-    case PS_PHASE_START: { /* ---- evaluate at x0 ---- */
-        double f;
-        int st = mz->eval(mz->ctx, c->x, &f, c->g);
+    case PS_PHASE_START: { /* ---- evaluate at x0 (or at x for a new round) ---- */
+        double f, viol = 0.0;
+        int st = mz->eval(mz->ctx, c->x, s->mu, &f, c->g, &viol);
         if (st) {
             fail(c, st);
             break;
         }
-        ps_solver_start(s, f, dot(c->g, c->g, n));
-        after_record(c, record(c));
+        const int row = !s->restart; /* a new round's start has no row of its own */
+        ps_solver_start(s, f, dot(c->g, c->g, n), viol);
+        if (row)
+            after_record(c, record(c));
         break;
     }
     case PS_PHASE_DIRECTION: { /* ---- direction ---- */
@@ -196,13 +203,14 @@ void ps_driver_step(ps_driver *c)
         double alpha = s->ls.alpha;
         for (size_t i = 0; i < n; i++)
             c->xt[i] = ps_trial_coord(c->x[i], alpha, c->d[i]);
-        int st = mz->eval(mz->ctx, c->xt, &c->ft, c->gt);
+        double viol = 0.0;
+        int st = mz->eval(mz->ctx, c->xt, s->mu, &c->ft, c->gt, &viol);
         if (st) {
             fail(c, st);
             break;
         }
         double dg = dot(c->gt, c->d, n);
-        ps_solver_trial(s, c->ft, dg);
+        ps_solver_trial(s, c->ft, dg, viol);
         if (s->phase == PS_PHASE_UPDATE && mz->on_accept)
             mz->on_accept(mz->ctx_accept, &s->ls, c->ft, dg);
         break;
@@ -239,6 +247,9 @@ int ps_driver_outcome(const ps_driver *c, ps_result *r, double *x)
     r->status = c->error ? c->error : c->s.status;
     r->iterations = c->s.iteration;
     r->evaluations = c->s.evaluations;
+    r->rounds = c->s.evaluations > 0 ? c->s.round + 1 : 0;
+    r->mu = c->s.constrained ? c->s.mu : 0.0;
+    r->violation = c->s.constrained ? c->s.viol : 0.0;
     if (c->history_len > 0) {
         r->f = c->s.f;
         r->gnorm = c->s.gnorm;

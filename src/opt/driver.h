@@ -15,12 +15,17 @@
 #include "opt/solver.h"
 #include "persolve.h"
 
-/* f and g = grad f at x[n]; returns 0 or a ps_status error. */
-typedef int (*ps_objective_fn)(void *ctx, const double *x, double *f,
-                               double *g);
+/* f and g = grad f at x[n] with the constraints' penalty at weight mu
+ * (opt/solver.h, penalty rounds; objectives without such constraints
+ * ignore mu), and *viol, the largest relative violation at x (0 when none
+ * or met); returns 0 or a ps_status error. */
+typedef int (*ps_objective_fn)(void *ctx, const double *x, double mu, double *f,
+                               double *g, double *viol);
 
 typedef struct ps_minimizer {
     size_t n;              /* number of variables */
+    int constrained;       /* 1: eval has constraints met by penalty (penalty rounds
+                              with the options' max_rounds, constraint_tol, penalty_mu) */
     ps_objective_fn eval;  /* the objective */
     void *ctx;             /* passed to eval */
     /* optional: called for every accepted step with the line search state

@@ -29,6 +29,9 @@ void ps_options_default(ps_options *o)
     o->c2 = 0.9;
     o->max_linesearch = 20;
     o->threads = 0;
+    o->max_rounds = PS_DEFAULT_MAX_ROUNDS;
+    o->constraint_tol = PS_DEFAULT_CONSTRAINT_TOL;
+    o->penalty_mu = PS_DEFAULT_PENALTY_MU;
 }
 
 /* The pointer to the GPU options took the place of the tune and GPU launch
@@ -36,7 +39,7 @@ void ps_options_default(ps_options *o)
  * before them. */
 _Static_assert(sizeof(void *) != 8 ||
                    sizeof(ps_options) - offsetof(ps_options, gpu) == 16 * sizeof(int64_t),
-               "ps_options: gpu, reserved_int and reserved[] must fill exactly 16 int64 words");
+               "ps_options: gpu, the penalty settings and reserved[] must fill exactly 16 int64 words");
 
 #define OPT_CHECK(cond, ...) PS_RETURN_ERROR_IF(o, !(cond), PS_ERR_OPTION, __VA_ARGS__)
 
@@ -79,10 +82,32 @@ int ps_options_validate(const ps_options *o)
         if (st)
             return st;
     }
-    OPT_CHECK(o->reserved_int == 0, "options.reserved_int is not zero");
+    OPT_CHECK(o->max_rounds >= 0 && o->max_rounds <= 64,
+              "options.max_rounds: %d is outside 0..64 (0: the default %d)", o->max_rounds,
+              PS_DEFAULT_MAX_ROUNDS);
+    OPT_CHECK(isfinite(o->constraint_tol) && o->constraint_tol >= 0.0,
+              "options.constraint_tol: %g is not a finite value >= 0", o->constraint_tol);
+    OPT_CHECK(isfinite(o->penalty_mu) && o->penalty_mu >= 0.0,
+              "options.penalty_mu: %g is not a finite value >= 0 (0: the default %g)",
+              o->penalty_mu, PS_DEFAULT_PENALTY_MU);
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         OPT_CHECK(o->reserved[i] == 0, "options.reserved[%zu] is not zero", i);
     return PS_CONVERGED;
+}
+
+int ps_options_max_rounds(const ps_options *o)
+{
+    return o->max_rounds > 0 ? o->max_rounds : PS_DEFAULT_MAX_ROUNDS;
+}
+
+double ps_options_constraint_tol(const ps_options *o)
+{
+    return o->constraint_tol > 0.0 ? o->constraint_tol : PS_DEFAULT_CONSTRAINT_TOL;
+}
+
+double ps_options_penalty_mu(const ps_options *o)
+{
+    return o->penalty_mu > 0.0 ? o->penalty_mu : PS_DEFAULT_PENALTY_MU;
 }
 
 double ps_options_fnoise(const ps_options *o)

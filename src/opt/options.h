@@ -4,8 +4,18 @@
 
 #include "persolve.h"
 
+/* The penalty rounds' defaults (ps_options). */
+#define PS_DEFAULT_MAX_ROUNDS 8
+#define PS_DEFAULT_CONSTRAINT_TOL 1e-3
+#define PS_DEFAULT_PENALTY_MU 1.0
+
 /* The line search's relative noise allowance (ps_options.fnoise, or its
  * automatic value for the precision). */
 double ps_options_fnoise(const ps_options *o);
+
+/* The penalty rounds' settings, defaults in place of 0. */
+int ps_options_max_rounds(const ps_options *o);
+double ps_options_constraint_tol(const ps_options *o);
+double ps_options_penalty_mu(const ps_options *o);
 
 #endif /* PS_SRC_OPTIONS_H */

@@ -71,6 +71,7 @@ void ps_run_impl_publish(ps_run *r)
     atomic_store_explicit(&s->heartbeat, r->heartbeat, memory_order_relaxed);
     atomic_store_explicit(&s->state, r->state, memory_order_relaxed);
     atomic_store_explicit(&s->phase, sv->phase, memory_order_relaxed);
+    atomic_store_explicit(&s->round, sv->round, memory_order_relaxed);
     atomic_store_explicit(&s->status,
                           r->state == PS_RUN_FINISHED ? r->status : PS_RUNNING,
                           memory_order_relaxed);
@@ -106,6 +107,7 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
         v.heartbeat = atomic_load_explicit(&s->heartbeat, memory_order_relaxed);
         v.state = atomic_load_explicit(&s->state, memory_order_relaxed);
         v.phase = atomic_load_explicit(&s->phase, memory_order_relaxed);
+        v.round = atomic_load_explicit(&s->round, memory_order_relaxed);
         v.status = atomic_load_explicit(&s->status, memory_order_relaxed);
         devseq = atomic_load_explicit(&s->devseq, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
@@ -132,6 +134,7 @@ int ps_run_snapshot(const ps_run *r, ps_snapshot *out)
             v.step = d.step;
             v.seconds = d.seconds;
             v.phase = d.phase;
+            v.round = d.round;
             v.state = d.state;
             v.idle = d.state == PS_RUN_PAUSED && d.idle;
         }
@@ -220,7 +223,7 @@ int ps_run_impl_create(const ps_problem *p, const ps_options *o,
     if (r->x0 && z) {
         memcpy(r->x0, x0, n * sizeof(double));
         ps_design_x_of_pulse(p, x0, z);
-        ps_minimizer mz = {n, ps_run_bloch_eval, &r->ctx, NULL, NULL};
+        ps_minimizer mz = {n, ps_problem_nq(p) > 0, ps_run_bloch_eval, &r->ctx, NULL, NULL};
         st = ps_driver_init(&r->drv, &mz, &r->o, z);
     }
     free(z);

@@ -23,7 +23,7 @@ typedef struct ps_run_snap_store {
     _Atomic uint64_t seq;
     _Atomic int64_t iteration, evaluations;
     _Atomic uint64_t f, gnorm, step, seconds, heartbeat;
-    _Atomic int state, phase, status;
+    _Atomic int state, phase, status, round;
     _Atomic uint64_t devseq; /* GPU runs: the kernel's sequence when the host published */
 } ps_run_snap_store;
 
@@ -74,7 +74,7 @@ void ps_run_impl_yielded(ps_run *r);
 /* ---- cpu/run_cpu.c: the CPU worker ---- */
 
 /* The Bloch objective as the driver's callback (ctx: a ps_run_bloch_ctx). */
-int ps_run_bloch_eval(void *ctx, const double *x, double *f, double *g);
+int ps_run_bloch_eval(void *ctx, const double *x, double mu, double *f, double *g, double *viol);
 /* The thread of a CPU run (arg: the ps_run). */
 void *ps_run_cpu_worker(void *arg);
 

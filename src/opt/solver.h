@@ -14,11 +14,24 @@
  *   UPDATE     caller stores s = x_t - x, y = g_t - g, moves x, g and
  *              reduces the batched dots                  -> ps_solver_update
  *   DONE       status holds the outcome
+ *
+ * Penalty rounds (SPEC 1.3, model/constraints.h). With constraints met by
+ * penalty the objective is F + mu P at the round's weight mu, and every
+ * evaluation also gives the largest relative violation at its point.
+ * When a round's solve stops by a convergence test (gradient, decrease,
+ * or no decrease above the noise) with the current point violating by
+ * more than ctol, and rounds remain, mu grows x10, the L-BFGS memory is
+ * cleared and the phase goes back to START: the caller evaluates the
+ * current point again (under the new mu; no history row is recorded for
+ * it, the next iteration's row carries the new round), and the next
+ * round's tests count from there. The last round ending with a violation
+ * above ctol ends with PS_ST_CONSTRAINT_VIOLATED.
  */
 #ifndef PS_SRC_OPT_SOLVER_H
 #define PS_SRC_OPT_SOLVER_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/ps_hd.h"
@@ -33,6 +46,7 @@
 #define PS_ST_MAX_EVALUATIONS 3
 #define PS_ST_TIME_LIMIT 4
 #define PS_ST_CANCELLED 5
+#define PS_ST_CONSTRAINT_VIOLATED 8
 #define PS_ST_ERR_LINE_SEARCH (-10)
 #define PS_ST_ERR_OBJECTIVE (-11)
 
@@ -83,7 +97,21 @@ typedef struct ps_solver {
     double fhist[PS_MAX_PAST + 1]; /* f after iteration i at [i % (past+1)] */
     ps_lbfgs lb;
     ps_linesearch ls;
+    /* penalty rounds (appended: the state of format 1 checkpoints is the
+     * prefix up to here, opt/checkpoint.c) */
+    int constrained;    /* 1: the objective has constraints met by penalty */
+    int round;          /* the current round, 0 .. max_rounds - 1 */
+    int max_rounds;
+    int restart;        /* 1: START evaluates the current point for a new round */
+    int64_t round_iter; /* the iteration the current round began at */
+    double mu;          /* penalty weight of the round */
+    double ctol;        /* relative violation a round may end with */
+    double viol;        /* largest relative violation at the current point */
+    double viol_t;      /* the same at the last trial point */
 } ps_solver;
+
+/* The size of the state without the penalty rounds (checkpoint format 1). */
+#define PS_SOLVER_SIZE_V1 offsetof(ps_solver, constrained)
 
 PS_HD void ps_solver_init(ps_solver *s, int m, int past, int max_ls,
                           int64_t max_iterations, int64_t max_evaluations,
@@ -125,6 +153,22 @@ PS_HD void ps_solver_init(ps_solver *s, int m, int past, int max_ls,
     }
     s->lb.gg = s->lb.cg = s->lb.gd = 0.0;
     ps_ls_begin(&s->ls, 0.0, 0.0, 0.0, c1, c2, 0.0, max_ls);
+    /* no penalty rounds (ps_solver_set_rounds) */
+    s->constrained = s->round = s->restart = 0;
+    s->max_rounds = 1;
+    s->round_iter = 0;
+    s->mu = s->ctol = s->viol = s->viol_t = 0.0;
+}
+
+/* Penalty rounds for an objective with constraints met by penalty: at
+ * most max_rounds rounds, the first at weight mu0, each ending when the
+ * violation is at most ctol (a state of ps_solver_init has none). */
+PS_HD void ps_solver_set_rounds(ps_solver *s, int max_rounds, double ctol, double mu0)
+{
+    s->constrained = 1;
+    s->max_rounds = max_rounds;
+    s->ctol = ctol;
+    s->mu = mu0;
 }
 
 PS_HD void ps_solver_finish(ps_solver *s, int status)
@@ -136,11 +180,34 @@ PS_HD void ps_solver_finish(ps_solver *s, int status)
 }
 
 /*
+ * A convergence test passed (status PS_ST_CONVERGED or _FTOL): the solve
+ * ends, or, with a violation above ctol and rounds left, the next round
+ * begins at the current point (mu x10, memory cleared, phase START).
+ */
+PS_HD void ps_solver_converged(ps_solver *s, int status)
+{
+    if (!s->constrained || !(s->viol > s->ctol)) {
+        ps_solver_finish(s, status);
+        return;
+    }
+    if (s->round + 1 >= s->max_rounds) {
+        ps_solver_finish(s, PS_ST_CONSTRAINT_VIOLATED);
+        return;
+    }
+    s->round++;
+    s->mu *= 10.0;
+    s->lb.k = 0;
+    s->lb.newest = 0;
+    s->restart = 1;
+    s->phase = PS_PHASE_START;
+}
+
+/*
  * Undo a finish by a limit (iterations, evaluations, time) or a cancel:
  * the solve continues at the phase it stopped in, exactly as if it had
  * never stopped (the limits are checked again there). A cancel may come
- * before the start point's evaluation was taken (START): the solve then
- * begins again, at the same point. Returns 1 if the state was reopened.
+ * before the start point's evaluation was taken (START, also that of a
+ * new penalty round): the solve then begins again, at the same point. Returns 1 if the state was reopened.
  */
 PS_HD int ps_solver_reopen(ps_solver *s)
 {
@@ -149,7 +216,7 @@ PS_HD int ps_solver_reopen(ps_solver *s)
         !(st == PS_ST_MAX_ITERATIONS || st == PS_ST_MAX_EVALUATIONS || st == PS_ST_TIME_LIMIT ||
           st == PS_ST_CANCELLED) ||
         !(rp == PS_PHASE_DIRECTION || rp == PS_PHASE_TRIAL || rp == PS_PHASE_UPDATE ||
-          (rp == PS_PHASE_START && st == PS_ST_CANCELLED && s->iteration == 0)))
+          (rp == PS_PHASE_START && st == PS_ST_CANCELLED && (s->iteration == 0 || s->restart))))
         return 0;
     s->phase = s->resume_phase;
     s->status = PS_ST_RUNNING;
@@ -188,21 +255,28 @@ PS_HD int ps_solver_limits_reached(ps_solver *s, double elapsed)
     return s->phase == PS_PHASE_TRIAL && ps_solver_stop_limits(s, elapsed);
 }
 
-/* START: f and g.g at x0 (one evaluation done). */
-PS_HD void ps_solver_start(ps_solver *s, double f, double gg)
+/*
+ * START: f, g.g and the violation at x0, or at the current point when a
+ * round begins (s->restart; the caller records a history row only when
+ * it was not set). One evaluation done.
+ */
+PS_HD void ps_solver_start(ps_solver *s, double f, double gg, double viol)
 {
-    s->evaluations = 1;
+    s->evaluations++;
     s->f = f;
     s->gnorm = sqrt(gg);
     s->gnorm0 = s->gnorm;
     s->lb.gg = gg;
-    s->fhist[0] = f;
+    s->viol = viol;
+    s->restart = 0;
+    s->round_iter = s->iteration;
+    s->fhist[s->iteration % (s->past + 1)] = f;
     if (!isfinite(f) || !isfinite(gg)) {
         ps_solver_finish(s, PS_ST_ERR_OBJECTIVE);
         return;
     }
     if (s->gnorm == 0.0) {
-        ps_solver_finish(s, PS_ST_CONVERGED);
+        ps_solver_converged(s, PS_ST_CONVERGED);
         return;
     }
     s->phase = PS_PHASE_DIRECTION;
@@ -259,10 +333,12 @@ PS_WARP_FN void ps_solver_direction_warp(ps_solver *s, double elapsed)
 }
 #endif /* PS_HAVE_WARP */
 
-/* TRIAL: phi(alpha) and phi'(alpha) = g_t.d at the trial point. */
-PS_HD void ps_solver_trial(ps_solver *s, double f, double dg)
+/* TRIAL: phi(alpha), phi'(alpha) = g_t.d and the violation at the trial
+ * point. */
+PS_HD void ps_solver_trial(ps_solver *s, double f, double dg, double viol)
 {
     s->evaluations++;
+    s->viol_t = viol;
     int a = ps_ls_next(&s->ls, f, dg);
     if (a == PS_LS_ACCEPT) {
         s->phase = PS_PHASE_UPDATE;
@@ -272,8 +348,8 @@ PS_HD void ps_solver_trial(ps_solver *s, double f, double dg)
         /* No trial lowered f by more than its noise allowance: f cannot be
          * decreased at the objective's precision, which is convergence in
          * the sense of the decrease test; any other failure is an error. */
-        if (s->iteration > 0 && s->ls.feps > 0.0 && s->ls.f_best >= s->f - s->ls.feps)
-            ps_solver_finish(s, PS_ST_CONVERGED_FTOL);
+        if (s->iteration > s->round_iter && s->ls.feps > 0.0 && s->ls.f_best >= s->f - s->ls.feps)
+            ps_solver_converged(s, PS_ST_CONVERGED_FTOL);
         else
             ps_solver_finish(s, PS_ST_ERR_LINE_SEARCH);
         return;
@@ -283,11 +359,12 @@ PS_HD void ps_solver_trial(ps_solver *s, double f, double dg)
 }
 
 /*
- * UPDATE: the accepted point's f and the batched dots (PS_RED_LEN layout).
- * Then the stopping tests:
+ * UPDATE: the accepted point's f and the batched dots (PS_RED_LEN layout);
+ * its violation is the trial's. Then the stopping tests, within the round
+ * (g_0, k counted from the round's start r):
  *   gradient:  ||g_k|| <= gtol ||g_0||
  *   decrease:  f_{k-past} - f_k <= max(ftol, fnoise) max(|f_k|, 1e-300)
- *              (k >= past, ftol > 0): a decrease below the objective's
+ *              (k - r >= past, ftol > 0): a decrease below the objective's
  *              noise allowance is no decrease
  */
 PS_HD void ps_solver_update_tests(ps_solver *s, double f)
@@ -295,16 +372,17 @@ PS_HD void ps_solver_update_tests(ps_solver *s, double f)
     s->step = s->ls.alpha;
     s->f = f;
     s->gnorm = sqrt(s->lb.gg);
+    s->viol = s->viol_t;
     s->iteration++;
     s->fhist[s->iteration % (s->past + 1)] = f;
     if (s->gnorm <= s->gtol * s->gnorm0) {
-        ps_solver_finish(s, PS_ST_CONVERGED);
+        ps_solver_converged(s, PS_ST_CONVERGED);
         return;
     }
-    if (s->iteration >= s->past) {
+    if (s->iteration - s->round_iter >= s->past) {
         double fold = s->fhist[(s->iteration - s->past) % (s->past + 1)];
         if (s->ftol > 0.0 && fold - f <= fmax(s->ftol, s->fnoise) * fmax(fabs(f), 1e-300)) {
-            ps_solver_finish(s, PS_ST_CONVERGED_FTOL);
+            ps_solver_converged(s, PS_ST_CONVERGED_FTOL);
             return;
         }
     }

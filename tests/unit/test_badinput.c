@@ -458,7 +458,12 @@ static void test_options(void **state)
     GBAD(g.reserved[0] = 1, "reserved");
     GBAD(g.reserved[sizeof g.reserved / sizeof g.reserved[0] - 1] = -7, "reserved");
 #undef GBAD
-    BAD(o.reserved_int = 1, "reserved_int");
+    BAD(o.max_rounds = -1, "max_rounds");
+    BAD(o.max_rounds = 65, "max_rounds");
+    BAD(o.constraint_tol = -1e-3, "constraint_tol");
+    BAD(o.constraint_tol = NAN, "constraint_tol");
+    BAD(o.penalty_mu = -1.0, "penalty_mu");
+    BAD(o.penalty_mu = INFINITY, "penalty_mu");
     BAD(o.reserved[0] = 1, "reserved");
     BAD(o.reserved[sizeof o.reserved / sizeof o.reserved[0] - 1] = -7, "reserved");
 #undef BAD

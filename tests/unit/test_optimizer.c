@@ -51,10 +51,12 @@ static ps_options opts(void)
 /* ---- objectives ---- */
 
 /* Extended Rosenbrock: sum over pairs 100 (x2 - x1^2)^2 + (1 - x1)^2. */
-static int rosenbrock(void *ctx, const double *x, double *f, double *g)
+static int rosenbrock(void *ctx, const double *x, double mu, double *f, double *g, double *viol)
 {
     size_t n = *(size_t *)ctx;
     double s = 0.0;
+    (void)mu;
+    *viol = 0.0;
     for (size_t i = 0; i + 1 < n; i += 2) {
         double a = x[i + 1] - x[i] * x[i], b = 1.0 - x[i];
         s += 100.0 * a * a + b * b;
@@ -76,10 +78,12 @@ typedef struct quad {
     double offset;      /* added to f (a nonzero minimum value) */
 } quad;
 
-static int quadratic(void *ctx, const double *x, double *f, double *g)
+static int quadratic(void *ctx, const double *x, double mu, double *f, double *g, double *viol)
 {
     quad *q = ctx;
     q->calls++;
+    (void)mu;
+    *viol = 0.0;
     if (q->sleep_us) {
         struct timespec ts = {0, 1000L * q->sleep_us};
         nanosleep(&ts, NULL);
@@ -122,7 +126,7 @@ static void test_rosenbrock(size_t n)
         one[i] = 1.0;
     }
     wolfe_check w = {0, 0};
-    ps_minimizer mz = {n, rosenbrock, &n, check_wolfe, &w};
+    ps_minimizer mz = {n, 0, rosenbrock, &n, check_wolfe, &w};
     ps_options o = opts();
     ps_result r;
     int st = ps_minimize_cpu(&mz, &o, x, &r);
@@ -157,7 +161,7 @@ static void quadratic_cond_1e4(void **state)
     quad q = make_quad(n, 1e4);
     double *x = calloc(n, sizeof *x);
     wolfe_check w = {0, 0};
-    ps_minimizer mz = {n, quadratic, &q, check_wolfe, &w};
+    ps_minimizer mz = {n, 0, quadratic, &q, check_wolfe, &w};
     ps_options o = opts();
     ps_result r;
     int st = ps_minimize_cpu(&mz, &o, x, &r);
@@ -180,7 +184,7 @@ static int run_quad(ps_options *o, quad *q, double *x, ps_result *r)
 {
     for (size_t i = 0; i < q->n; i++)
         x[i] = 0.0;
-    ps_minimizer mz = {q->n, quadratic, q, NULL, NULL};
+    ps_minimizer mz = {q->n, 0, quadratic, q, NULL, NULL};
     return ps_minimize_cpu(&mz, o, x, r);
 }
 
@@ -270,7 +274,8 @@ static void cancel_rule(void **state)
     assert_int_equal(r.iterations, 3);
     /* the returned x is the point of iteration 3: its f is the history's */
     double f, *g = malloc(n * sizeof *g);
-    quadratic(&q, x, &f, g);
+    double viol;
+    quadratic(&q, x, 0.0, &f, g, &viol);
     assert_true(f == r.history[3].f && f == r.f);
     ps_result_free(&r);
     free(g);
@@ -284,10 +289,12 @@ typedef struct ball {
     int nan_calls;
 } ball;
 
-static int nan_outside_ball(void *ctx, const double *x, double *f, double *g)
+static int nan_outside_ball(void *ctx, const double *x, double mu, double *f, double *g, double *viol)
 {
     ball *b = ctx;
     double s = 0.0, r2 = 0.0, c = 0.5 / sqrt((double)b->n);
+    (void)mu;
+    *viol = 0.0;
     for (size_t i = 0; i < b->n; i++) {
         s += 0.5 * (x[i] - c) * (x[i] - c);
         r2 += x[i] * x[i];
@@ -311,7 +318,7 @@ static void nan_trial_shrinks(void **state)
     double *x = calloc(n, sizeof *x), *c = malloc(n * sizeof *c);
     for (size_t i = 0; i < n; i++)
         c[i] = 0.5 / sqrt((double)n);
-    ps_minimizer mz = {n, nan_outside_ball, &b, NULL, NULL};
+    ps_minimizer mz = {n, 0, nan_outside_ball, &b, NULL, NULL};
     ps_options o = opts();
     ps_result r;
     int st = ps_minimize_cpu(&mz, &o, x, &r);

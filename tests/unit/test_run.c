@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "common/hash.h"
+#include "opt/checkpoint.h"
 #include "persolve.h"
 #include "test_util.h"
 
@@ -967,7 +968,7 @@ static void checkpoint_refused(void **state)
 
     /* wrong version, with a valid checksum */
     memcpy(work, b, len);
-    uint32_t version = 2;
+    uint32_t version = PS_CHECKPOINT_VERSION + 1;
     memcpy(work + 8, &version, sizeof version);
     uint64_t sum = ps_fnv1a(PS_FNV_OFFSET, work, len - 8);
     memcpy(work + len - 8, &sum, sizeof sum);
