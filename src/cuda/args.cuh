@@ -11,6 +11,7 @@
 extern "C" {
 #include "cuda/control.h"
 #include "model/bloch_math.h"
+#include "model/constraints.h"
 #include "model/design.h"
 #include "opt/solver.h"
 }
@@ -39,6 +40,11 @@ struct args {
     const double *target;   /* [ns][3] */
     const double *w;        /* [ns] */
     const double *m0;       /* [ns][3] */
+    /* the SAR penalty (the channels kernel; cuda/constraints.cuh) */
+    ps_sar sar;             /* nq 0: none; vop a device pointer */
+    double *bsar;           /* [nt][nc][2] the evaluated pulse (nq > 0) */
+    double *spart;          /* [nq][grid] partial sums of the steps' b^H Q_q b */
+    double *sarw;           /* [grid][2 nq] each block's weights w_q, then SAR_q */
     /* optimizer vectors, [n] each, optimizer variables (z with b1max) */
     double *x, *g, *gt, *d;
     double *S, *Y;          /* [memory][n] */

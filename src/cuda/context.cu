@@ -70,7 +70,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     memset(&a, 0, sizeof a);
     memset(c, 0, sizeof *c);
     void *d_spin = NULL, *d_gdt = NULL, *d_spinS = NULL;
-    double *d_target = NULL, *d_w = NULL, *d_m0 = NULL, *d_vec = NULL, *d_part = NULL;
+    double *d_target = NULL, *d_w = NULL, *d_m0 = NULL, *d_vec = NULL, *d_part = NULL, *d_cons = NULL;
     ps_solver *d_state = NULL;
     ps_progress *d_hist = NULL;
     R *h_spin = NULL, *h_gdt = NULL, *h_S = NULL;
@@ -85,6 +85,10 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     const int ntiles = (int)((ns + cfg.sb - 1) / cfg.sb);
     const int channels = ps_gpu_channels(p);
     const size_t smem = ps_gpu_dyn_smem(o->precision, cfg.sb, cfg.segs, tb, nt, channels);
+    /* the constraints: b1max_c [nc], vop [nq][nc][nc][2], bsar [nt][nc][2],
+     * spart [nq][G], sarw [G][2 nq] */
+    const size_t n_b1 = p->b1_max_channel ? p->nc : 0, n_vop = 2 * p->nq * p->nc * p->nc;
+    const size_t n_cons = n_b1 + (p->nq ? n_vop + 2 * nt * p->nc + 3 * p->nq * (size_t)G : 0);
     int hist_cap = mode == MODE_EVAL ? 1
                    : o->max_iterations > 0 && o->max_iterations < 1000000
                        ? (int)o->max_iterations + 1
@@ -106,6 +110,9 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     ps_solver_init(h_state, m, o->past, o->max_linesearch, o->max_iterations,
                    o->max_evaluations, o->gtol, o->ftol, o->c1, o->c2, o->time_limit,
                    ps_options_fnoise(o));
+    if (mode == MODE_SOLVE && p->nq)
+        ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o),
+                             ps_options_penalty_mu(o));
 
     /* device buffers */
     CUDA_TRY(o, cudaMalloc(&d_spin, ns * SP_STRIDE * sizeof(R)), PS_ERR_GPU_MEMORY);
@@ -124,6 +131,16 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + (size_t)4 * PS_MAX_MEMORY * G + 3 +
                                      3 * ns) * sizeof(double)),
              PS_ERR_GPU_MEMORY);
+    if (n_cons) {
+        CUDA_TRY(o, cudaMalloc(&d_cons, n_cons * sizeof(double)), PS_ERR_GPU_MEMORY);
+        CUDA_TRY(o, cudaMemset(d_cons, 0, n_cons * sizeof(double)), PS_ERR_GPU_LAUNCH);
+        if (n_b1)
+            CUDA_TRY(o, cudaMemcpy(d_cons, p->b1_max_channel, n_b1 * sizeof(double), cudaMemcpyHostToDevice),
+                     PS_ERR_GPU_LAUNCH);
+        if (p->nq)
+            CUDA_TRY(o, cudaMemcpy(d_cons + n_b1, p->vop, n_vop * sizeof(double), cudaMemcpyHostToDevice),
+                     PS_ERR_GPU_LAUNCH);
+    }
     CUDA_TRY(o, cudaMalloc(&d_state, sizeof(ps_solver)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&d_hist, (size_t)hist_cap * sizeof(ps_progress)), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMalloc(&c->d_clock, sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
@@ -146,6 +163,15 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.loss = (int)p->loss;
     a.relax = p->t1 || p->t2;
     a.des = ps_problem_design(p, mode != MODE_SOLVE);
+    if (a.des.b1max_c)
+        a.des.b1max_c = d_cons; /* the device's copy */
+    a.sar = ps_problem_sar(p);
+    if (p->nq) {
+        a.sar.vop = d_cons + n_b1;
+        a.bsar = d_cons + n_b1 + n_vop;
+        a.spart = a.bsar + 2 * nt * p->nc;
+        a.sarw = a.spart + p->nq * (size_t)G;
+    }
     a.memory = m;
     a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt, channels);
     a.gv = (int)((n + tb - 1) / tb) < G ? (int)((n + tb - 1) / tb) : G;
@@ -191,10 +217,11 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     c->d_m0 = d_m0;
     c->d_vec = d_vec;
     c->d_part = d_part;
+    c->d_cons = d_cons;
     c->d_state = d_state;
     c->d_hist = d_hist;
     d_spin = d_gdt = d_spinS = NULL;
-    d_target = d_w = d_m0 = d_vec = d_part = NULL;
+    d_target = d_w = d_m0 = d_vec = d_part = d_cons = NULL;
     d_state = NULL;
     d_hist = NULL;
 out:
@@ -206,6 +233,7 @@ out:
     cudaFree(d_m0);
     cudaFree(d_vec);
     cudaFree(d_part);
+    cudaFree(d_cons);
     cudaFree(d_state);
     cudaFree(d_hist);
     free(h_spin);
@@ -239,6 +267,7 @@ void ps_gpu::context_destroy(context *c)
     cudaFree(c->d_m0);
     cudaFree(c->d_vec);
     cudaFree(c->d_part);
+    cudaFree(c->d_cons);
     cudaFree(c->d_state);
     cudaFree(c->d_hist);
     cudaFree(c->d_clock);
@@ -271,6 +300,9 @@ int ps_gpu::context_result(const context *c, const ps_options *o, double *x, ps_
         r->evaluations = h_state->evaluations;
         r->f = h_state->f;
         r->gnorm = h_state->gnorm;
+        r->rounds = h_state->evaluations > 0 ? h_state->round + 1 : 0;
+        r->mu = h_state->constrained ? h_state->mu : 0.0;
+        r->violation = h_state->constrained ? h_state->viol : 0.0;
         r->backend = PS_BACKEND_GPU;
         st = h_state->status;
     }

@@ -94,6 +94,7 @@ struct context {
     /* allocations (a points into them) */
     void *d_spin, *d_gdt, *d_spinS;
     double *d_target, *d_w, *d_m0, *d_vec, *d_part;
+    double *d_cons;              /* the constraints: per-channel limits, VOPs, SAR buffers */
     ps_solver *d_state;
     ps_progress *d_hist;
     unsigned long long *d_clock; /* [1] global ns at the solve's start (graph variant) */

@@ -78,6 +78,8 @@ __device__ inline void record(const args &a, const ps_solver &S, double seconds)
         h->step = S.iteration > 0 ? S.step : 0.0;
         h->evaluations = S.evaluations;
         h->seconds = seconds;
+        h->round = ps_solver_row_round(&S);
+        h->reserved = 0;
     }
 }
 
@@ -85,7 +87,8 @@ __device__ inline void record(const args &a, const ps_solver &S, double seconds)
  * The scalars of an evaluation from the per-block partials of G blocks,
  * the same fixed order in every block (and in the host-driven variant's
  * one-block kernel): L.sums[0] = g.d, [1] = g.g, [2] = b.b (RF power),
- * [3] = f = loss + lambda b.b; with dots (a trial), also the update's
+ * [3] = f = loss + lambda b.b (+ the SAR penalty, L.viol its violation:
+ * cuda/constraints.cuh); with dots (a trial), also the update's
  * dots into L.red, their g.g copied from L.sums[1]. With cmd >= 0 (thread
  * 0's value), L.cmd = cmd for the whole block too.
  */
@@ -107,7 +110,7 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
     __syncthreads();
     if (threadIdx.x == 0) {
         L.sums[3] += a.des.lambda * L.sums[2];
-        L.viol = 0.0;
+        L.sums[3] += sar_penalty(a, L.S.mu, &L.viol);
         L.red[4 * m] = L.sums[1];
         if (cmd >= 0)
             L.cmd = cmd;
@@ -137,11 +140,12 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
 {
     // ---- evaluate: the blocks' partials at x + alpha d ----
     evaluate<R, NCH>(a, a.x, d, alpha, true, smem);
+    sar_partials<NCH>(a, a.x, d, alpha);
     eval_barrier(a, grid, L, t0, last, PS_PROF_EVAL);
 
     // ---- reduce: gradient and scalars' partials (a trial: the update's dots too) ----
     const int cmd = control_issue(a);
-    reduce_gradient<NCH>(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    reduce_gradient<NCH>(a, a.x, d, alpha, L.S.mu, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     prof_mark(a, last, PS_PROF_REDUCE);
     if (ns >= 0) {
         trial_dots<NCH>(a, alpha, ns, gout, (double *)smem);
@@ -203,27 +207,6 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
     double pend_alpha = 0.0;
     int pend_slot = -1;
 
-    if (S.phase == PS_PHASE_START) {
-        // ---- evaluate at the start point ----
-        const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
-        if (ev == EV_YIELD)
-            return 1;
-        if (ev == EV_STOPPED)
-            return 0;
-        if (a.mode == MODE_EVAL) {
-            if (blockIdx.x == 0 && threadIdx.x == 0) {
-                a.eval_out[0] = sums[3];
-                *a.elapsed = (double)(global_ns() - t0) * 1e-9;
-            }
-            return 0;
-        }
-        if (threadIdx.x == 0) {
-            decide_start(&S, sums[3], sums[1], L.viol);
-            record(a, S, (double)(global_ns() - t0) * 1e-9);
-        }
-        __syncthreads();
-    }
-
     for (;;) {
         /* every thread takes the phase, the trial step and the next slot
          * before the decisions may change them */
@@ -236,7 +219,33 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 apply_pass(a, pend_alpha, pend_slot);
             break;
         }
-        if (phase == PS_PHASE_DIRECTION) {
+        if (phase == PS_PHASE_START) {
+            // ---- evaluate at the start point, or at x for a new penalty round ----
+            if (pend_slot >= 0) { /* the round's last accepted step first */
+                apply_pass(a, pend_alpha, pend_slot);
+                pend_slot = -1;
+                grid.sync();
+            }
+            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+            if (ev == EV_YIELD)
+                return 1;
+            if (ev == EV_STOPPED)
+                continue; /* DONE */
+            if (a.mode == MODE_EVAL) {
+                if (blockIdx.x == 0 && threadIdx.x == 0) {
+                    a.eval_out[0] = sums[3];
+                    *a.elapsed = (double)(global_ns() - t0) * 1e-9;
+                }
+                return 0;
+            }
+            if (threadIdx.x == 0) {
+                const bool row = !S.restart; /* a new round's start has no row */
+                decide_start(&S, sums[3], sums[1], L.viol);
+                if (row)
+                    record(a, S, (double)(global_ns() - t0) * 1e-9);
+            }
+            __syncthreads();
+        } else if (phase == PS_PHASE_DIRECTION) {
             // ---- direction (warp 0) ----
             if (threadIdx.x < 32)
                 decide_direction(&S, elapsed);

@@ -9,58 +9,10 @@
 #define PS_SRC_CUDA_REDUCE_CUH
 
 #include "cuda/args.cuh"
+#include "cuda/constraints.cuh"
+#include "cuda/sums.cuh"
 
 namespace ps_gpu {
-
-/*
- * The end of a block sum: once each warp w has stored its Q sums at
- * scratch[w * Q + q], out[q] = those sums added in warp order, the one
- * fixed order of block_partials and update. The barrier before makes
- * scratch complete, the one after makes out visible to the whole block.
- */
-__device__ inline void sum_warps(const double *scratch, int Q, int nw, double *out)
-{
-    __syncthreads();
-    for (int q = threadIdx.x; q < Q; q += blockDim.x) {
-        double v = 0.0;
-        for (int w = 0; w < nw; w++)
-            v += scratch[w * Q + q];
-        out[q] = v;
-    }
-    __syncthreads();
-}
-
-/*
- * Block-wide sums of q values per thread (vals[q]) into a.rpart[block][q],
- * in a fixed order (warp shuffles, then warps in order).
- */
-__device__ inline void block_partials(const double *vals, int Q, double *scratch, double *out)
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    for (int q = 0; q < Q; q++) {
-        double v = vals[q];
-        for (int off = 16; off > 0; off /= 2)
-            v += __shfl_down_sync(0xffffffffu, v, off);
-        if (lane == 0)
-            scratch[warp * Q + q] = v;
-    }
-    sum_warps(scratch, Q, nw, out);
-}
-
-/*
- * The sum of per-block partials p[b * stride] over b = 0..G-1 by one
- * warp, the same fixed order in every block: lane l sums b = l, l+32,
- * ..., then a fixed xor tree over lanes (every lane returns the sum).
- */
-__device__ inline double warp_sum_partials(const double *p, int G, int stride)
-{
-    double s = 0.0;
-    for (int b = threadIdx.x & 31; b < G; b += 32)
-        s += p[(size_t)b * stride];
-    for (int off = 16; off > 0; off /= 2)
-        s += __shfl_xor_sync(0xffffffffu, s, off);
-    return s;
-}
 
 /* Shared memory of reduce_gradient and trial_dots (scratch: [warps][2][32]
  * and [warps][4 m] doubles). */
@@ -71,9 +23,11 @@ __host__ __device__ inline size_t reduce_smem_bytes(int tb)
 
 /*
  * ---- reduce gradient ----
- * gout = sum over blocks of the partial gradients + 2 lambda b, through
- * the b1_max chain rule; block partials of gout.d, gout.gout and the RF
- * power sum b.b, and the block's loss, into a.rpart[block][0..3].
+ * gout = sum over blocks of the partial gradients + the SAR penalty's
+ * gradient at weight mu (NCH > 0 with VOPs: cuda/constraints.cuh) + 2
+ * lambda b, through the b1_max chain rule; block partials of gout.d,
+ * gout.gout and the RF power sum b.b, and the block's loss, into
+ * a.rpart[block][0..3].
  *
  * A block takes 32 consecutive time steps at a time (lane l: step
  * c*32 + l, so that a warp's loads of a partial row are coalesced);
@@ -85,8 +39,10 @@ __host__ __device__ inline size_t reduce_smem_bytes(int tb)
  */
 template <int NCH>
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
-                                       double *gout, double *scratch, double *out4)
+                                       double mu, double *gout, double *scratch, double *out4)
 {
+    if (threadIdx.x < 32)
+        sar_weights<NCH>(a, mu);
     const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nw = blockDim.x >> 5, chunks = (nt + 31) / 32, nq = NCH ? chunks * a.nc : chunks;
     double *wsum = scratch; /* [nw][2][32] */
@@ -116,6 +72,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
                 gu += wsum[(w * 2) * 32 + lane];
                 gv += wsum[(w * 2 + 1) * 32 + lane];
             }
+            sar_step_grad<NCH>(a, ch, k, &gu, &gv);
             ps_design_step_grad(&a.des, ch, zp, zq, u, v, gu, gv, &gu, &gv);
             const int iu = PS_X_U(nt, ch, k), iv = PS_X_V(nt, ch, k);
             gout[iu] = gu;
@@ -249,13 +206,6 @@ __device__ inline void trial_dots(const args &a, double alpha, int ns, const dou
         a.rdot[(size_t)q * G + blockIdx.x] = v;
     }
     __syncthreads(); /* scratch is free again */
-}
-
-/* The blocks that hold update dots: those with a chunk of 32 steps. */
-__host__ __device__ inline int dot_blocks(int nt, int G)
-{
-    const int chunks = (nt + 31) / 32;
-    return chunks < G ? chunks : G;
 }
 
 /*

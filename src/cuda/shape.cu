@@ -75,8 +75,9 @@ extern "C" int ps_gpu_channels(const ps_problem *p)
 {
     /* one channel of real sensitivities is the single-channel kernel's
      * problem (its B1 scale: Re S), so that it gives the same bits with any
-     * launch shape and shares its tune cache class */
-    return p->real_channel ? 0 : (int)p->nc;
+     * launch shape and shares its tune cache class; a problem with VOPs
+     * runs the channels kernel, which has the SAR penalty */
+    return p->real_channel && p->nq == 0 ? 0 : (int)p->nc;
 }
 
 extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem)

@@ -64,6 +64,7 @@ host_evaluate_kernel(args a, const double *d, double alpha)
 {
     extern __shared__ __align__(16) char smem[];
     evaluate<R, NCH>(a, a.x, d, alpha, true, smem);
+    sar_partials<NCH>(a, a.x, d, alpha);
 }
 
 /* Gradient into gout and the per-block partials of gout.d, gout.gout, b.b;
@@ -73,7 +74,8 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
 host_reduce_kernel(args a, const double *d, double alpha, int slot, double *gout)
 {
     extern __shared__ __align__(16) char smem[];
-    reduce_gradient<NCH>(a, a.x, d, alpha, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    reduce_gradient<NCH>(a, a.x, d, alpha, a.state->mu, gout, (double *)smem,
+                         a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     if (slot >= 0)
         trial_dots<NCH>(a, alpha, slot, gout, (double *)smem);
 }
@@ -105,13 +107,15 @@ host_decide_kernel(args a, int G, int what, int slot, double alpha, double secon
     state_copy(&S, a.state);
     __syncthreads();
     /* the persistent kernel's clock before the first update */
-    const double elapsed = what == HL_START ? 0.0 : seconds;
+    const double elapsed = what == HL_START && S.iteration == 0 ? 0.0 : seconds;
     eval_scalars(a, G, what == HL_TRIAL, L);
     /* thread 0 alone reads and writes S until the warp's barrier */
     if (threadIdx.x == 0) {
         if (what == HL_START) {
+            const bool row = !S.restart; /* a new penalty round's start has no row */
             decide_start(&S, L.sums[3], L.sums[1], L.viol);
-            record(a, S, seconds);
+            if (row)
+                record(a, S, seconds);
         } else {
             L.ft = L.sums[3];
             decide_trial(&S, L.sums[3], L.sums[0], L.viol);
@@ -153,7 +157,7 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
     timed_stream ts = {};
     hl_report *rep = NULL, *drep = NULL;
     hl_report r;
-    int fresh = 1; /* a new direction was decided: form d before its first trial */
+    int fresh = 0; /* a new direction was decided: form d before its first trial */
     double t0;
 
     CUDA_TRY(o, cudaFuncSetAttribute((const void *)eval_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
@@ -166,16 +170,20 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
 
     t0 = wall_seconds();
     CUDA_TRY(o, cudaEventRecord(ts.ev0, ts.s), PS_ERR_GPU_LAUNCH);
-    // ---- evaluate at the start point ----
-    eval_k<<<G, tb, smem, ts.s>>>(a, nullptr, 0.0);
-    host_reduce_kernel<NCH><<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
-    host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_START, -1, 0.0, wall_seconds() - t0, drep);
-    CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
-    memcpy(&r, rep, sizeof r); /* written by the decision kernel before the sync */
-
+    memset(&r, 0, sizeof r);
+    r.phase = PS_PHASE_START;
+    r.apply_slot = -1;
     for (;;) {
-        if (r.phase == PS_PHASE_TRIAL) {
+        const int was_start = r.phase == PS_PHASE_START;
+        if (r.phase == PS_PHASE_START) {
+            // ---- evaluate at the start point, or at x for a new penalty
+            // round (after the last accepted step of the round before) ----
+            if (r.apply_slot >= 0)
+                host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 0);
+            eval_k<<<G, tb, smem, ts.s>>>(a, nullptr, 0.0);
+            host_reduce_kernel<NCH><<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
+            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_START, -1, 0.0, wall_seconds() - t0, drep);
+        } else if (r.phase == PS_PHASE_TRIAL) {
             // ---- the accepted step and the direction (once per iteration),
             // line search trial with the update's dots ----
             if (fresh)
@@ -195,8 +203,9 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
         }
         CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaStreamSynchronize(ts.s), PS_ERR_GPU_LAUNCH);
-        memcpy(&r, rep, sizeof r);
-        fresh = r.apply_slot >= 0; /* an update: a new direction was decided */
+        memcpy(&r, rep, sizeof r); /* written by the decision kernel before the sync */
+        /* a start or an update: a new direction was decided */
+        fresh = was_start || r.apply_slot >= 0;
     }
     CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(ts.ev1, ts.s), PS_ERR_GPU_LAUNCH);

@@ -120,7 +120,7 @@ static int record(ps_driver *c)
     row->step = s->iteration > 0 ? s->step : 0.0;
     row->evaluations = s->evaluations;
     row->seconds = ps_driver_seconds(c);
-    row->round = s->round;
+    row->round = ps_solver_row_round(s);
     row->reserved = 0;
     if (c->o->progress)
         return c->o->progress(c->o->progress_user, row) ? 1 : 0;

@@ -202,6 +202,13 @@ PS_HD void ps_solver_converged(ps_solver *s, int status)
     s->phase = PS_PHASE_START;
 }
 
+/* The round the current point's f belongs to (a history row's): the
+ * update that begins a new round leaves f of the round before. */
+PS_HD int ps_solver_row_round(const ps_solver *s)
+{
+    return s->restart ? s->round - 1 : s->round;
+}
+
 /*
  * Undo a finish by a limit (iterations, evaluations, time) or a cancel:
  * the solve continues at the phase it stopped in, exactly as if it had

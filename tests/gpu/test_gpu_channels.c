@@ -245,37 +245,179 @@ static void solve_channels(void **state)
     free(x0), free(xc), free(xg), free(x2);
 }
 
+/* The three variants (persistent, host loop, CUDA graph) of one solve of p
+ * from x0[n]: the same history f and rounds and the same x, bit for bit;
+ * the rounds the persistent run went through. */
+static int variants_same(const ps_problem *p, const ps_options *o, const double *x0, size_t n, const char *what)
+{
+    double *x[3];
+    ps_result r[3];
+    for (int v = 0; v < 3; v++) {
+        x[v] = malloc(n * sizeof *x[v]);
+        memcpy(x[v], x0, n * sizeof *x0);
+        memset(&r[v], 0, sizeof r[v]);
+        int st = ps_gpu_solve_variant(p, o, NULL, v, x[v], &r[v]);
+        printf("%s %s variant %d: status %d it %lld rounds %d f %.17g\n", what,
+               o->precision ? "fp64" : "fp32", v, st, (long long)r[v].iterations,
+               r[v].history[r[v].history_len - 1].round + 1, r[v].f);
+        assert_true(st >= 0);
+    }
+    for (int v = 1; v < 3; v++) {
+        assert_int_equal(r[v].history_len, r[0].history_len);
+        for (size_t i = 0; i < r[0].history_len; i++) {
+            assert_memory_equal(&r[v].history[i].f, &r[0].history[i].f, sizeof(double));
+            assert_int_equal(r[v].history[i].round, r[0].history[i].round);
+        }
+        assert_memory_equal(x[v], x[0], n * sizeof *x[0]);
+    }
+    const int rounds = r[0].history[r[0].history_len - 1].round + 1;
+    for (int v = 0; v < 3; v++) {
+        ps_result_free(&r[v]);
+        free(x[v]);
+    }
+    return rounds;
+}
+
 /* The host loop and the CUDA graph against the persistent kernel on a
  * 3-channel problem: the same iterates, bit for bit, in both precisions. */
 static void variants_channels(void **state)
 {
     const size_t ns = 500, nt = 150, nc = 3, n = 2 * nc * nt;
     for (int prec = 0; prec < 2; prec++) {
-        double *x0 = malloc(n * sizeof *x0), *x[3];
+        double *x0 = malloc(n * sizeof *x0);
         ps_problem *p = random_problem(41, ns, nt, nc, 1, PS_LOSS_MLS, prec, 0.0, x0);
         ps_options o = opts(PS_BACKEND_GPU, prec ? PS_PRECISION_DOUBLE : PS_PRECISION_SINGLE);
         o.max_iterations = 15;
         o.gtol = o.ftol = 0.0;
-        ps_result r[3];
-        for (int v = 0; v < 3; v++) {
-            x[v] = malloc(n * sizeof *x[v]);
-            memcpy(x[v], x0, n * sizeof *x0);
-            memset(&r[v], 0, sizeof r[v]);
-            int st = ps_gpu_solve_variant(p, &o, NULL, v, x[v], &r[v]);
-            printf("3 channels %s variant %d: status %d it %lld f %.17g\n", prec ? "fp64" : "fp32", v, st,
-                   (long long)r[v].iterations, r[v].f);
-            assert_true(st >= 0);
-        }
-        for (int v = 1; v < 3; v++) {
-            assert_int_equal(r[v].history_len, r[0].history_len);
-            for (size_t i = 0; i < r[0].history_len; i++)
-                assert_memory_equal(&r[v].history[i].f, &r[0].history[i].f, sizeof(double));
-            assert_memory_equal(x[v], x[0], n * sizeof *x[0]);
-        }
-        for (int v = 0; v < 3; v++) {
-            ps_result_free(&r[v]);
-            free(x[v]);
-        }
+        variants_same(p, &o, x0, n, "3 channels");
+        ps_problem_free(p);
+        free(x0);
+    }
+}
+
+/*
+ * The problem p with the local-SAR constraint (SPEC 1.3) added: 4 VOPs
+ * Q_q = 0.1 I + v_q v_q^H, v_q[c] = exp(i 2 pi q c / nc) (ptx2d's), TR
+ * 10 ms, sar_max half the largest SAR_q of the pulse x, and one peak limit
+ * per channel (0.08 .. 0.11 G). Frees p.
+ */
+static ps_problem *with_sar(ps_problem *p, const double *x)
+{
+    ps_problem_desc d;
+    assert_int_equal(ps_problem_describe(p, &d), 0);
+    const size_t nc = d.nc, nq = 4;
+    double *vop = malloc(2 * nq * nc * nc * sizeof *vop), bm[PS_MAX_CHANNELS], sar[4];
+    for (size_t q = 0; q < nq; q++)
+        for (size_t a = 0; a < nc; a++)
+            for (size_t c = 0; c < nc; c++) {
+                const double ph = TWO_PI * (double)(q * a) / (double)nc - TWO_PI * (double)(q * c) / (double)nc;
+                vop[2 * ((q * nc + a) * nc + c)] = (a == c ? 0.1 : 0.0) + cos(ph);
+                vop[2 * ((q * nc + a) * nc + c) + 1] = a == c ? 0.0 : sin(ph);
+            }
+    for (size_t c = 0; c < nc; c++)
+        bm[c] = 0.08 + 0.01 * (double)(c % 4);
+    d.b1_max = PS_B1MAX_NONE;
+    d.b1_max_channel = bm;
+    d.nq = nq;
+    d.vop = vop;
+    d.tr = 0.01;
+    d.sar_max = 1.0;
+    ps_problem *ps = NULL;
+    assert_int_equal(ps_problem_create(&d, &ps), 0);
+    assert_int_equal(ps_constraints(ps, x, NULL, sar), 0);
+    ps_problem_free(ps);
+    d.sar_max = 0.5 * fmax(fmax(sar[0], sar[1]), fmax(sar[2], sar[3]));
+    assert_int_equal(ps_problem_create(&d, &ps), 0);
+    ps_problem_free(p);
+    free(vop);
+    return ps;
+}
+
+/* Every SAR_q of x within sar_max (1 + tol) (printed); the largest ratio. */
+static double sar_ratio(const ps_problem *p, const double *x)
+{
+    ps_problem_desc d;
+    double sar[4], worst = 0.0;
+    assert_int_equal(ps_problem_describe(p, &d), 0);
+    assert_int_equal(ps_constraints(p, x, NULL, sar), 0);
+    for (size_t q = 0; q < d.nq; q++)
+        worst = fmax(worst, sar[q] / d.sar_max);
+    return worst;
+}
+
+/*
+ * A 3-channel design with the SAR penalty and per-channel peak limits on
+ * the GPU and the CPU (float64): the same status and number of rounds,
+ * every SAR_q <= sar_max (1 + 1e-3) at the end on both, the history's
+ * rounds non-decreasing; the peaks below their limits; two GPU runs
+ * (float32) bit-identical.
+ */
+static void solve_sar(void **state)
+{
+    const size_t ns = 300, nt = 80, nc = 3, n = 2 * nc * nt;
+    double *x0 = malloc(n * sizeof *x0), *x[3], peak[3];
+    ps_problem *p = with_sar(random_problem(61, ns, nt, nc, 1, PS_LOSS_MLS, 0, 0.0, x0), x0);
+    printf("SAR problem: start at %.3f of sar_max\n", sar_ratio(p, x0));
+    assert_true(sar_ratio(p, x0) >= 1.99);
+    ps_result r[3];
+    for (int v = 0; v < 3; v++) {
+        ps_options o = opts(v == 0 ? PS_BACKEND_CPU : PS_BACKEND_GPU, v < 2 ? PS_PRECISION_DOUBLE : PS_PRECISION_SINGLE);
+        o.max_iterations = 2000;
+        x[v] = malloc(n * sizeof *x[v]);
+        memcpy(x[v], x0, n * sizeof *x0);
+        memset(&r[v], 0, sizeof r[v]);
+        int st = solve_persistent(p, &o, x[v], &r[v]);
+        assert_int_equal(ps_constraints(p, x[v], peak, NULL), 0);
+        printf("SAR design %s %s: status %d, %lld iterations, %d rounds, mu %g, violation %.2e, SAR/max %.6f, "
+               "f %.9g -> %.9g, peaks %.4f %.4f %.4f\n",
+               v ? "gpu" : "cpu", v < 2 ? "fp64" : "fp32", st, (long long)r[v].iterations, r[v].rounds, r[v].mu,
+               r[v].violation, sar_ratio(p, x[v]), r[v].history[0].f, r[v].f, peak[0], peak[1], peak[2]);
+        assert_true(st == PS_CONVERGED || st == PS_CONVERGED_FTOL);
+        assert_true(r[v].rounds >= 2);
+        assert_true(sar_ratio(p, x[v]) <= 1.0 + 1e-3);
+        for (size_t c = 0; c < nc; c++)
+            assert_true(peak[c] < 0.08 + 0.01 * (double)c);
+        for (size_t i = 1; i < r[v].history_len; i++)
+            assert_true(r[v].history[i].round >= r[v].history[i - 1].round);
+        assert_int_equal(r[v].history[r[v].history_len - 1].round, r[v].rounds - 1);
+    }
+    assert_int_equal(r[1].status, r[0].status);
+    assert_int_equal(r[1].rounds, r[0].rounds);
+    /* float32 again: the same bits */
+    ps_options o = opts(PS_BACKEND_GPU, PS_PRECISION_SINGLE);
+    o.max_iterations = 2000;
+    double *x2 = malloc(n * sizeof *x2);
+    memcpy(x2, x0, n * sizeof *x0);
+    ps_result r2;
+    memset(&r2, 0, sizeof r2);
+    assert_int_equal(solve_persistent(p, &o, x2, &r2), r[2].status);
+    assert_int_equal(r2.history_len, r[2].history_len);
+    for (size_t i = 0; i < r2.history_len; i++)
+        assert_memory_equal(&r2.history[i].f, &r[2].history[i].f, sizeof(double));
+    assert_memory_equal(x2, x[2], n * sizeof *x2);
+    ps_result_free(&r2);
+    for (int v = 0; v < 3; v++) {
+        ps_result_free(&r[v]);
+        free(x[v]);
+    }
+    ps_problem_free(p);
+    free(x0), free(x2);
+}
+
+/* The host loop and the CUDA graph against the persistent kernel through
+ * the SAR penalty's rounds (a loose decrease test: short rounds), bit for
+ * bit, in both precisions. */
+static void variants_sar(void **state)
+{
+    const size_t ns = 250, nt = 70, nc = 4, n = 2 * nc * nt;
+    for (int prec = 0; prec < 2; prec++) {
+        double *x0 = malloc(n * sizeof *x0);
+        ps_problem *p = with_sar(random_problem(71, ns, nt, nc, 1, PS_LOSS_FULL, prec, 0.0, x0), x0);
+        ps_options o = opts(PS_BACKEND_GPU, prec ? PS_PRECISION_DOUBLE : PS_PRECISION_SINGLE);
+        o.max_iterations = 300;
+        o.ftol = 1e-3;
+        o.past = 3;
+        assert_true(variants_same(p, &o, x0, n, "SAR 4 channels") >= 3);
         ps_problem_free(p);
         free(x0);
     }
@@ -382,6 +524,7 @@ int main(void)
         cmocka_unit_test(eval_channels),
         cmocka_unit_test(one_channel_bits),
         cmocka_unit_test(checkpoint_channels),
+        cmocka_unit_test(solve_sar),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eval_channels),
@@ -390,6 +533,8 @@ int main(void)
         cmocka_unit_test(solve_channels),
         cmocka_unit_test(variants_channels),
         cmocka_unit_test(checkpoint_channels),
+        cmocka_unit_test(solve_sar),
+        cmocka_unit_test(variants_sar),
     };
     return TU_RUN_GPU_SUITE(quick, tests);
 }

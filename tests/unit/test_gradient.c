@@ -9,7 +9,12 @@
  * that spin has |b| = 0 exactly there: the gradient must be right at the
  * rotation's series limit, and the finite differences step across it.
  * Several transmit channels (SPEC 1.1): the same checks for nc = 1, 2, 3
- * and 8 through random complex b1maps, over all 2 nc Nt unknowns.
+ * and 8 through random complex b1maps, over all 2 nc Nt unknowns. The
+ * constraints (SPEC 1.3): the local-SAR penalty of a penalty round active
+ * (random Hermitian VOPs, some violated, some not) with one peak limit per
+ * channel, in the optimizer's variables, against finite differences and
+ * against the penalty written here from the SPEC formulas on top of the
+ * independent reference.
  *
  * Accuracy of the check: F is O(10) and computed to ~1e-15 relative, so the
  * rounding part of a central difference is ~eps |F| / h; with h = 1e-6
@@ -19,6 +24,7 @@
  * for every element: two orders of magnitude above the expected noise, and
  * five below the size of any missing or wrong term.
  */
+#include <complex.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -266,6 +272,190 @@ static void test_fd_channels(void **state)
         }
 }
 
+/*
+ * ---- the SAR penalty (SPEC 1.3) ----
+ * SAR_q = (dt / TR) sum_k b_k^H Q_q b_k and the round's penalty
+ * mu sum_q max(0, SAR_q / sar_max - 1)^2, written here in plain complex
+ * arithmetic (the library's is src/model/constraints.h).
+ */
+#define SAR_NQ 5
+#define SAR_TR 0.01
+#define SAR_MU 3.7
+
+static double sar_mu; /* the penalty weight eval_z_penalty evaluates at */
+
+static int eval_z_penalty(const ps_problem *p, const double *x, double *f, double *grad)
+{
+    return ps_objective_cpu_penalty(p, PS_PRECISION_DOUBLE, 1, sar_mu, x, f, grad, NULL, NULL);
+}
+
+/* Random Hermitian positive definite VOPs Q = A A^H / nc + 0.1 I. */
+static void random_vops(size_t nc, uint64_t seed, double *vop)
+{
+    double A[2 * REF_MAX_NC * REF_MAX_NC];
+    for (size_t q = 0; q < SAR_NQ; q++) {
+        for (size_t i = 0; i < 2 * nc * nc; i++)
+            A[i] = tu_uniform(&seed, -1.0, 1.0);
+        double *Q = vop + 2 * nc * nc * q;
+        for (size_t a = 0; a < nc; a++)
+            for (size_t c = 0; c < nc; c++) {
+                double complex acc = a == c ? 0.1 : 0.0;
+                for (size_t l = 0; l < nc; l++)
+                    acc += (A[2 * (a * nc + l)] + I * A[2 * (a * nc + l) + 1]) *
+                           conj(A[2 * (c * nc + l)] + I * A[2 * (c * nc + l) + 1]) / (double)nc;
+                Q[2 * (a * nc + c)] = creal(acc);
+                Q[2 * (a * nc + c) + 1] = a == c ? 0.0 : cimag(acc);
+            }
+    }
+}
+
+/* SAR_q of the physical pulse b (layout of x) into sar[SAR_NQ]. */
+static void sar_values(size_t nc, size_t nt, double dt, const double *vop, const double *b, double *sar)
+{
+    for (size_t q = 0; q < SAR_NQ; q++) {
+        const double *Q = vop + 2 * nc * nc * q;
+        double sum = 0.0;
+        for (size_t k = 0; k < nt; k++)
+            for (size_t a = 0; a < nc; a++)
+                for (size_t c = 0; c < nc; c++) {
+                    double complex ba = b[2 * a * nt + k] + I * b[(2 * a + 1) * nt + k];
+                    double complex bc = b[2 * c * nt + k] + I * b[(2 * c + 1) * nt + k];
+                    sum += creal(conj(ba) * (Q[2 * (a * nc + c)] + I * Q[2 * (a * nc + c) + 1]) * bc);
+                }
+        sar[q] = dt / SAR_TR * sum;
+    }
+}
+
+/*
+ * nc channels, every loss, strong relaxation, lambda > 0, one peak limit
+ * per channel and the SAR penalty at mu = SAR_MU with sar_max between the
+ * VOPs' SAR values (at least one violated and one met, none within 0.1%
+ * of the limit, where the penalty's second derivative jumps: a thousand
+ * times the finite differences' step): dF/dz against
+ * finite differences, and F and dF/dz against the reference's F and dF/db
+ * plus the penalty written here, through the chain rule of every channel's
+ * own limit. The penalty's share of the gradient is asserted large enough
+ * to matter.
+ */
+static void run_sar_case(ps_loss loss, size_t nc, uint64_t seed)
+{
+    ref_problem_opts ro = {.ns = NS, .nt = NT, .loss = loss, .relax = REF_RELAX_STRONG,
+                           .lambda = 0.3, .b1_max = PS_B1MAX_NONE, .zero_spin = 1,
+                           .nc = nc, .seed = seed};
+    ref_problem rp;
+    assert_int_equal(ref_problem_random(&ro, &rp), 0);
+    const size_t nx = 2 * nc * NT;
+    double vop[2 * SAR_NQ * REF_MAX_NC * REF_MAX_NC], bm[REF_MAX_NC], sar[SAR_NQ];
+    random_vops(nc, seed + 77, vop);
+    uint64_t s2 = seed + 91;
+    for (size_t c = 0; c < nc; c++)
+        bm[c] = tu_uniform(&s2, 0.15, 0.3);
+    ps_problem_desc d = rp.d;
+    d.b1_max = PS_B1MAX_NONE;
+    d.b1_max_channel = bm;
+    d.nq = SAR_NQ;
+    d.vop = vop;
+    d.tr = SAR_TR;
+    d.sar_max = 1.0; /* placed below, once the pulse's SAR is known */
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+    double *z = malloc(5 * nx * sizeof *z);
+    assert_non_null(z);
+    double *b = z + nx, *gz = z + 2 * nx, *gb = z + 3 * nx, *gzr = z + 4 * nx;
+    ps_design_x_of_pulse(p, rp.x, z);
+    ps_design_pulse_of_x(p, z, b);
+    sar_values(nc, NT, d.dt, vop, b, sar);
+    /* sar_max in the middle of the widest gap between two SAR values */
+    double sorted[SAR_NQ], smax = 0.0, gap = -1.0;
+    memcpy(sorted, sar, sizeof sorted);
+    for (size_t i = 1; i < SAR_NQ; i++)
+        for (size_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            double t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    for (size_t i = 1; i < SAR_NQ; i++)
+        if (sorted[i] - sorted[i - 1] > gap) {
+            gap = sorted[i] - sorted[i - 1];
+            smax = 0.5 * (sorted[i] + sorted[i - 1]);
+        }
+    ps_problem_free(p);
+    d.sar_max = smax;
+    assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+    int violated = 0, met = 0;
+    double pen = 0.0, w[SAR_NQ];
+    for (size_t q = 0; q < SAR_NQ; q++) {
+        double c = sar[q] / smax - 1.0;
+        assert_true(fabs(c) >= 1e-3);
+        violated += c > 0.0;
+        met += c < 0.0;
+        pen += c > 0.0 ? c * c : 0.0;
+        w[q] = c > 0.0 ? SAR_MU * 2.0 * c / smax * d.dt / SAR_TR : 0.0;
+    }
+    assert_true(violated >= 1 && met >= 1);
+
+    char what[160];
+    snprintf(what, sizeof what, "nc %zu %s SAR penalty (%d of %d violated), b1_max per channel z",
+             nc, ps_loss_name(loss), violated, SAR_NQ);
+    sar_mu = SAR_MU;
+    assert_true(fd_check(what, p, eval_z_penalty, z, nx) <= FD_TOL);
+
+    /* against the reference plus the penalty written here */
+    double fz, fr, viol = -1.0;
+    tu_poison(gz, nx);
+    assert_int_equal(ps_objective_cpu_penalty(p, PS_PRECISION_DOUBLE, 1, SAR_MU, z, &fz, gz, NULL, &viol),
+                     PS_CONVERGED);
+    assert_int_equal(ref_eval(&d, b, &fr, gb, NULL), 0);
+    fr += SAR_MU * pen;
+    double vmax = 0.0;
+    for (size_t q = 0; q < SAR_NQ; q++)
+        vmax = fmax(vmax, sar[q] / smax - 1.0);
+    printf("  F %.15e, reference + penalty %.15e; violation %.6f (here %.6f)\n", fz, fr, viol, vmax);
+    assert_true(fabs(fz - fr) <= 1e-12 * fabs(fr));
+    assert_true(fabs(viol - vmax) <= 1e-12);
+    for (size_t q = 0; q < SAR_NQ; q++) /* + sum_q w_q 2 Q_q b_k */
+        for (size_t k = 0; k < NT; k++)
+            for (size_t a = 0; a < nc; a++) {
+                const double *Q = vop + 2 * nc * nc * q;
+                double complex qb = 0.0;
+                for (size_t c = 0; c < nc; c++)
+                    qb += (Q[2 * (a * nc + c)] + I * Q[2 * (a * nc + c) + 1]) *
+                          (b[2 * c * NT + k] + I * b[(2 * c + 1) * NT + k]);
+                gb[2 * a * NT + k] += w[q] * 2.0 * creal(qb);
+                gb[(2 * a + 1) * NT + k] += w[q] * 2.0 * cimag(qb);
+            }
+    double gmax = 0.0, share = 0.0, g0;
+    for (size_t c = 0; c < nc; c++)
+        chain_rule(bm[c], z + 2 * c * NT, gb + 2 * c * NT, gzr + 2 * c * NT, NT);
+    for (size_t i = 0; i < nx; i++)
+        gmax = fmax(gmax, fabs(gzr[i]));
+    assert_true(tu_compare("  dF/dz vs the reference + penalty, chain rule per channel", gz, gzr, nx,
+                           1e-10 * gmax, 0.0));
+    /* the penalty moves the gradient by far more than the tolerances */
+    double *g0v = malloc(nx * sizeof *g0v);
+    assert_non_null(g0v);
+    assert_int_equal(ps_objective_cpu_penalty(p, PS_PRECISION_DOUBLE, 1, 0.0, z, &g0, g0v, NULL, NULL),
+                     PS_CONVERGED);
+    for (size_t i = 0; i < nx; i++)
+        share = fmax(share, fabs(gz[i] - g0v[i]));
+    printf("  penalty's share of the gradient: max %.3e of max|g| %.3e\n", share, gmax);
+    assert_true(share >= 1e-2 * gmax);
+    free(g0v);
+    free(z);
+    ps_problem_free(p);
+    ref_problem_free(&rp);
+}
+
+static void test_fd_sar(void **state)
+{
+    (void)state;
+    const size_t ncs[4] = {1, 2, 3, 8};
+    uint64_t seed = 6000;
+    for (int ni = 0; ni < 4; ni++)
+        for (int loss = 0; loss < 4; loss++)
+            run_sar_case((ps_loss)loss, ncs[ni], seed++);
+}
+
 /* The finite-difference check can fail: ps_eval's gradient with one
  * element of the last channel moved by 1e-5 max|g| (ten times the
  * tolerance) must be caught, for every loss. */
@@ -378,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_fd_lambda),
         cmocka_unit_test(test_fd_zero_field_spin),
         cmocka_unit_test(test_fd_channels),
+        cmocka_unit_test(test_fd_sar),
         cmocka_unit_test(test_fd_check_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

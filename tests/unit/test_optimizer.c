@@ -179,6 +179,90 @@ static void quadratic_cond_1e4(void **state)
     free_quad(&q);
 }
 
+/*
+ * Penalty rounds (opt/solver.h) on f(x) = |x - a|^2 subject to |x|^2 <= 1
+ * met by penalty: F = f + mu max(0, |x|^2 - 1)^2, violation
+ * max(0, |x|^2 - 1); a has |a| = 2, so every round's minimizer violates by
+ * about 1/(2 mu) (the constrained minimizer is a/2). n = 50.
+ */
+typedef struct ball_pen {
+    size_t n;
+    double a[50];
+} ball_pen;
+
+static int ball_penalty(void *ctx, const double *x, double mu, double *f, double *g, double *viol)
+{
+    const ball_pen *b = ctx;
+    double r2 = 0.0, d2 = 0.0;
+    for (size_t i = 0; i < b->n; i++) {
+        r2 += x[i] * x[i];
+        d2 += (x[i] - b->a[i]) * (x[i] - b->a[i]);
+    }
+    const double c = r2 - 1.0, cp = c > 0.0 ? c : 0.0;
+    *f = d2 + mu * cp * cp;
+    *viol = cp;
+    if (g)
+        for (size_t i = 0; i < b->n; i++)
+            g[i] = 2.0 * (x[i] - b->a[i]) + mu * 4.0 * cp * x[i];
+    return 0;
+}
+
+static void penalty_rounds(void **state)
+{
+    (void)state;
+    ball_pen b = {50, {0}};
+    uint64_t seed = 11;
+    double norm = 0.0;
+    for (size_t i = 0; i < b.n; i++) {
+        b.a[i] = tu_uniform(&seed, -1.0, 1.0);
+        norm += b.a[i] * b.a[i];
+    }
+    for (size_t i = 0; i < b.n; i++)
+        b.a[i] *= 2.0 / sqrt(norm);
+    for (int limit = 0; limit < 2; limit++) {
+        double x[50] = {0};
+        ps_minimizer mz = {b.n, 1, ball_penalty, &b, NULL, NULL};
+        ps_options o = opts();
+        o.max_rounds = limit ? 2 : 0; /* the default 8, then 2 */
+        ps_result r;
+        int st = ps_minimize_cpu(&mz, &o, x, &r);
+        double r2 = 0.0, dist = 0.0;
+        for (size_t i = 0; i < b.n; i++) {
+            r2 += x[i] * x[i];
+            dist = fmax(dist, fabs(x[i] - 0.5 * b.a[i]));
+        }
+        printf("penalty rounds (max %d): status %d, %d rounds, mu %g, violation %.3e, |x|^2 %.6f, "
+               "%lld iterations, %lld evaluations, max|x - a/2| %.2e\n",
+               limit ? 2 : 8, st, r.rounds, r.mu, r.violation, r2, (long long)r.iterations,
+               (long long)r.evaluations, dist);
+        /* the rounds the history shows: non-decreasing, from 0 to the last */
+        assert_int_equal(r.history[0].round, 0);
+        for (size_t i = 1; i < r.history_len; i++)
+            assert_true(r.history[i].round == r.history[i - 1].round ||
+                        r.history[i].round == r.history[i - 1].round + 1);
+        assert_int_equal(r.history[r.history_len - 1].round, r.rounds - 1);
+        assert_true(r.mu == pow(10.0, r.rounds - 1)); /* mu0 = 1, x10 per round */
+        assert_true(fabs(r.violation - fmax(0.0, r2 - 1.0)) <= 1e-15);
+        if (!limit) {
+            assert_true(st == PS_CONVERGED || st == PS_CONVERGED_FTOL);
+            assert_true(r.rounds >= 3 && r.rounds <= 8);
+            assert_true(r.violation <= 1e-3);
+            assert_true(dist <= 1e-3);
+            /* f at a round's start jumps up with mu: the history's f is
+             * not monotone across rounds, but is within each (up to the
+             * line search's noise allowance, fnoise 1e-12 |f|) */
+            for (size_t i = 1; i < r.history_len; i++)
+                if (r.history[i].round == r.history[i - 1].round)
+                    assert_true(r.history[i].f <= r.history[i - 1].f + 1e-12 * fabs(r.history[i - 1].f));
+        } else {
+            assert_int_equal(st, PS_CONSTRAINT_VIOLATED);
+            assert_int_equal(r.rounds, 2);
+            assert_true(r.violation > 1e-3);
+        }
+        ps_result_free(&r);
+    }
+}
+
 /* Run the quadratic with options o; returns the status. */
 static int run_quad(ps_options *o, quad *q, double *x, ps_result *r)
 {
@@ -428,6 +512,7 @@ int main(void)
         cmocka_unit_test(rosenbrock_1000),
         cmocka_unit_test(quadratic_cond_1e4),
         cmocka_unit_test(stop_rules),
+        cmocka_unit_test(penalty_rounds),
         cmocka_unit_test(cancel_rule),
         cmocka_unit_test(nan_trial_shrinks),
         cmocka_unit_test(direction_dense),
