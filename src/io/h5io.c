@@ -11,11 +11,17 @@
  *   /pulse/g       [Nt,3] G/cm         /pulse/b1     [Nt,2] (u, v) G (opt)
  *   several transmit channels: /spins/b1map [Ns,Nc,2] (Re, Im of S_jc; then
  *   no /spins/b1), /pulse/b1 [Nc,Nt,2] (Nc from /spins/b1map, 1..64)
+ *   local SAR: /sar/vop [Nq,Nc,Nc,2] (Re, Im of the VOPs Q_q, W/kg per G^2;
+ *              Nq 1..256) with attributes sar_max (W/kg) and tr (s)
  *   root attributes: dt (s), gamma_bar (Hz/G, opt), lambda (opt),
- *                    loss (string "full"|"xy"|"mls"|"z", opt), b1_max (G, opt)
+ *                    loss (string "full"|"xy"|"mls"|"z", opt), b1_max (G,
+ *                    opt: one limit, or [Nc], one per channel)
  *
- *   result: + /result/m [Ns,3], /result/history [rows,6] and attributes
- *             status, iterations, evaluations, f, backend, device on /result
+ *   result: + /result/m [Ns,3], /result/history [rows,7] and attributes
+ *             status, iterations, evaluations, f, backend, device on /result;
+ *             /result/constraints: attributes rounds, mu, violation,
+ *             peak_b1 [Nc] (G), b1_max [Nc] (with a peak limit), sar [Nq]
+ *             (W/kg, attribute sar_max; with VOPs)
  *   eval:   + /eval/gradient [Nt,2] (dF/du, dF/dv; [Nc,Nt,2] with several
  *             channels, as /pulse/b1), attribute f on /eval, /result/m [Ns,3]
  *
@@ -168,11 +174,12 @@ static void h5_shape_str(char *buf, size_t len, int rank, const hsize_t *dims)
 /*
  * The expected shape, as messages give it: "[Ns,3] = [7,3]" (the numbers
  * once the row count is known), "[Ns,Nc,2] = [7,Nc,2]", "[Nc,Nt,2] =
- * [3,5,2]". syms[i] names dimension i, vals[i] is its size (0: any);
- * dimension row is the one the row count fills.
+ * [3,5,2]", "[Nq,Nc,Nc,2] = [Nq,3,3,2]". syms[i] names dimension i,
+ * vals[i] is its size (0: any); the numbers are shown once dimension
+ * `known` has its size (the row count, or the channels of a VOP array).
  */
 static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms,
-                        const size_t *vals, int row)
+                        const size_t *vals, int known)
 {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, len - n, "[");
@@ -180,7 +187,7 @@ static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms
         n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", syms[i]);
     if (n < len)
         n += (size_t)snprintf(buf + n, len - n, "]");
-    if (!vals[row])
+    if (!vals[known])
         return;
     for (int i = 0; i < rank && n < len; i++) {
         const char *lead = i ? "," : " = [";
@@ -198,12 +205,14 @@ static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms
  * [rows,cols], with the transmit channels of `channels`
  * (model/problem_fields.h): PS_CH_INNER [rows,Nc,cols], PS_CH_OUTER
  * [Nc,rows,cols], or [rows,cols] for one channel (a rank-3 [1,rows,cols]
- * is that too). rows == 0 on entry accepts any row count and returns it
- * in *rows_out; `rows_sym` names the expected row count in messages
- * ("Ns"). *nc is the channel count: for PS_CH_INNER 0 on entry accepts
- * any (1..PS_MAX_CHANNELS) and returns it, for PS_CH_OUTER it is the
- * count expected (nc_from says where it comes from, for messages).
- * A missing optional dataset gives *out = NULL and status 0.
+ * is that too), PS_CH_SQUARE [rows,Nc,Nc,cols] (whatever Nc). rows == 0
+ * on entry accepts any row count and returns it in *rows_out; `rows_sym`
+ * names the expected row count in messages ("Ns", "Nt" or "Nq", which
+ * also says its limit). *nc is the channel count: for PS_CH_INNER 0 on
+ * entry accepts any (1..PS_MAX_CHANNELS) and returns it, for PS_CH_OUTER
+ * and PS_CH_SQUARE it is the count expected (nc_from says where it comes
+ * from, for messages). A missing optional dataset gives *out = NULL and
+ * status 0.
  */
 static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
                          int required, size_t rows, const char *rows_sym,
@@ -246,8 +255,9 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         H5Sget_simple_extent_dims(space, dims, NULL);
 
     /* where the rows and the channels are: [rows(,cols)] of one channel,
-     * [rows,Nc,cols] or [Nc,rows,cols] */
-    const size_t want_nc = channels == PS_CH_OUTER ? *nc : 0;
+     * [rows,Nc,cols], [Nc,rows,cols] or [rows,Nc,Nc,cols] */
+    const int square = channels == PS_CH_SQUARE;
+    const size_t want_nc = channels == PS_CH_OUTER || square ? *nc : 0;
     int ch = -1, row = 0, want_rank = cols ? 2 : 1;
     if (channels == PS_CH_INNER) {
         ch = 1;
@@ -256,9 +266,12 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         ch = 0;
         row = 1;
         want_rank = 3;
+    } else if (square) {
+        ch = 1;
+        want_rank = 4;
     }
-    const char *syms[3];
-    size_t vals[3];
+    const char *syms[4];
+    size_t vals[4];
     char colsym[24];
     snprintf(colsym, sizeof colsym, "%zu", cols);
     syms[row] = rows_sym;
@@ -266,6 +279,10 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
     if (ch >= 0) {
         syms[ch] = "Nc";
         vals[ch] = want_nc;
+    }
+    if (square) {
+        syms[2] = "Nc";
+        vals[2] = want_nc;
     }
     if (cols) {
         syms[want_rank - 1] = colsym;
@@ -285,6 +302,13 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
             h5_want_str(want, sizeof want, 2, one, onev, 0);
             if (rank == 3)
                 snprintf(note, sizeof note, " (one channel: %s)", nc_from);
+        } else if (square) {
+            h5_want_str(want, sizeof want, want_rank, syms, vals, ch);
+            if (rank == 4 && dims[1] == dims[2] && dims[3] == cols && dims[1] != want_nc)
+                snprintf(note, sizeof note, ": VOPs of Nc = %llu channels, but the problem "
+                         "has Nc = %zu (%s)", (unsigned long long)dims[1], want_nc, nc_from);
+            else
+                snprintf(note, sizeof note, " (%zu channels: %s)", want_nc, nc_from);
         } else {
             h5_want_str(want, sizeof want, want_rank, syms, vals, row);
             if (channels == PS_CH_OUTER)
@@ -301,6 +325,11 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         goto done;
     }
     /* rows past the problem's limits: refused before anything is allocated */
+    if (strcmp(rows_sym, "Nq") == 0 && dims[row] > (hsize_t)PS_MAX_VOPS) {
+        status = h5_fail(c, PS_ERR_SIZE, "%s: %llu VOPs, more than the Nq limit of %d", name,
+                         (unsigned long long)dims[row], PS_MAX_VOPS);
+        goto done;
+    }
     const size_t limit = strcmp(rows_sym, "Nt") == 0 ? PS_MAX_NT : PS_MAX_NS;
     if (dims[row] > (hsize_t)limit) {
         status = h5_fail(c, PS_ERR_SIZE, "%s: %llu rows, more than the %s limit of 2^%d", name,
@@ -308,7 +337,9 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         goto done;
     }
     size_t nch = 1;
-    if (ch >= 0) {
+    if (square) {
+        nch = want_nc * want_nc; /* the shape matched: dims[1] = dims[2] = Nc */
+    } else if (ch >= 0) {
         if (dims[ch] == 0) {
             status = h5_fail(c, PS_ERR_SIZE, "%s: wrong shape: Nc = 0 channels", name);
             goto done;
@@ -355,30 +386,50 @@ done:
     return status;
 }
 
-/* Check that an attribute's dataspace holds exactly one element. */
-static int h5_attr_one(hid_t attr)
+/* The rank of attribute `name` of loc (-1 when it cannot be read). */
+static int h5_attr_rank(hid_t loc, const char *name)
 {
+    int rank = -1;
+    hid_t space = -1, attr = H5Aopen(loc, name, H5P_DEFAULT);
+    if (attr >= 0 && (space = H5Aget_space(attr)) >= 0)
+        rank = H5Sget_simple_extent_ndims(space);
+    h5_close_id(&space, H5Sclose);
+    h5_close_id(&attr, H5Aclose);
+    return rank;
+}
+
+/* The number of elements of an attribute's dataspace and its rank (-1 when
+ * it cannot be read). */
+static hssize_t h5_attr_count(hid_t attr, int *rank)
+{
+    *rank = -1;
     hid_t space = H5Aget_space(attr);
     if (space < 0)
-        return 0;
+        return -1;
     hssize_t n = H5Sget_simple_extent_npoints(space);
+    *rank = H5Sget_simple_extent_ndims(space);
     H5Sclose(space);
-    return n == 1;
+    return n;
 }
 
 /*
- * Open the attribute `name` of loc and check that it holds one element of
- * class `cls` (`cls_text` and `shape_text` say what was expected in the
- * messages). Returns 0 with *attr = -1 when it is absent and not required;
- * on success *attr and *type are open and the caller closes them, on
- * failure nothing is left open.
+ * Open the attribute `name` of loc (the object `owner` names in messages,
+ * "/sar/vop: attribute tr: ..."; NULL for the root group) and check that
+ * it is of class `cls` and holds one element, or with most > 1 a vector
+ * [n] of 1 <= n <= most elements (a one-element attribute of any rank is
+ * one value). `cls_text` and `shape_text` say what was expected in the
+ * messages. Returns 0 with *attr = -1 when it is absent and not required;
+ * on success *attr and *type are open (the caller closes them) and *count
+ * holds the elements, on failure nothing is left open.
  */
-static int h5_open_attr(hid_t loc, const h5ctx *c, const char *name,
+static int h5_open_attr(hid_t loc, const h5ctx *c, const char *owner, const char *name,
                         int required, H5T_class_t cls, const char *cls_text,
-                        const char *shape_text, hid_t *attr, hid_t *type)
+                        const char *shape_text, size_t most, hid_t *attr, hid_t *type,
+                        size_t *count)
 {
     int status = 0;
     char why[200];
+    const char *on = owner ? owner : "", *sep = owner ? ": " : "";
     *attr = -1;
     *type = -1;
     htri_t e = H5Aexists(loc, name);
@@ -386,11 +437,11 @@ static int h5_open_attr(hid_t loc, const h5ctx *c, const char *name,
         H5Eclear2(H5E_DEFAULT);
         if (!required)
             return 0;
-        return h5_fail(c, PS_ERR_FILE, "attribute %s: missing (required)", name);
+        return h5_fail(c, PS_ERR_FILE, "%s%sattribute %s: missing (required)", on, sep, name);
     }
     *attr = H5Aopen(loc, name, H5P_DEFAULT);
     if (*attr < 0) {
-        status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot open: %s", name,
+        status = h5_fail(c, PS_ERR_FILE, "%s%sattribute %s: cannot open: %s", on, sep, name,
                          h5_reason(why));
         goto fail;
     }
@@ -398,16 +449,19 @@ static int h5_open_attr(hid_t loc, const h5ctx *c, const char *name,
     H5T_class_t got = *type >= 0 ? H5Tget_class(*type) : H5T_NO_CLASS;
     if (got != cls) {
         status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong type: expected %s, got %s", name,
+                         "%s%sattribute %s: wrong type: expected %s, got %s", on, sep, name,
                          cls_text, h5_class_name(got));
         goto fail;
     }
-    if (!h5_attr_one(*attr)) {
+    int rank;
+    hssize_t n = h5_attr_count(*attr, &rank);
+    if (n != 1 && !(most > 1 && rank == 1 && n >= 1 && (size_t)n <= most)) {
         status = h5_fail(c, PS_ERR_FILE,
-                         "attribute %s: wrong shape: expected %s", name,
-                         shape_text);
+                         "%s%sattribute %s: wrong shape: expected %s, got %lld values of rank %d",
+                         on, sep, name, shape_text, (long long)n, rank);
         goto fail;
     }
+    *count = (size_t)n;
     return 0;
 fail:
     h5_close_id(type, H5Tclose);
@@ -415,24 +469,38 @@ fail:
     return status;
 }
 
+/* Read the float attribute `name` of loc (owner as h5_open_attr) into
+ * out[most]: one value, or with most > 1 a vector of up to most; *count
+ * is the number read, 0 if it is absent. */
+static int h5_read_attr_doubles(hid_t loc, const h5ctx *c, const char *owner,
+                                const char *name, int required, const char *shape_text,
+                                double *out, size_t most, size_t *count)
+{
+    hid_t attr, type;
+    char why[200];
+    size_t n = 0;
+    *count = 0;
+    int status = h5_open_attr(loc, c, owner, name, required, H5T_FLOAT, "float64",
+                              shape_text, most, &attr, &type, &n);
+    if (status || attr < 0)
+        return status;
+    if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0)
+        status = h5_fail(c, PS_ERR_FILE, "%s%sattribute %s: cannot read: %s",
+                         owner ? owner : "", owner ? ": " : "", name, h5_reason(why));
+    else
+        *count = n;
+    h5_close_id(&type, H5Tclose);
+    h5_close_id(&attr, H5Aclose);
+    return status;
+}
+
 /* Read the float root attribute `name`; *present = 0 if it is absent. */
 static int h5_read_attr_double(hid_t loc, const h5ctx *c, const char *name,
                                int required, double *out, int *present)
 {
-    hid_t attr, type;
-    char why[200];
-    *present = 0;
-    int status = h5_open_attr(loc, c, name, required, H5T_FLOAT, "float64",
-                              "a scalar", &attr, &type);
-    if (status || attr < 0)
-        return status;
-    if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0)
-        status = h5_fail(c, PS_ERR_FILE, "attribute %s: cannot read: %s",
-                         name, h5_reason(why));
-    else
-        *present = 1;
-    h5_close_id(&type, H5Tclose);
-    h5_close_id(&attr, H5Aclose);
+    size_t n = 0;
+    int status = h5_read_attr_doubles(loc, c, NULL, name, required, "a scalar", out, 1, &n);
+    *present = n == 1;
     return status;
 }
 
@@ -442,9 +510,10 @@ static int h5_read_attr_string(hid_t loc, const h5ctx *c, const char *name,
 {
     hid_t attr, type, mem = -1;
     char why[200];
+    size_t n = 0;
     *present = 0;
-    int status = h5_open_attr(loc, c, name, 0, H5T_STRING, "a string",
-                              "a scalar string", &attr, &type);
+    int status = h5_open_attr(loc, c, NULL, name, 0, H5T_STRING, "a string",
+                              "a scalar string", 1, &attr, &type, &n);
     if (status || attr < 0)
         return status;
     mem = H5Tcopy(H5T_C_S1);
@@ -582,7 +651,9 @@ static const char *h5_field_location(const char *msg)
         const char *field, *where;
     } others[] = {
         {"loss", "attribute loss"}, {"ns", "/spins/r"}, {"nt", "/pulse/g"},
-        {"nc", "/spins/b1map"},
+        {"nc", "/spins/b1map"}, {"nq", "/sar/vop"},
+        {"sar_max", "/sar/vop: attribute sar_max"}, {"tr", "/sar/vop: attribute tr"},
+        {"b1_max_channel", "attribute b1_max"},
     };
     const char *p = msg;
     while (*p) {
@@ -605,11 +676,78 @@ static const char *h5_field_location(const char *msg)
     return NULL;
 }
 
+/*
+ * The SAR limit of a problem with VOPs (d->vop read, d->nq set): the
+ * attributes sar_max (W/kg) and tr (s) of /sar/vop, both required.
+ */
+static int h5_read_sar(hid_t file, const h5ctx *c, ps_problem_desc *d)
+{
+    char why[200];
+    const size_t nc = PS_NC_OF(d), n = 2 * nc * nc * d->nq;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(d->vop[i]))
+            return h5_fail(c, PS_ERR_NONFINITE,
+                           "/sar/vop: element [%zu][%zu][%zu][%zu] (VOP %zu, row %zu, column "
+                           "%zu, %s) is %s", i / (2 * nc * nc), i / (2 * nc) % nc, i / 2 % nc,
+                           i % 2, i / (2 * nc * nc), i / (2 * nc) % nc, i / 2 % nc,
+                           i % 2 ? "Im" : "Re", isnan(d->vop[i]) ? "NaN" : "Inf");
+    hid_t dset = H5Dopen2(file, "/sar/vop", H5P_DEFAULT);
+    if (dset < 0)
+        return h5_fail(c, PS_ERR_FILE, "/sar/vop: cannot open as a dataset: %s",
+                       h5_reason(why));
+    size_t got = 0;
+    int st = h5_read_attr_doubles(dset, c, "/sar/vop", "sar_max", 1, "a scalar (W/kg)",
+                                  &d->sar_max, 1, &got);
+    if (!st)
+        st = h5_read_attr_doubles(dset, c, "/sar/vop", "tr", 1, "a scalar (s)", &d->tr, 1,
+                                  &got);
+    H5Dclose(dset);
+    return st;
+}
+
+/*
+ * The root attribute b1_max: a vector [Nc] is one limit per channel, into
+ * b1max[] and d->b1_max_channel (then d->b1_max stays PS_B1MAX_NONE); any
+ * other one-element attribute (a scalar, as files have always had it, or
+ * [1] or [1,1] with several channels) is one limit for every channel, into
+ * d->b1_max. Absent: no peak limit.
+ */
+static int h5_read_b1max(hid_t file, const h5ctx *c, ps_problem_desc *d,
+                         double b1max[PS_MAX_CHANNELS])
+{
+    const size_t nc = PS_NC_OF(d);
+    double v[PS_MAX_CHANNELS + 1];
+    size_t n = 0;
+    char shape[96];
+    snprintf(shape, sizeof shape, "a scalar or [Nc] = [%zu] (one limit per channel)", nc);
+    int st = h5_read_attr_doubles(file, c, NULL, "b1_max", 0, shape, v, PS_MAX_CHANNELS + 1, &n);
+    if (st || n == 0)
+        return st;
+    if (n == 1 && !(nc == 1 && h5_attr_rank(file, "b1_max") == 1)) {
+        d->b1_max = v[0];
+        return 0;
+    }
+    if (n != nc)
+        return h5_fail(c, PS_ERR_FILE,
+                       "attribute b1_max: wrong length: %zu limits, but the problem has Nc = %zu "
+                       "channel%s (%s): give one limit, or one per channel",
+                       n, nc, nc == 1 ? "" : "s",
+                       d->b1map ? "those of /spins/b1map" : "no /spins/b1map");
+    for (size_t i = 0; i < n; i++)
+        if (isnan(v[i]))
+            return h5_fail(c, PS_ERR_NONFINITE, "attribute b1_max: the limit of channel %zu is NaN",
+                           i);
+    memcpy(b1max, v, n * sizeof *v);
+    d->b1_max_channel = b1max;
+    return 0;
+}
+
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen)
 {
     h5ctx c = {path, err, errlen};
     double *arrays[H5_NDATASETS] = {NULL};
+    double b1max[PS_MAX_CHANNELS]; /* the limits of attribute b1_max [Nc] */
     ps_problem_desc d;
     int st = 0, present = 0;
     char loss[64];
@@ -631,16 +769,19 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
      * those are read first, accept any row count and set it; the later
      * ones, read in a second pass, must match it. Nc is set by the array
      * with the channels inside (/spins/b1map, [Ns,Nc,2]), which comes
-     * before the channel-major start pulse; without it, one channel */
+     * before the channel-major start pulse and the VOPs (read in the
+     * second pass, [Nq,Nc,Nc,2], any Nq); without it, one channel */
     int taken[H5_NDATASETS] = {0};
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < H5_NDATASETS; i++) {
             const h5_dataset *ds = &h5_problem_datasets[i];
             size_t *rows = (size_t *)((char *)&d + ds->rows);
-            if (taken[i] || (pass == 0 && *rows != 0))
+            if (taken[i] || (pass == 0 && (*rows != 0 || ds->channels == PS_CH_SQUARE)))
                 continue;
             taken[i] = 1;
-            const char *sym = ds->rows == offsetof(ps_problem_desc, nt) ? "Nt" : "Ns";
+            const char *sym = ds->rows == offsetof(ps_problem_desc, nt)   ? "Nt"
+                              : ds->rows == offsetof(ps_problem_desc, nq) ? "Nq"
+                                                                          : "Ns";
             size_t nc = ds->channels == PS_CH_INNER ? 0 : PS_NC_OF(&d);
             if ((st = h5_read_array(file, &c, ds->path, ds->required, *rows,
                                     sym, ds->cols, ds->channels, &nc,
@@ -653,9 +794,17 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
         }
     }
 
+    if (d.vop && (st = h5_read_sar(file, &c, &d)))
+        goto done;
+
     for (size_t i = 0; i < H5_NATTRIBUTES; i++) {
         const h5_attribute *at = &h5_problem_attributes[i];
         double v;
+        if (at->field == offsetof(ps_problem_desc, b1_max)) {
+            if ((st = h5_read_b1max(file, &c, &d, b1max)))
+                goto done;
+            continue;
+        }
         if ((st = h5_read_attr_double(file, &c, at->name,
                                       at->presence == PS_FIELD_REQUIRED, &v,
                                       &present)))
@@ -783,11 +932,15 @@ static int h5_write_array(hid_t loc, const h5ctx *c, const char *name,
  * An array of nc channels (model/problem_fields.h): PS_CH_NONE as
  * h5_write_array, PS_CH_INNER [rows,nc,cols], PS_CH_OUTER [nc,rows,cols]
  * for several channels and [rows,cols] for one (the form files have
- * always had).
+ * always had), PS_CH_SQUARE [rows,nc,nc,cols] for any nc.
  */
 static int h5_write_channels(hid_t loc, const h5ctx *c, const char *name, int channels,
                              size_t nc, size_t rows, size_t cols, const double *data)
 {
+    if (channels == PS_CH_SQUARE) {
+        const hsize_t dims[4] = {rows, nc, nc, cols};
+        return h5_write_dims(loc, c, name, 4, dims, data);
+    }
     if (channels == PS_CH_INNER) {
         const hsize_t dims[3] = {rows, nc, cols};
         return h5_write_dims(loc, c, name, 3, dims, data);
@@ -799,12 +952,14 @@ static int h5_write_channels(hid_t loc, const h5ctx *c, const char *name, int ch
     return h5_write_array(loc, c, name, rows, cols, data);
 }
 
-/* Write a scalar attribute of file type ftype from memory type mtype. */
+/* Write an attribute of file type ftype from memory type mtype: a scalar
+ * (n == 0) or a vector [n]. */
 static int h5_write_attr(hid_t loc, const h5ctx *c, const char *name,
-                         hid_t ftype, hid_t mtype, const void *value)
+                         hid_t ftype, hid_t mtype, const void *value, size_t n)
 {
     char why[200];
-    hid_t space = H5Screate(H5S_SCALAR);
+    const hsize_t dims[1] = {n};
+    hid_t space = n ? H5Screate_simple(1, dims, NULL) : H5Screate(H5S_SCALAR);
     hid_t attr = space >= 0 ? H5Acreate2(loc, name, ftype, space, H5P_DEFAULT,
                                          H5P_DEFAULT)
                             : -1;
@@ -819,18 +974,25 @@ static int h5_write_attr(hid_t loc, const h5ctx *c, const char *name,
 static int h5_write_attr_double(hid_t loc, const h5ctx *c, const char *name,
                                 double v)
 {
-    return h5_write_attr(loc, c, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+    return h5_write_attr(loc, c, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, 0);
+}
+
+/* A float64 attribute of shape [n]. */
+static int h5_write_attr_doubles(hid_t loc, const h5ctx *c, const char *name,
+                                 const double *v, size_t n)
+{
+    return h5_write_attr(loc, c, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, n);
 }
 
 static int h5_write_attr_int64(hid_t loc, const h5ctx *c, const char *name,
                                int64_t v)
 {
-    return h5_write_attr(loc, c, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+    return h5_write_attr(loc, c, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, 0);
 }
 
 static int h5_write_attr_int(hid_t loc, const h5ctx *c, const char *name, int v)
 {
-    return h5_write_attr(loc, c, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v);
+    return h5_write_attr(loc, c, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v, 0);
 }
 
 /* Variable-length UTF-8 string: what h5py writes for a Python str. */
@@ -843,7 +1005,7 @@ static int h5_write_attr_string(hid_t loc, const h5ctx *c, const char *name,
     H5Tset_size(type, H5T_VARIABLE);
     H5Tset_cset(type, H5T_CSET_UTF8);
     const char *v = s ? s : "";
-    int st = h5_write_attr(loc, c, name, type, type, &v);
+    int st = h5_write_attr(loc, c, name, type, type, &v, 0);
     H5Tclose(type);
     return st;
 }
@@ -924,6 +1086,23 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
         (st = h5_write_attr_string(file, c, "loss", loss ? loss : "full")) ||
         (st = h5_write_reals(file, c, d, 1)))
         goto done;
+    /* one peak limit per channel: b1_max [Nc] where b1_max alone would be
+     * (a scalar) */
+    if (d->b1_max_channel &&
+        (st = h5_write_attr_doubles(file, c, "b1_max", d->b1_max_channel, PS_NC_OF(d))))
+        goto done;
+    /* the SAR limit on its VOPs */
+    if (d->vop) {
+        char why[200];
+        hid_t vop = H5Dopen2(sar, "vop", H5P_DEFAULT);
+        if (vop < 0) {
+            st = h5_fail(c, PS_ERR_FILE, "/sar/vop: cannot reopen: %s", h5_reason(why));
+            goto done;
+        }
+        if (!(st = h5_write_attr_double(vop, c, "sar_max", d->sar_max)))
+            st = h5_write_attr_double(vop, c, "tr", d->tr);
+        H5Dclose(vop);
+    }
 done:
     free(start);
     h5_close_id(&sar, H5Gclose);
@@ -1043,6 +1222,55 @@ static const char *h5_backend_name(ps_backend b)
     return "unknown";
 }
 
+/* Columns of /result/history. */
+#define H5_HISTORY_COLS 7
+
+/*
+ * /result/constraints: the penalty rounds (attributes rounds, mu,
+ * violation), the peak |b_ck| of every channel of the result x (peak_b1
+ * [Nc], G) with the limits (b1_max [Nc]) when the problem has a peak
+ * limit, and with VOPs SAR_q of x (sar [Nq], W/kg) with its limit
+ * (attribute sar_max of sar).
+ */
+static int h5_write_constraints(hid_t res, const h5ctx *c, const ps_problem *p,
+                                const ps_problem_desc *d, const double *x, const ps_result *r)
+{
+    const size_t nc = PS_NC_OF(d);
+    double peak[PS_MAX_CHANNELS], limit[PS_MAX_CHANNELS], sar[PS_MAX_VOPS];
+    int st = ps_constraints(p, x, peak, sar);
+    if (st)
+        return h5_fail(c, st, "/result/constraints: the constraints of the result pulse: %s",
+                       ps_strerror(st));
+    hid_t g = h5_group(res, c, "constraints", &st);
+    if (st)
+        return st;
+    int peak_limit = d->b1_max_channel || isfinite(d->b1_max);
+    for (size_t i = 0; i < nc; i++)
+        limit[i] = d->b1_max_channel ? d->b1_max_channel[i] : d->b1_max;
+    if ((st = h5_write_attr_int(g, c, "rounds", r->rounds)) ||
+        (st = h5_write_attr_double(g, c, "mu", r->mu)) ||
+        (st = h5_write_attr_double(g, c, "violation", r->violation)) ||
+        (st = h5_write_array(g, c, "peak_b1", nc, 0, peak)) ||
+        (peak_limit && (st = h5_write_array(g, c, "b1_max", nc, 0, limit))))
+        goto done;
+    if (d->nq) {
+        char why[200];
+        if ((st = h5_write_array(g, c, "sar", d->nq, 0, sar)))
+            goto done;
+        hid_t ds = H5Dopen2(g, "sar", H5P_DEFAULT);
+        if (ds < 0) {
+            st = h5_fail(c, PS_ERR_FILE, "/result/constraints/sar: cannot reopen: %s",
+                         h5_reason(why));
+            goto done;
+        }
+        st = h5_write_attr_double(ds, c, "sar_max", d->sar_max);
+        H5Dclose(ds);
+    }
+done:
+    H5Gclose(g);
+    return st;
+}
+
 int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
                        const double *m, const ps_result *r, char *err,
                        size_t errlen)
@@ -1068,23 +1296,26 @@ int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
     if ((st = h5_write_array(res, &c, "m", d.ns, 3, m)))
         goto done;
 
-    /* /result/history [rows][6]: iteration, f, gnorm, step, evaluations, s */
+    /* /result/history [rows][7]: iteration, f, gnorm, step, evaluations, s,
+     * penalty round */
     size_t rows = r->history ? r->history_len : 0;
-    hist = malloc((rows ? rows : 1) * 6 * sizeof(double));
+    hist = malloc((rows ? rows : 1) * H5_HISTORY_COLS * sizeof(double));
     if (!hist) {
         st = h5_fail(&c, PS_ERR_NO_MEMORY, "/result/history: out of memory");
         goto done;
     }
     for (size_t i = 0; i < rows; i++) {
         const ps_progress *h = &r->history[i];
-        hist[6 * i + 0] = (double)h->iteration;
-        hist[6 * i + 1] = h->f;
-        hist[6 * i + 2] = h->gnorm;
-        hist[6 * i + 3] = h->step;
-        hist[6 * i + 4] = (double)h->evaluations;
-        hist[6 * i + 5] = h->seconds;
+        double *row = hist + H5_HISTORY_COLS * i;
+        row[0] = (double)h->iteration;
+        row[1] = h->f;
+        row[2] = h->gnorm;
+        row[3] = h->step;
+        row[4] = (double)h->evaluations;
+        row[5] = h->seconds;
+        row[6] = (double)h->round;
     }
-    if ((st = h5_write_array(res, &c, "history", rows, 6, hist)))
+    if ((st = h5_write_array(res, &c, "history", rows, H5_HISTORY_COLS, hist)))
         goto done;
     dset = H5Dopen2(res, "history", H5P_DEFAULT);
     if (dset < 0) {
@@ -1094,7 +1325,9 @@ int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
     }
     if ((st = h5_write_attr_string(dset, &c, "columns",
                                    "iteration,f,gnorm,step,evaluations,"
-                                   "seconds")))
+                                   "seconds,round")))
+        goto done;
+    if ((st = h5_write_constraints(res, &c, p, &d, x, r)))
         goto done;
 
     if ((st = h5_write_attr_int(res, &c, "status", r->status)) ||

@@ -22,16 +22,23 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen);
 
 /* Write a problem file (the problem's x0 as /pulse/b1; with several
- * channels /spins/b1map [Ns,Nc,2] and /pulse/b1 [Nc,Nt,2]). */
+ * channels /spins/b1map [Ns,Nc,2] and /pulse/b1 [Nc,Nt,2]; with VOPs
+ * /sar/vop [Nq,Nc,Nc,2] and its attributes sar_max, tr; per-channel peak
+ * limits as the root attribute b1_max [Nc], one limit as a scalar). It
+ * reads back into a problem of the same hash (opt/checkpoint.h). */
 int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
                         size_t errlen);
 
 /*
  * Write a result file: the problem's groups, /pulse/b1 = x (in the shape
  * of the problem's /pulse/b1), /result/m =
- * m[ns][3], /result/history [rows][6] (iteration, f, gradient norm, step,
- * evaluations, seconds) and the attributes status, iterations,
- * evaluations, f, backend, device on /result.
+ * m[ns][3], /result/history [rows][7] (iteration, f, gradient norm, step,
+ * evaluations, seconds, penalty round), the attributes status,
+ * iterations, evaluations, f, backend, device on /result, and
+ * /result/constraints: the attributes rounds, mu, violation of r, the
+ * peak |b_ck| of x per channel (peak_b1 [Nc]), the limits (b1_max [Nc],
+ * with a peak limit) and SAR_q of x (sar [Nq] with attribute sar_max, with
+ * VOPs), by ps_constraints().
  */
 int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
                        const double *m, const ps_result *r, char *err,

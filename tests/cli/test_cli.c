@@ -41,6 +41,10 @@ extern char **environ;
 
 static const char *persolve_exe;
 
+/* Columns of /result/history: iteration, f, gnorm, step, evaluations,
+ * seconds, penalty round. */
+#define HIST_COLS 7
+
 #define OUT_FILE "cli_stdout.txt"
 #define ERR_FILE "cli_stderr.txt"
 #define CAP 65536
@@ -504,9 +508,11 @@ static void test_design_json(void **state)
 
     double *m = h5_read("cli_r.h5", "/result/m", 60, 3);
     free(m);
-    double *h = h5_read("cli_r.h5", "/result/history", (hsize_t)iters + 1, 6);
+    double *h = h5_read("cli_r.h5", "/result/history", (hsize_t)iters + 1, HIST_COLS);
     assert_true(h[0] == 0.0 && h[1] == f0);
-    assert_true(h[6 * (size_t)iters + 1] == f);
+    assert_true(h[HIST_COLS * (size_t)iters + 1] == f);
+    for (size_t i = 0; i <= (size_t)iters; i++) /* one penalty round: round 0 */
+        assert_true(h[HIST_COLS * i + 6] == 0.0);
     free(h);
     assert_true(h5_attr("cli_r.h5", "/result", "status") == status);
     assert_true(h5_attr("cli_r.h5", "/result", "f") == f);
@@ -659,7 +665,7 @@ static void sleep_s(double s)
     nanosleep(&ts, NULL);
 }
 
-/* /result/history [rows][6] of path: rows into *rows, data returned. */
+/* /result/history [rows][HIST_COLS] of path: rows into *rows, data returned. */
 static double *h5_history(const char *path, size_t *rows)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -673,9 +679,9 @@ static double *h5_history(const char *path, size_t *rows)
     H5Sclose(sp);
     H5Dclose(ds);
     H5Fclose(f);
-    assert_int_equal(dims[1], 6);
+    assert_int_equal(dims[1], HIST_COLS);
     *rows = (size_t)dims[0];
-    return h5_read(path, "/result/history", dims[0], 6);
+    return h5_read(path, "/result/history", dims[0], HIST_COLS);
 }
 
 /* The f column of both histories and /pulse/b1 [nt][2] are bit-identical. */
@@ -688,9 +694,9 @@ static void assert_same_result(const char *a, const char *b, size_t nt)
         fail();
     }
     for (size_t i = 0; i < ra; i++) {
-        if (memcmp(&ha[6 * i + 1], &hb[6 * i + 1], sizeof(double)) != 0) {
+        if (memcmp(&ha[HIST_COLS * i + 1], &hb[HIST_COLS * i + 1], sizeof(double)) != 0) {
             printf("history f differs at iteration %zu: %.17g vs %.17g\n", i,
-                   ha[6 * i + 1], hb[6 * i + 1]);
+                   ha[HIST_COLS * i + 1], hb[HIST_COLS * i + 1]);
             fail();
         }
     }

@@ -22,6 +22,7 @@
 #include <hdf5.h>
 
 #include "io/h5io.h"
+#include "opt/checkpoint.h"
 #include "persolve.h"
 #include "test_util.h"
 
@@ -126,6 +127,17 @@ static void write_and_free(const char *path, ps_problem *p)
         printf("%s\n", err);
     assert_int_equal(st, 0);
     ps_problem_free(p);
+}
+
+/* Write p to path (kept). */
+static void write_kept(const char *path, const ps_problem *p)
+{
+    char err[512];
+    int st = ps_h5_write_problem(path, p, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    assert_no_open_handles();
 }
 
 /* Write the full problem to path. */
@@ -371,6 +383,20 @@ static void read_attr_s(hid_t loc, const char *name, char *buf, size_t len)
     H5Aclose(a);
 }
 
+/* A pulse x[nx] in [-0.1, 0.1] G and, when grad is not NULL, a gradient
+ * grad[nx] in [-3, 3] drawn alongside, then a magnetization m[NS][3]. */
+static void random_outputs(uint64_t seed, size_t nx, double *x, double *grad, double *m)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < nx; i++) {
+        x[i] = tu_uniform(&s, -0.1, 0.1);
+        if (grad)
+            grad[i] = tu_uniform(&s, -3, 3);
+    }
+    for (size_t i = 0; i < NS * 3; i++)
+        m[i] = tu_uniform(&s, -1, 1);
+}
+
 /* ---- result and eval files ----------------------------------------- */
 
 static void test_result_file(void **state)
@@ -380,12 +406,8 @@ static void test_result_file(void **state)
     full_problem fp;
     char err[512];
     ps_problem *p = create_full(&fp, 11);
-    uint64_t s = 5;
     double x[2 * NT], m[NS * 3];
-    for (size_t i = 0; i < 2 * NT; i++)
-        x[i] = tu_uniform(&s, -0.1, 0.1);
-    for (size_t i = 0; i < NS * 3; i++)
-        m[i] = tu_uniform(&s, -1, 1);
+    random_outputs(5, 2 * NT, x, NULL, m);
     ps_progress hist[3];
     for (int i = 0; i < 3; i++) {
         hist[i].iteration = i;
@@ -394,6 +416,8 @@ static void test_result_file(void **state)
         hist[i].step = i ? 0.5 * i : 0.0;
         hist[i].evaluations = 1 + 2 * i;
         hist[i].seconds = 0.25 * i;
+        hist[i].round = i / 2;
+        hist[i].reserved = 0;
     }
     ps_result r;
     memset(&r, 0, sizeof r);
@@ -407,6 +431,7 @@ static void test_result_file(void **state)
     snprintf(r.device, sizeof r.device, "test device \"7\"");
     r.history = hist;
     r.history_len = 3;
+    r.rounds = 1;
 
     int st = ps_h5_write_result(path, p, x, m, &r, err, sizeof err);
     if (st)
@@ -418,14 +443,43 @@ static void test_result_file(void **state)
     assert_true(f >= 0);
     double *rm = read_dset(f, "/result/m", 2, NS, 3);
     assert_same(rm, m, NS * 3, "/result/m");
-    double *h = read_dset(f, "/result/history", 2, 3, 6);
+    double *h = read_dset(f, "/result/history", 2, 3, 7);
     assert_non_null(h);
     for (int i = 0; i < 3; i++) {
-        double want[6] = {(double)hist[i].iteration, hist[i].f, hist[i].gnorm,
+        double want[7] = {(double)hist[i].iteration, hist[i].f, hist[i].gnorm,
                           hist[i].step, (double)hist[i].evaluations,
-                          hist[i].seconds};
-        assert_same(&h[6 * i], want, 6, "/result/history row");
+                          hist[i].seconds, (double)hist[i].round};
+        assert_same(&h[7 * i], want, 7, "/result/history row");
     }
+    {
+        hid_t hd = H5Dopen2(f, "/result/history", H5P_DEFAULT);
+        char cols[128];
+        read_attr_s(hd, "columns", cols, sizeof cols);
+        assert_string_equal(cols, "iteration,f,gnorm,step,evaluations,seconds,round");
+        H5Dclose(hd);
+    }
+    /* the constraints of a problem with one peak limit and no VOPs: the
+     * limit per channel, the peak of x, one round of weight 0 */
+    double *peak = read_dset(f, "/result/constraints/peak_b1", 1, 1, 0);
+    double *lim = read_dset(f, "/result/constraints/b1_max", 1, 1, 0);
+    assert_non_null(peak);
+    assert_non_null(lim);
+    double want_peak = 0.0;
+    for (size_t k = 0; k < NT; k++)
+        want_peak = fmax(want_peak, hypot(x[k], x[NT + k]));
+    assert_true(peak[0] == want_peak);
+    assert_true(lim[0] == 0.3);
+    assert_false(H5Lexists(f, "/result/constraints/sar", H5P_DEFAULT) > 0);
+    {
+        hid_t cg = H5Gopen2(f, "/result/constraints", H5P_DEFAULT);
+        assert_true(cg >= 0);
+        assert_int_equal(read_attr_i(cg, "rounds"), 1);
+        assert_true(read_attr_d(cg, "mu") == 0.0);
+        assert_true(read_attr_d(cg, "violation") == 0.0);
+        H5Gclose(cg);
+    }
+    free(peak);
+    free(lim);
     double *b1 = read_dset(f, "/pulse/b1", 2, NT, 2);
     assert_non_null(b1);
     for (size_t k = 0; k < NT; k++) {
@@ -485,14 +539,8 @@ static void test_eval_file(void **state)
     full_problem fp;
     char err[512];
     ps_problem *p = create_full(&fp, 13);
-    uint64_t s = 6;
     double x[2 * NT], grad[2 * NT], m[NS * 3];
-    for (size_t i = 0; i < 2 * NT; i++) {
-        x[i] = tu_uniform(&s, -0.1, 0.1);
-        grad[i] = tu_uniform(&s, -3, 3);
-    }
-    for (size_t i = 0; i < NS * 3; i++)
-        m[i] = tu_uniform(&s, -1, 1);
+    random_outputs(6, 2 * NT, x, grad, m);
     assert_int_equal(ps_h5_write_eval(path, p, x, 0.75, grad, m, err, sizeof err), 0);
     assert_no_open_handles();
 
@@ -877,7 +925,8 @@ typedef struct channel_problem {
     ps_problem_desc d;
 } channel_problem;
 
-static ps_problem *create_channels(channel_problem *cp, uint64_t seed)
+/* The arrays and description of a channel problem (not created). */
+static void fill_channels(channel_problem *cp, uint64_t seed)
 {
     uint64_t s = seed;
     for (size_t i = 0; i < NS * 3; i++) {
@@ -905,8 +954,13 @@ static ps_problem *create_channels(channel_problem *cp, uint64_t seed)
     d->b1 = cp->b1;
     d->dt = 4e-6;
     d->loss = PS_LOSS_XY;
+}
+
+static ps_problem *create_channels(channel_problem *cp, uint64_t seed)
+{
+    fill_channels(cp, seed);
     ps_problem *p = NULL;
-    assert_int_equal(ps_problem_create(d, &p), PS_CONVERGED);
+    assert_int_equal(ps_problem_create(&cp->d, &p), PS_CONVERGED);
     return p;
 }
 
@@ -923,8 +977,7 @@ static void test_roundtrip_channels(void **state)
     channel_problem cp;
     char err[512];
     ps_problem *p = create_channels(&cp, 5);
-    assert_int_equal(ps_h5_write_problem(path, p, err, sizeof err), 0);
-    assert_no_open_handles();
+    write_kept(path, p);
 
     /* the datasets as a user sees them */
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -984,6 +1037,22 @@ static void test_roundtrip_channels(void **state)
     ps_problem_free(p);
 }
 
+/* Write the result file rpath of p (x, m, r) and the eval file epath (x,
+ * f = 0.5, grad, m); both must succeed. */
+static void write_result_and_eval(const char *rpath, const char *epath, const ps_problem *p,
+                                  const double *x, const double *grad, const double *m,
+                                  const ps_result *r)
+{
+    char err[512];
+    int st = ps_h5_write_result(rpath, p, x, m, r, err, sizeof err);
+    if (!st)
+        st = ps_h5_write_eval(epath, p, x, 0.5, grad, m, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    assert_no_open_handles();
+}
+
 static void test_channels_result_and_eval(void **state)
 {
     (void)state;
@@ -991,14 +1060,8 @@ static void test_channels_result_and_eval(void **state)
     channel_problem cp;
     char err[512];
     ps_problem *p = create_channels(&cp, 8);
-    uint64_t s = 9;
     double x[2 * NC * NT], grad[2 * NC * NT], m[NS * 3];
-    for (size_t i = 0; i < 2 * NC * NT; i++) {
-        x[i] = tu_uniform(&s, -0.1, 0.1);
-        grad[i] = tu_uniform(&s, -3, 3);
-    }
-    for (size_t i = 0; i < NS * 3; i++)
-        m[i] = tu_uniform(&s, -1, 1);
+    random_outputs(9, 2 * NC * NT, x, grad, m);
     ps_progress hist[2] = {{.iteration = 0, .f = 2.0}, {.iteration = 1, .f = 1.0}};
     ps_result r = {0};
     r.status = PS_CONVERGED;
@@ -1006,12 +1069,7 @@ static void test_channels_result_and_eval(void **state)
     r.f = 1.0;
     r.history = hist;
     r.history_len = 2;
-    int st = ps_h5_write_result(rpath, p, x, m, &r, err, sizeof err);
-    if (st)
-        printf("%s\n", err);
-    assert_int_equal(st, 0);
-    assert_int_equal(ps_h5_write_eval(epath, p, x, 0.5, grad, m, err, sizeof err), 0);
-    assert_no_open_handles();
+    write_result_and_eval(rpath, epath, p, x, grad, m, &r);
 
     const hsize_t dims[3] = {NC, NT, 2};
     hid_t f = H5Fopen(rpath, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -1181,6 +1239,481 @@ static void test_one_channel_forms(void **state)
     assert_no_open_handles();
 }
 
+/* ---- local SAR (VOPs) and per-channel peak limits ---------------------- */
+
+#define NQ 2
+
+/* A channel problem with NQ VOPs and one peak limit per channel. */
+typedef struct sar_problem {
+    channel_problem cp;
+    double vop[NQ * NC * NC * 2], b1max[NC];
+} sar_problem;
+
+/*
+ * Q_q = 0.05 I + sum_{j<2} w_j w_j^H of random complex w_j: Hermitian
+ * (the same products on both sides of the diagonal) and positive definite.
+ */
+static void random_vops(double *vop, size_t nq, size_t nc, uint64_t *s)
+{
+    for (size_t q = 0; q < nq; q++) {
+        double w[2][PS_MAX_CHANNELS][2];
+        for (int j = 0; j < 2; j++)
+            for (size_t a = 0; a < nc; a++) {
+                w[j][a][0] = tu_uniform(s, -1, 1);
+                w[j][a][1] = tu_uniform(s, -1, 1);
+            }
+        for (size_t a = 0; a < nc; a++)
+            for (size_t c = 0; c < nc; c++) {
+                double re = a == c ? 0.05 : 0.0, im = 0.0;
+                for (int j = 0; j < 2; j++) {
+                    re += w[j][a][0] * w[j][c][0] + w[j][a][1] * w[j][c][1];
+                    im += w[j][a][1] * w[j][c][0] - w[j][a][0] * w[j][c][1];
+                }
+                vop[2 * ((q * nc + a) * nc + c)] = re;
+                vop[2 * ((q * nc + a) * nc + c) + 1] = im;
+            }
+    }
+}
+
+static ps_problem *create_sar(sar_problem *sp, uint64_t seed)
+{
+    fill_channels(&sp->cp, seed);
+    uint64_t s = seed + 100;
+    random_vops(sp->vop, NQ, NC, &s);
+    for (size_t c = 0; c < NC; c++)
+        sp->b1max[c] = 0.1 + 0.05 * (double)c;
+    ps_problem_desc *d = &sp->cp.d;
+    d->nq = NQ;
+    d->vop = sp->vop;
+    d->sar_max = 3.25;
+    d->tr = 0.02;
+    d->b1_max_channel = sp->b1max;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(d, &p), PS_CONVERGED);
+    return p;
+}
+
+static void write_sar(const char *path)
+{
+    sar_problem sp;
+    write_and_free(path, create_sar(&sp, 31));
+}
+
+/* The shape [rank] of dataset `name` of path into dims; returns the rank. */
+static int dset_shape(const char *path, const char *name, hsize_t *dims)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    hid_t sp = H5Dget_space(ds);
+    int rank = H5Sget_simple_extent_ndims(sp);
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    H5Dclose(ds);
+    H5Fclose(f);
+    return rank;
+}
+
+/* Elements of attribute `name` of object `obj` of path into v[n] (which
+ * must be its count); returns the attribute's rank. */
+static int read_attr_vec(const char *path, const char *obj, const char *name, double *v,
+                         size_t n)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t a = H5Aopen_by_name(f, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    hid_t sp = H5Aget_space(a);
+    int rank = H5Sget_simple_extent_ndims(sp);
+    assert_int_equal(H5Sget_simple_extent_npoints(sp), n);
+    H5Sclose(sp);
+    assert_true(H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0);
+    H5Aclose(a);
+    H5Fclose(f);
+    return rank;
+}
+
+/* Replace (or add) attribute `name` of object `obj` by one of file type
+ * `type` and shape dims[rank] (rank 0: a scalar) holding v. */
+static void set_attr_n(const char *path, const char *obj, const char *name, hid_t type,
+                       int rank, const hsize_t *dims, const double *v)
+{
+    hid_t f = open_rw(path);
+    hid_t o = H5Oopen(f, obj, H5P_DEFAULT);
+    assert_true(o >= 0);
+    if (H5Aexists(o, name) > 0)
+        assert_true(H5Adelete(o, name) >= 0);
+    hid_t sp = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(o, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, H5T_NATIVE_DOUBLE, v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Oclose(o);
+    H5Fclose(f);
+}
+
+static void delete_attr(const char *path, const char *obj, const char *name)
+{
+    hid_t f = open_rw(path);
+    assert_true(H5Adelete_by_name(f, obj, name, H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+}
+
+/* Read path, which must give a problem of the same hash as p. */
+static ps_problem *read_same(const char *path, const ps_problem *p)
+{
+    char err[512];
+    ps_problem *q = NULL;
+    int st = ps_h5_read_problem(path, &q, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    if (ps_problem_hash(q) != ps_problem_hash(p)) {
+        printf("%s: problem hash %016llx, written %016llx\n", path,
+               (unsigned long long)ps_problem_hash(q), (unsigned long long)ps_problem_hash(p));
+        fail();
+    }
+    return q;
+}
+
+static void test_roundtrip_sar(void **state)
+{
+    (void)state;
+    const char *path = "io_sar.h5";
+    sar_problem sp;
+    ps_problem *p = create_sar(&sp, 17);
+    write_kept(path, p);
+
+    /* the file as a user sees it: /sar/vop [Nq,Nc,Nc,2] with sar_max and
+     * tr on it, b1_max a root attribute [Nc] */
+    hsize_t dims[H5S_MAX_RANK];
+    assert_int_equal(dset_shape(path, "/sar/vop", dims), 4);
+    assert_true(dims[0] == NQ && dims[1] == NC && dims[2] == NC && dims[3] == 2);
+    double v[NC];
+    assert_int_equal(read_attr_vec(path, "/sar/vop", "sar_max", v, 1), 0);
+    assert_true(v[0] == 3.25);
+    assert_int_equal(read_attr_vec(path, "/sar/vop", "tr", v, 1), 0);
+    assert_true(v[0] == 0.02);
+    assert_int_equal(read_attr_vec(path, "/", "b1_max", v, NC), 1);
+    assert_same(v, sp.b1max, NC, "attribute b1_max");
+    char attrs[256];
+    stored_root_attrs(path, attrs);
+    assert_string_equal(attrs, "dt,gamma_bar,lambda,loss,b1_max");
+
+    /* read back: the same problem, the same hash (a checkpoint resumes) */
+    ps_problem *q = read_same(path, p);
+    assert_no_open_handles();
+    ps_problem_desc b;
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    assert_int_equal(b.nq, NQ);
+    assert_same(b.vop, sp.vop, NQ * NC * NC * 2, "/sar/vop read");
+    assert_int_equal(ps_problem_nq(q), NQ);
+    assert_same(b.vop, sp.vop, NQ * NC * NC * 2, "vop");
+    assert_true(b.sar_max == 3.25);
+    assert_true(b.tr == 0.02);
+    assert_true(isinf(b.b1_max));
+    assert_same(b.b1_max_channel, sp.b1max, NC, "b1_max_channel");
+    assert_same(b.b1map, sp.cp.b1map, NS * NC * 2, "b1map");
+    ps_problem_free(q);
+    ps_problem_free(p);
+
+    /* one channel: /sar/vop [Nq,1,1,2], the scalar b1_max beside it */
+    full_problem fp;
+    make_full(&fp, 19);
+    double vop1[3 * 2] = {2.0, 0.0, 0.5, 0.0, 1.25, 0.0};
+    fp.d.nq = 3;
+    fp.d.vop = vop1;
+    fp.d.sar_max = 0.75;
+    fp.d.tr = 5e-3;
+    assert_int_equal(ps_problem_create(&fp.d, &p), 0);
+    write_kept(path, p);
+    assert_int_equal(dset_shape(path, "/sar/vop", dims), 4);
+    assert_true(dims[0] == 3 && dims[1] == 1 && dims[2] == 1 && dims[3] == 2);
+    assert_int_equal(read_attr_vec(path, "/", "b1_max", v, 1), 0);
+    assert_true(v[0] == 0.3);
+    q = read_same(path, p);
+    ps_problem_describe(q, &b);
+    assert_int_equal(b.nq, 3);
+    assert_same(b.vop, vop1, 6, "one-channel vop");
+    assert_true(b.b1_max == 0.3);
+    assert_null(b.b1_max_channel);
+    ps_problem_free(q);
+    ps_problem_free(p);
+
+    /* a problem without VOPs has no /sar group */
+    write_full(path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_false(H5Lexists(f, "/sar", H5P_DEFAULT) > 0);
+    H5Fclose(f);
+    assert_no_open_handles();
+}
+
+static void test_sar_result_and_eval(void **state)
+{
+    (void)state;
+    const char *rpath = "io_sar_result.h5", *epath = "io_sar_eval.h5";
+    sar_problem sp;
+    ps_problem *p = create_sar(&sp, 23);
+    double x[2 * NC * NT], grad[2 * NC * NT], m[NS * 3];
+    random_outputs(29, 2 * NC * NT, x, grad, m);
+    ps_progress hist[4];
+    memset(hist, 0, sizeof hist);
+    for (int i = 0; i < 4; i++) {
+        hist[i].iteration = i;
+        hist[i].f = 4.0 - i;
+        hist[i].round = i < 2 ? 0 : i - 1; /* rounds 0, 0, 1, 2 */
+    }
+    ps_result r;
+    memset(&r, 0, sizeof r);
+    r.status = PS_CONSTRAINT_VIOLATED;
+    r.iterations = 3;
+    r.f = 1.0;
+    r.history = hist;
+    r.history_len = 4;
+    r.rounds = 3;
+    r.mu = 100.0;
+    r.violation = 2.5e-2;
+    write_result_and_eval(rpath, epath, p, x, grad, m, &r);
+
+    /* /result/constraints: the values of ps_constraints at x, the limits */
+    double peak[NC], sar[NQ];
+    tu_poison(peak, NC);
+    tu_poison(sar, NQ);
+    assert_int_equal(ps_constraints(p, x, peak, sar), 0);
+    for (size_t q = 0; q < NQ; q++)
+        assert_true(sar[q] > 0.0);
+    hid_t f = H5Fopen(rpath, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    double *fpeak = read_dset(f, "/result/constraints/peak_b1", 1, NC, 0);
+    double *flim = read_dset(f, "/result/constraints/b1_max", 1, NC, 0);
+    double *fsar = read_dset(f, "/result/constraints/sar", 1, NQ, 0);
+    assert_same(fpeak, peak, NC, "peak_b1");
+    assert_same(flim, sp.b1max, NC, "b1_max");
+    assert_same(fsar, sar, NQ, "sar");
+    free(fpeak);
+    free(flim);
+    free(fsar);
+    hid_t g = H5Gopen2(f, "/result/constraints", H5P_DEFAULT);
+    assert_true(g >= 0);
+    assert_int_equal(read_attr_i(g, "rounds"), 3);
+    assert_true(read_attr_d(g, "mu") == 100.0);
+    assert_true(read_attr_d(g, "violation") == 2.5e-2);
+    H5Gclose(g);
+    hid_t ds = H5Dopen2(f, "/result/constraints/sar", H5P_DEFAULT);
+    assert_true(read_attr_d(ds, "sar_max") == 3.25);
+    H5Dclose(ds);
+    g = H5Gopen2(f, "/result", H5P_DEFAULT);
+    assert_int_equal(read_attr_i(g, "status"), PS_CONSTRAINT_VIOLATED);
+    H5Gclose(g);
+    double *h = read_dset(f, "/result/history", 2, 4, 7);
+    assert_non_null(h);
+    for (int i = 0; i < 4; i++)
+        assert_true(h[7 * i + 6] == (double)hist[i].round);
+    free(h);
+    H5Fclose(f);
+
+    /* both files read back as the problem, VOPs and limits included */
+    ps_problem *q = read_same(rpath, p);
+    double xr[2 * NC * NT];
+    assert_int_equal(ps_problem_x0(q, xr), 0);
+    assert_same(xr, x, 2 * NC * NT, "x0 of the result file");
+    ps_problem_free(q);
+    q = read_same(epath, p);
+    ps_problem_free(q);
+    assert_no_open_handles();
+    ps_problem_free(p);
+}
+
+static void test_sar_malformed(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_sar.h5";
+    const size_t q1 = 2 * NC * NC; /* the first element of VOP 1 */
+
+    /* not Hermitian, not positive semidefinite, not finite: named as /sar/vop */
+    write_sar(path);
+    poke(path, "/sar/vop", q1 + 2 * (0 * NC + 2) + 1, 0.75); /* Im Q_1[0][2] */
+    expect_read_error(path, PS_ERR_SAR, "/sar/vop: ", "vop[1] is not Hermitian");
+    write_sar(path);
+    poke(path, "/sar/vop", q1 + 2 * (1 * NC + 1), -5.0); /* Q_1[1][1] < 0 */
+    expect_read_error(path, PS_ERR_SAR, "/sar/vop: ", "vop[1] is not positive semidefinite");
+    write_sar(path);
+    poke(path, "/sar/vop", q1 + 2 * (2 * NC + 1) + 1, NAN);
+    expect_read_error(path, PS_ERR_NONFINITE, "/sar/vop: element [1][2][1][1]", "is NaN");
+    write_sar(path);
+    poke(path, "/sar/vop", 0, -INFINITY);
+    expect_read_error(path, PS_ERR_NONFINITE, "/sar/vop: element [0][0][0][0]", "is Inf");
+
+    /* the shape: VOPs of another channel count, rank, width, empty, too many */
+    write_sar(path);
+    replace_dset_n(path, "/sar/vop", H5T_IEEE_F64LE, 4, (hsize_t[]){NQ, 2, 2, 2}, 1.0, 0.0);
+    expect_read_error(path, PS_ERR_FILE,
+                      "/sar/vop: wrong shape: expected [Nq,Nc,Nc,2] = [Nq,3,3,2], got [2,2,2,2]",
+                      "VOPs of Nc = 2 channels, but the problem has Nc = 3 (those of /spins/b1map)");
+    write_full(path); /* one channel without a b1map: VOPs [Nq,1,1,2] */
+    {
+        hid_t f = open_rw(path);
+        H5Gclose(H5Gcreate2(f, "/sar", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        H5Fclose(f);
+    }
+    replace_dset_n(path, "/sar/vop", H5T_IEEE_F64LE, 4, (hsize_t[]){1, 2, 2, 2}, 1.0, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop", "Nc = 2 channels, but the problem has Nc = 1 "
+                      "(no /spins/b1map)");
+    write_sar(path);
+    replace_dset_n(path, "/sar/vop", H5T_IEEE_F64LE, 3, (hsize_t[]){NQ, NC, NC}, 1.0, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop: wrong shape", "got [2,3,3]");
+    write_sar(path);
+    replace_dset_n(path, "/sar/vop", H5T_IEEE_F64LE, 4, (hsize_t[]){NQ, NC, NC, 3}, 1.0, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop: wrong shape", "got [2,3,3,3]");
+    write_sar(path);
+    replace_dset_n(path, "/sar/vop", H5T_IEEE_F64LE, 4, (hsize_t[]){0, NC, NC, 2}, 1.0, 0.0);
+    expect_read_error(path, PS_ERR_SIZE, "/sar/vop", "Nq = 0 rows");
+    write_sar(path);
+    replace_dset_n(path, "/sar/vop", H5T_IEEE_F64LE, 4,
+                   (hsize_t[]){PS_MAX_VOPS + 1, NC, NC, 2}, 1.0, 0.0);
+    expect_read_error(path, PS_ERR_SIZE, "/sar/vop: 257 VOPs", "limit of 256");
+    write_sar(path);
+    replace_dset_n(path, "/sar/vop", H5T_STD_I32LE, 4, (hsize_t[]){NQ, NC, NC, 2}, 1.0, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop", "integer");
+
+    /* its attributes: both required, float64 scalars, sar_max and tr > 0 */
+    write_sar(path);
+    delete_attr(path, "/sar/vop", "sar_max");
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop: attribute sar_max: missing", NULL);
+    write_sar(path);
+    delete_attr(path, "/sar/vop", "tr");
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop: attribute tr: missing", NULL);
+    write_sar(path);
+    set_attr_n(path, "/sar/vop", "sar_max", H5T_IEEE_F64LE, 0, NULL, (double[]){NAN});
+    expect_read_error(path, PS_ERR_NONFINITE, "/sar/vop: attribute sar_max", "NaN");
+    write_sar(path);
+    set_attr_n(path, "/sar/vop", "sar_max", H5T_IEEE_F64LE, 0, NULL, (double[]){-1.0});
+    expect_read_error(path, PS_ERR_SAR, "/sar/vop: attribute sar_max", "must be finite and > 0");
+    write_sar(path);
+    set_attr_n(path, "/sar/vop", "tr", H5T_IEEE_F64LE, 0, NULL, (double[]){0.0});
+    expect_read_error(path, PS_ERR_SAR, "/sar/vop: attribute tr", "tr = 0 must be");
+    write_sar(path);
+    set_attr_n(path, "/sar/vop", "tr", H5T_IEEE_F64LE, 0, NULL, (double[]){NAN});
+    expect_read_error(path, PS_ERR_NONFINITE, "/sar/vop: attribute tr", "tr is NaN");
+    write_sar(path);
+    set_attr_n(path, "/sar/vop", "tr", H5T_IEEE_F64LE, 1, (hsize_t[]){2}, (double[]){1.0, 2.0});
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop: attribute tr: wrong shape", "a scalar");
+    write_sar(path);
+    set_attr_n(path, "/sar/vop", "sar_max", H5T_STD_I32LE, 0, NULL, (double[]){2.0});
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop: attribute sar_max: wrong type", "integer");
+
+    /* both a B1 scale and a B1 map, VOPs or not */
+    write_sar(path);
+    replace_dset_n(path, "/spins/b1", H5T_IEEE_F64LE, 1, (hsize_t[]){NS}, 1.0, 1e-3);
+    expect_read_error(path, PS_ERR_CHANNELS, "/spins/b1map", "/spins/b1 ");
+}
+
+/* The root attribute b1_max: a vector [Nc] (one limit per channel), any
+ * other one-element attribute (one limit), nothing else. */
+static void test_b1max_forms(void **state)
+{
+    (void)state;
+    const char *path = "io_b1max.h5";
+    char err[512];
+    ps_problem *q = NULL;
+    ps_problem_desc d;
+    const double lim[NC] = {0.25, 0.5, 0.125}; /* float32 too */
+
+    /* [Nc]: one limit per channel */
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){NC}, lim);
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_describe(q, &d);
+    assert_true(isinf(d.b1_max));
+    assert_same(d.b1_max_channel, lim, NC, "b1_max [Nc]");
+    ps_problem_free(q);
+    /* float32 is read as double */
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F32LE, 1, (hsize_t[]){NC}, lim);
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_describe(q, &d);
+    assert_same(d.b1_max_channel, lim, NC, "b1_max [Nc] float32");
+    ps_problem_free(q);
+    /* one element, of rank 0, 1 or 2: one limit, for several channels too */
+    const int ranks[3] = {0, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, ranks[i], (hsize_t[]){1, 1}, lim);
+        assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+        ps_problem_describe(q, &d);
+        assert_true(d.b1_max == lim[0]);
+        assert_null(d.b1_max_channel);
+        ps_problem_free(q);
+    }
+    /* one channel: [1] is [Nc], the limit of the one channel; a scalar or
+     * [1,1] one limit (the same constraint, told apart by the problem) */
+    write_full(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){1}, lim);
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_describe(q, &d);
+    assert_true(isinf(d.b1_max));
+    assert_same(d.b1_max_channel, lim, 1, "b1_max [1] of one channel");
+    ps_problem_free(q);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 2, (hsize_t[]){1, 1}, lim);
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_describe(q, &d);
+    assert_true(d.b1_max == lim[0]);
+    assert_null(d.b1_max_channel);
+    ps_problem_free(q);
+    /* and both forms round-trip with their hash */
+    full_problem fp;
+    ps_problem *p = NULL;
+    make_full(&fp, 37);
+    fp.d.b1_max = PS_B1MAX_NONE;
+    fp.d.b1_max_channel = lim;
+    assert_int_equal(ps_problem_create(&fp.d, &p), 0);
+    write_kept(path, p);
+    q = read_same(path, p);
+    ps_problem_describe(q, &d);
+    assert_same(d.b1_max_channel, lim, 1, "b1_max_channel of one channel");
+    ps_problem_free(q);
+    ps_problem_free(p);
+    make_full(&fp, 37);
+    assert_int_equal(ps_problem_create(&fp.d, &p), 0);
+    write_kept(path, p);
+    q = read_same(path, p);
+    ps_problem_describe(q, &d);
+    assert_true(d.b1_max == 0.3);
+    assert_null(d.b1_max_channel);
+    ps_problem_free(q);
+    ps_problem_free(p);
+
+    /* another length than Nc, a matrix, NaN, a limit <= 0, not a float */
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){2}, lim);
+    expect_read_error(path, PS_ERR_FILE, "attribute b1_max: wrong length: 2 limits",
+                      "Nc = 3 channels");
+    write_full(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){3}, lim);
+    expect_read_error(path, PS_ERR_FILE, "attribute b1_max: wrong length: 3 limits",
+                      "Nc = 1 channel (no /spins/b1map)");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 2, (hsize_t[]){NC, 1}, lim);
+    expect_read_error(path, PS_ERR_FILE, "attribute b1_max: wrong shape",
+                      "expected a scalar or [Nc] = [3]");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){NC}, (double[]){0.2, NAN, 0.1});
+    expect_read_error(path, PS_ERR_NONFINITE, "attribute b1_max", "channel 1 is NaN");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){NC}, (double[]){0.2, 0.1, 0.0});
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "b1_max_channel[2] = 0 must be");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){NC},
+               (double[]){0.2, INFINITY, 0.1});
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "b1_max_channel[1] = inf");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 0, NULL, (double[]){NAN});
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "nan");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_STD_I32LE, 1, (hsize_t[]){NC}, (double[]){1, 2, 3});
+    expect_read_error(path, PS_ERR_FILE, "attribute b1_max: wrong type", "integer");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1201,6 +1734,10 @@ int main(void)
         cmocka_unit_test(test_channels_result_and_eval),
         cmocka_unit_test(test_channels_malformed),
         cmocka_unit_test(test_one_channel_forms),
+        cmocka_unit_test(test_roundtrip_sar),
+        cmocka_unit_test(test_sar_result_and_eval),
+        cmocka_unit_test(test_sar_malformed),
+        cmocka_unit_test(test_b1max_forms),
     };
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     return cmocka_run_group_tests(tests, NULL, NULL);
