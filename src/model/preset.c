@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "model/constraints.h"
 #include "model/preset.h"
 #include "model/problem.h"
 
@@ -295,6 +296,62 @@ static size_t ptx_count(const ptx_object *o)
     return count;
 }
 
+/* ptx2d:sar=1: PTX_NQ VOPs, their TR (s), and the weight of the identity in
+ * each, W/kg per G^2 (docs/presets.md). */
+#define PTX_NQ 4
+#define PTX_TR 10e-3
+#define PTX_VOP_FLOOR 0.1
+
+/*
+ * The local SAR constraint of ptx2d:sar=1 on d (its nc channels, nt steps
+ * of dt and start pulse b1 [nc][nt][2] already set), the VOPs in buf[6]:
+ *     Q_q = 0.1 I + v_q v_q^H,   v_q[c] = exp(i 2 pi q c/nc),   q = 0..3
+ *     Q_q[a][c] = 0.1 delta_ac + v_q[a] conj(v_q[c])   (exactly Hermitian:
+ *                 the products of the same cosines and sines)
+ *     TR = 10 ms,   sar_max = max_q SAR_q(x0) / 2,
+ *     SAR_q(x0) = (dt / TR) sum_k b_k^H Q_q b_k   (model/constraints.h)
+ * so that the start pulse violates every constraint of the largest SAR by
+ * a factor of 2.
+ */
+static int ptx_sar(ps_problem_desc *d, double *buf[8], char *err, size_t errlen)
+{
+    const size_t nc = d->nc, nt = d->nt;
+    double *vop; // [nq][nc][nc][2], W/kg per G^2
+    if (!(vop = xcalloc(PTX_NQ * nc * nc * 2, sizeof *vop, &buf[6])))
+        return PS_ERR_NO_MEMORY;
+    for (size_t q = 0; q < PTX_NQ; q++) {
+        double *Q = vop + 2 * nc * nc * q;
+        for (size_t a = 0; a < nc; a++) {
+            double ta = 2.0 * PS_PI * (double)(q * a) / (double)nc;
+            for (size_t c = 0; c < nc; c++) {
+                double tc = 2.0 * PS_PI * (double)(q * c) / (double)nc;
+                /* (cos ta + i sin ta)(cos tc - i sin tc) */
+                Q[2 * (a * nc + c)] = (a == c ? PTX_VOP_FLOOR : 0.0) +
+                                      (cos(ta) * cos(tc) + sin(ta) * sin(tc));
+                Q[2 * (a * nc + c) + 1] = sin(ta) * cos(tc) - cos(ta) * sin(tc);
+            }
+        }
+    }
+    ps_sar S = {PTX_NQ, (int)nc, vop, d->dt / PTX_TR, 1.0};
+    double most = 0.0;
+    for (size_t q = 0; q < PTX_NQ; q++) {
+        const double *Q = vop + 2 * nc * nc * q;
+        double sum = 0.0;
+        for (size_t k = 0; k < nt; k++) /* channel c of step k: b1[2 (c nt + k)] */
+            sum += ps_sar_quad(Q, (int)nc, d->b1 + 2 * k, d->b1 + 2 * k + 1, 2 * nt);
+        most = fmax(most, ps_sar_of_sum(&S, sum));
+    }
+    if (!(most > 0.0) || !isfinite(most))
+        return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': sar=1 sets sar_max "
+                             "to half the start pulse's largest SAR, which is %g here "
+                             "(flip=0 gives a start pulse of no SAR)", most);
+    d->nq = PTX_NQ;
+    d->vop = vop;
+    d->tr = PTX_TR;
+    d->sar_max = 0.5 * most; // W/kg
+    return PS_CONVERGED;
+}
+
 /*
  * ptx2d: 2D uniform excitation with nc transmit channels on a ring of
  * coils, over nsub subjects and nb0 B0 offsets (docs/presets.md, ptx2d).
@@ -314,10 +371,7 @@ static int build_ptx2d(const preset_param *prm, ps_problem_desc *d,
     double b0 = param(prm, "b0"), b0off = param(prm, "b0off");
     double sar = param(prm, "sar");
     double gb = PS_GAMMA_BAR_DEFAULT;
-    if (sar == 1.0)
-        return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': sar=1 (local SAR "
-                             "constraints by VOPs) is not implemented yet");
-    if (sar != 0.0)
+    if (sar != 0.0 && sar != 1.0)
         return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset 'ptx2d': sar=%g must be 0 or 1",
                              sar);
     /* the largest subject, q = nsub - 1, inside the field of view and the ring */
@@ -407,7 +461,7 @@ static int build_ptx2d(const preset_param *prm, ps_problem_desc *d,
     d->b1map = map;
     d->b1 = b1;
     d->loss = PS_LOSS_MLS;
-    return PS_CONVERGED;
+    return sar == 1.0 ? ptx_sar(d, buf, err, errlen) : PS_CONVERGED;
 }
 
 /* Keys common to every preset: lambda (>= 0) and b1_max (> 0, 0 = none). */

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include <complex.h>
+
 #include "persolve.h"
 #include "test_util.h"
 
@@ -476,6 +478,10 @@ static void check_ptx(const char *spec, const ptx_par *p)
     assert_non_null(d.b1map);
     assert_non_null(d.df);
     constant_or_null("w", d.w, d.ns, 1.0, 1.0);
+    if (!strstr(spec, "sar=1")) { /* no SAR limit (sar=1: test_ptx2d_sar) */
+        assert_int_equal(d.nq, 0);
+        assert_null(d.vop);
+    }
 
     double flip = p->flip * M_PI / 180.0;
     size_t j = 0;
@@ -709,6 +715,133 @@ static void test_ptx2d_solve(void **state)
     ps_problem_free(p);
 }
 
+/*
+ * ptx2d:sar=1 (docs/presets.md): Nq = 4 VOPs Q_q = 0.1 I + v_q v_q^H,
+ * v_q[c] = exp(i 2 pi q c/nc), so Q_q[a][c] = 0.1 delta_ac + exp(i 2 pi q
+ * (a - c)/nc); TR = 10 ms; sar_max half the largest SAR_q of x0, with
+ * SAR_q = (dt/TR) sum_k b_k^H Q_q b_k computed here in complex arithmetic
+ * from the formula. For x0 = amp exp(-i phi_c) on every step,
+ * v_q^H b = amp sum_c exp(-i 2 pi (q + 1) c/nc), which is nc amp when nc
+ * divides q + 1 and 0 otherwise, so
+ *     SAR_q(x0) = (dt/TR) nt amp^2 (0.1 nc + (nc | q + 1 ? nc^2 : 0)).
+ */
+static void check_ptx_sar(const char *spec, size_t nc, size_t nt, double dt, double flip_deg)
+{
+    ps_problem_desc d;
+    ps_problem *p = make(spec, &d);
+    printf("%s: ns %zu nc %zu nq %zu sar_max %.9g W/kg\n", spec, d.ns, d.nc, d.nq, d.sar_max);
+    assert_int_equal(d.nc, nc);
+    assert_int_equal(d.nq, 4);
+    assert_int_equal(ps_problem_nq(p), 4);
+    assert_non_null(d.vop);
+    assert_true(d.tr == 10e-3);
+
+    /* every entry against the formula */
+    for (size_t q = 0; q < 4; q++)
+        for (size_t a = 0; a < nc; a++)
+            for (size_t c = 0; c < nc; c++) {
+                double complex want = (a == c ? 0.1 : 0.0) +
+                                      cexp(I * 2.0 * M_PI * (double)q *
+                                           ((double)a - (double)c) / (double)nc);
+                const double *got = d.vop + 2 * ((q * nc + a) * nc + c);
+                near("Re Q", got[0], creal(want), 1e-14);
+                near("Im Q", got[1], cimag(want), 1e-14);
+            }
+
+    /* SAR_q of x0 from the formula, over the problem's own x0 */
+    size_t nx = ps_problem_nx(p);
+    double *x0 = malloc(nx * sizeof *x0);
+    assert_non_null(x0);
+    assert_int_equal(ps_problem_x0(p, x0), PS_CONVERGED);
+    double sar[4], most = 0.0;
+    for (size_t q = 0; q < 4; q++) {
+        double sum = 0.0;
+        for (size_t k = 0; k < nt; k++) {
+            double complex acc = 0.0;
+            for (size_t a = 0; a < nc; a++)
+                for (size_t c = 0; c < nc; c++) {
+                    const double *Q = d.vop + 2 * ((q * nc + a) * nc + c);
+                    double complex ba = x0[2 * a * nt + k] + I * x0[(2 * a + 1) * nt + k];
+                    double complex bc = x0[2 * c * nt + k] + I * x0[(2 * c + 1) * nt + k];
+                    acc += conj(ba) * (Q[0] + I * Q[1]) * bc;
+                }
+            near("Im b^H Q b", cimag(acc), 0.0, 1e-12 * cabs(acc));
+            sum += creal(acc);
+        }
+        sar[q] = dt / 10e-3 * sum;
+        most = fmax(most, sar[q]);
+    }
+    /* and in closed form for the CP start */
+    double amp = flip_deg * M_PI / 180.0 / (2.0 * M_PI * GB * (double)nt * dt);
+    for (size_t q = 0; q < 4; q++) {
+        double form = dt / 10e-3 * (double)nt * amp * amp *
+                      (0.1 * (double)nc + ((q + 1) % nc == 0 ? (double)(nc * nc) : 0.0));
+        near("SAR_q(x0), closed form", sar[q], form, 1e-12 * form);
+    }
+    near("sar_max", d.sar_max, 0.5 * most, 0.0);
+    /* x0 violates the limit: its largest SAR is twice sar_max, also as
+     * ps_constraints sees it */
+    double lib[4];
+    tu_poison(lib, 4);
+    assert_int_equal(ps_constraints(p, x0, NULL, lib), PS_CONVERGED);
+    double lmost = 0.0;
+    for (size_t q = 0; q < 4; q++) {
+        near("ps_constraints SAR_q", lib[q], sar[q], 0.0);
+        lmost = fmax(lmost, lib[q]);
+    }
+    assert_true(lmost > d.sar_max * (1.0 + 1e-3));
+    near("largest SAR_q(x0) / sar_max", lmost / d.sar_max, 2.0, 0.0);
+    free(x0);
+    ps_problem_free(p);
+}
+
+static void test_ptx2d_sar(void **state)
+{
+    (void)state;
+    check_ptx_sar("ptx2d:sar=1", 8, 1000, 4e-6, 30.0);
+    /* the hand values of the default: Q_0 = 0.1 I + ones, Q_2[0][1] =
+     * exp(-i pi/2) = -i, Q_1[3][1] = exp(i pi/2) = i, every diagonal 1.1 */
+    ps_problem_desc d;
+    ps_problem *p = make("ptx2d:sar=1", &d);
+    const size_t nc = 8;
+#define QRE(q, a, c) d.vop[2 * (((q) * nc + (a)) * nc + (c))]
+#define QIM(q, a, c) d.vop[2 * (((q) * nc + (a)) * nc + (c)) + 1]
+    near("Q_0[0][0]", QRE(0, 0, 0), 1.1, 0.0);
+    near("Q_0[2][5]", QRE(0, 2, 5), 1.0, 0.0);
+    assert_true(QIM(0, 2, 5) == 0.0);
+    near("Re Q_2[0][1]", QRE(2, 0, 1), 0.0, 1e-15);
+    near("Im Q_2[0][1]", QIM(2, 0, 1), -1.0, 1e-15);
+    near("Re Q_1[3][1]", QRE(1, 3, 1), 0.0, 1e-15);
+    near("Im Q_1[3][1]", QIM(1, 3, 1), 1.0, 1e-15);
+    for (size_t q = 0; q < 4; q++)
+        for (size_t a = 0; a < nc; a++) {
+            near("Q_q[a][a]", QRE(q, a, a), 1.1, 1e-15);
+            assert_true(QIM(q, a, a) == 0.0);
+            for (size_t c = 0; c < nc; c++) { /* Hermitian, exactly */
+                assert_true(QRE(q, a, c) == QRE(q, c, a));
+                assert_true(QIM(q, a, c) == -QIM(q, c, a));
+            }
+        }
+#undef QRE
+#undef QIM
+    /* 8 channels: no v_q is the CP mode, so every SAR_q(x0) is the 0.1 I
+     * part's, 0.1 nc amp^2 nt dt/TR, and sar_max half of it */
+    double amp = (M_PI / 6.0) / (2.0 * M_PI * GB * 1000 * 4e-6);
+    near("sar_max of ptx2d:sar=1", d.sar_max, 0.5 * 0.8 * amp * amp * 1000 * 4e-6 / 10e-3,
+         0.0 + 1e-13 * d.sar_max);
+    ps_problem_free(p);
+
+    /* the rest of the problem is sar=0's */
+    ptx_par par = ptx_defaults();
+    par.n = 16;
+    check_ptx("ptx2d:n=16,sar=1", &par);
+    /* with subjects and B0 copies; 4 channels (v_3 is the CP mode: SAR_3
+     * is the largest), 1 channel (every Q_q = 1.1), a peak limit */
+    check_ptx_sar("ptx2d:n=16,nc=4,nt=50,nsub=3,nb0=2,b0off=20,sar=1", 4, 50, 4e-6, 30.0);
+    check_ptx_sar("ptx2d:n=12,nc=1,nt=40,dt=2e-6,flip=45,sar=1", 1, 40, 2e-6, 45.0);
+    check_ptx_sar("ptx2d:n=12,nc=3,nt=40,sar=1,b1_max=0.5", 3, 40, 4e-6, 30.0);
+}
+
 /* The benchmark sizes of docs/presets.md build with the stated shapes. */
 static void test_benchmark_sizes(void **state)
 {
@@ -856,9 +989,10 @@ static void test_bad_ptx2d(void **state)
     bad("ptx2d:fov=40,obj=15,ring=14.4", "coil ring");
     bad("ptx2d:obj=0.1", "holds no point");
     bad("ptx2d:n=4,obj=3,nsub=3", "subject 0");
-    /* local SAR is a later step */
-    bad("ptx2d:sar=1", "local SAR constraints by VOPs) is not implemented yet");
+    /* sar: 0 or 1, and sar=1 needs a start pulse of some SAR */
     bad("ptx2d:sar=0.5", "sar=0.5 must be 0 or 1");
+    bad("ptx2d:sar=2", "sar=2 must be 0 or 1");
+    bad("ptx2d:n=8,nt=10,sar=1,flip=0", "flip=0 gives a start pulse of no SAR");
     /* sizes past the problem's limits, refused before anything is allocated */
     bad("ptx2d:n=100000", "n=100000");
     bad("ptx2d:nsub=1000000,nb0=100", "more than 2^31 spins");
@@ -883,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_ptx2d_spot_values),
         cmocka_unit_test(test_ptx2d_sizes),
         cmocka_unit_test(test_ptx2d_solve),
+        cmocka_unit_test(test_ptx2d_sar),
         cmocka_unit_test(test_bad_ptx2d),
         cmocka_unit_test(test_benchmark_sizes),
         cmocka_unit_test(test_common_keys),
