@@ -37,6 +37,9 @@ enum {
     OPT_GPU_CONFIG,
     OPT_NO_CACHE,
     OPT_NO_WRITE,
+    OPT_MAX_ROUNDS,
+    OPT_CONSTRAINT_TOL,
+    OPT_PENALTY_MU,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -66,6 +69,9 @@ static const struct option design_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
     {"every", required_argument, NULL, OPT_EVERY},
     {"resume", required_argument, NULL, OPT_RESUME},
+    {"max-rounds", required_argument, NULL, OPT_MAX_ROUNDS},
+    {"constraint-tol", required_argument, NULL, OPT_CONSTRAINT_TOL},
+    {"penalty-mu", required_argument, NULL, OPT_PENALTY_MU},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -168,6 +174,7 @@ int ps_cli_exit_code(int status)
     case PS_MAX_EVALUATIONS:
     case PS_TIME_LIMIT:
     case PS_YIELDED:
+    case PS_CONSTRAINT_VIOLATED: /* converged, but the result breaks a constraint */
         return PS_EXIT_NOT_CONVERGED;
     case PS_CANCELLED:
         return PS_EXIT_CANCELLED;
@@ -184,6 +191,8 @@ int ps_cli_exit_code(int status)
     case PS_ERR_PRESET:
     case PS_ERR_FILE:
     case PS_ERR_CHECKPOINT:
+    case PS_ERR_CHANNELS:
+    case PS_ERR_SAR:
         return PS_EXIT_INPUT;
     case PS_ERR_NO_GPU:
     case PS_ERR_GPU_UNSUPPORTED:
@@ -346,11 +355,14 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
             o->max_evaluations = iv;
         return PS_CLI_OK;
     case OPT_MEMORY:
-        if (!parse_int(arg, 1, 32, &iv))
+    case OPT_MAX_ROUNDS: {
+        const int hi = code == OPT_MEMORY ? 32 : 64;
+        if (!parse_int(arg, 1, hi, &iv))
             return ps_status_msg(err, errlen, PS_CLI_USAGE,
-                               "--memory: '%s' is not an integer in 1..32", arg);
-        o->memory = (int)iv;
+                               "--%s: '%s' is not an integer in 1..%d", name, arg, hi);
+        *(code == OPT_MEMORY ? &o->memory : &o->max_rounds) = (int)iv;
         return PS_CLI_OK;
+    }
     case OPT_THREADS:
         if (!parse_int(arg, 0, 4096, &iv))
             return ps_status_msg(err, errlen, PS_CLI_USAGE,
@@ -408,27 +420,29 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         return PS_CLI_OK;
     case OPT_GPU_CONFIG:
         return parse_gpu_config(&cli->gpu, arg, err, errlen);
-    case OPT_EVERY:
-        if (!parse_nonneg(arg, &dv) || !(dv > 0.0))
-            return ps_status_msg(err, errlen, PS_CLI_USAGE,
-                               "--every: '%s' is not a positive number of seconds",
-                               arg);
-        cli->every = dv;
-        return PS_CLI_OK;
     case OPT_TIME_LIMIT:
     case OPT_GTOL:
     case OPT_FTOL:
-        if (!parse_nonneg(arg, &dv))
-            return ps_status_msg(err, errlen, PS_CLI_USAGE,
-                               "--%s: '%s' is not a non-negative number", name,
-                               arg);
-        if (code == OPT_TIME_LIMIT)
-            o->time_limit = dv;
-        else if (code == OPT_GTOL)
-            o->gtol = dv;
-        else
-            o->ftol = dv;
+    case OPT_EVERY:
+    case OPT_CONSTRAINT_TOL:
+    case OPT_PENALTY_MU: {
+        /* --every, --constraint-tol, --penalty-mu > 0 (the library reads 0
+         * as the default of the last two, which the option would hide) */
+        const int positive = code == OPT_EVERY || code == OPT_CONSTRAINT_TOL ||
+                             code == OPT_PENALTY_MU;
+        if (!parse_nonneg(arg, &dv) || (positive && !(dv > 0.0)))
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--%s: '%s' is not a %s number%s",
+                               name, arg, positive ? "positive" : "non-negative",
+                               code == OPT_EVERY ? " of seconds" : "");
+        double *field = code == OPT_TIME_LIMIT       ? &o->time_limit
+                        : code == OPT_GTOL           ? &o->gtol
+                        : code == OPT_FTOL           ? &o->ftol
+                        : code == OPT_EVERY          ? &cli->every
+                        : code == OPT_CONSTRAINT_TOL ? &o->constraint_tol
+                                                     : &o->penalty_mu;
+        *field = dv;
         return PS_CLI_OK;
+    }
     default:
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "internal: unhandled option %d", code);
     }
@@ -619,7 +633,9 @@ static void usage_exit_codes(FILE *f)
           "  0    converged (gtol or ftol test), or success of eval, preset, info,\n"
           "       bench, tune\n"
           "  1    solve ended without convergence (max iterations, max\n"
-          "       evaluations or time limit)\n"
+          "       evaluations or time limit), or converged with a constraint\n"
+          "       still violated after the last penalty round (status 8: the\n"
+          "       result is written, its SAR above sar_max (1 + constraint-tol))\n"
           "  2    usage error (bad command, option or value)\n"
           "  3    input error (bad or unwritable file, bad preset, invalid problem,\n"
           "       refused checkpoint)\n"
@@ -651,6 +667,8 @@ static void usage_presets(FILE *f)
           "  inversion  ndf=201 nb1=10 nt=375 dt=4e-6\n"
           "  ptx2d      n=64 nc=8 nt=1000 fov=24 dt=4e-6 flip=30 res=4 ring=14.4\n"
           "             height=2 wave=12 obj=10 b0=30 nsub=1 nb0=1 b0off=0 sar=0\n"
+          "             (sar=1: 4 local SAR VOPs, TR 10 ms, sar_max half the\n"
+          "             start pulse's largest SAR)\n"
           "  every preset also takes lambda=X (default 0) and b1_max=G\n"
           "  (default 0: no peak constraint)\n",
           f);
@@ -690,17 +708,21 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "usage: persolve design PRESET|FILE [OPTIONS]\n"
                 "\n"
                 "Minimize the Bloch loss over the RF pulse with L-BFGS, from the\n"
-                "problem's start pulse (/pulse/b1 of FILE, or the preset's x0),\n"
-                "and write the result file (problem, optimized /pulse/b1,\n"
-                "/result/m, /result/history). A progress line is shown on stderr\n"
-                "when it is a terminal. Ctrl-C or SIGTERM stops the solve and\n"
-                "still writes the best point (exit 130); a second Ctrl-C kills.\n"
-                "Ctrl-Z (SIGTSTP) first yields the run (its state is kept, the\n"
-                "GPU kernel or the CPU solver threads exit, so the GPU is free\n"
-                "for other work), then stops the process; fg (SIGCONT) resumes it\n"
-                "where it stopped, with the same result as a run never stopped.\n"
-                "Checkpoints (--checkpoint, --resume) work on both backends, and\n"
-                "one written on the GPU resumes on the CPU backend and back.\n"
+                "problem's start pulse (/pulse/b1 of FILE, or the preset's x0), and\n"
+                "write the result file (problem, optimized /pulse/b1, /result/m,\n"
+                "/result/history, /result/constraints). With a peak limit (b1_max)\n"
+                "every |b_ck| stays below it exactly; with local SAR VOPs\n"
+                "(/sar/vop) the SAR limit is met by penalty rounds, and the summary\n"
+                "reports each SAR_q against sar_max, the rounds, the last penalty\n"
+                "weight mu and the violation. A progress line is shown on stderr\n"
+                "when it is a terminal. Ctrl-C or SIGTERM stops the solve and still\n"
+                "writes the best point (exit 130); a second Ctrl-C kills. Ctrl-Z\n"
+                "(SIGTSTP) first yields the run (its state is kept, the GPU kernel\n"
+                "or the CPU solver threads exit, so the GPU is free for other\n"
+                "work), then stops the process; fg (SIGCONT) resumes it where it\n"
+                "stopped, with the same result as a run never stopped. Checkpoints\n"
+                "(--checkpoint, --resume) work on both backends, and one written on\n"
+                "the GPU resumes on the CPU backend and back.\n"
                 "\n"
                 "options:\n"
                 "  -o, --output FILE   result file (default NAME_result.h5 in the\n"
@@ -719,6 +741,15 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "                      the last %d iterations (default %g; with\n"
                 "                      float32 spins at least 1e-5, f's noise)\n"
                 "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n"
+                "      --max-rounds N  penalty rounds of the local SAR constraint,\n"
+                "                      1..64 (default %d): whenever a solve ends with\n"
+                "                      a SAR_q above sar_max (1 + X), mu grows x10,\n"
+                "                      the L-BFGS memory is cleared and it goes on\n"
+                "      --constraint-tol X\n"
+                "                      relative SAR violation a round may end with,\n"
+                "                      > 0 (default %g)\n"
+                "      --penalty-mu X  penalty weight mu of the first round, > 0\n"
+                "                      (default %g)\n"
                 "      --json          JSON summary on stdout instead of the text\n"
                 "  -q, --quiet         no progress line and no summary\n"
                 "      --checkpoint FILE\n"
@@ -734,12 +765,14 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --resume FILE   continue the run saved in FILE (PRESET|FILE\n"
                 "                      must be the problem it was written for; the\n"
                 "                      limits may change, --precision, --memory,\n"
-                "                      --gtol and --ftol must be the same); a\n"
-                "                      corrupted, truncated or foreign FILE is\n"
-                "                      refused (exit 3). The result equals that of\n"
-                "                      a run never interrupted\n",
+                "                      --gtol, --ftol and, with VOPs, --max-rounds,\n"
+                "                      --constraint-tol and --penalty-mu must be the\n"
+                "                      same); a corrupted, truncated or foreign FILE\n"
+                "                      is refused (exit 3). The result equals that\n"
+                "                      of a run never interrupted\n",
                 (long long)d.max_iterations, (long long)d.max_evaluations,
-                d.time_limit, d.memory, d.gtol, d.past, d.ftol, d.threads);
+                d.time_limit, d.memory, d.gtol, d.past, d.ftol, d.threads, d.max_rounds,
+                d.constraint_tol, d.penalty_mu);
         usage_launch_shape(f);
         fputs("  -h, --help          this help\n\n", f);
         usage_presets(f);
@@ -750,14 +783,17 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
         fputs("usage: persolve eval PROBLEM [OPTIONS]\n"
               "\n"
               "Evaluate the objective F and its exact gradient at one pulse.\n"
-              "Prints F and the gradient norm; writes the problem with /pulse/b1,\n"
-              "/eval/gradient [Nt,2] (dF/du, dF/dv), attribute f on /eval, and the\n"
-              "final magnetization /result/m [Ns,3]. PROBLEM is an HDF5 problem\n"
-              "file or a preset spec.\n"
+              "Prints F and the gradient norm (with several channels also the\n"
+              "peak |b_ck| of each, with local SAR VOPs each SAR_q and sar_max;\n"
+              "F has no penalty term); writes the problem with /pulse/b1,\n"
+              "/eval/gradient [Nt,2] (dF/du, dF/dv; [Nc,Nt,2] with several\n"
+              "channels), attribute f on /eval, and the final magnetization\n"
+              "/result/m [Ns,3]. PROBLEM is an HDF5 problem file or a preset\n"
+              "spec.\n"
               "\n"
               "options:\n"
               "      --x FILE        take the pulse from FILE's /pulse/b1 [Nt,2]\n"
-              "                      (default: the problem's start pulse)\n"
+              "                      ([Nc,Nt,2]; default: the problem's start pulse)\n"
               "  -o, --output FILE   output file (default NAME_eval.h5)\n"
               "      --backend B     auto | cpu | gpu (default auto)\n"
               "      --precision P   single | double spin loop (default single)\n"

@@ -66,11 +66,30 @@ int ps_cli_output_path(const char *given, const char *base, const char *suffix,
 void ps_json_string(FILE *f, const char *s);
 void ps_json_number(FILE *f, double v);
 
+/* The hardware constraints of a problem and their values at a pulse. */
+typedef struct ps_cli_constraints {
+    size_t nc, nq;                  /* channels, VOPs (0: no SAR limit) */
+    int has_limit;                  /* a peak limit: limit[] holds it per channel */
+    double limit[PS_MAX_CHANNELS];  /* G */
+    double sar_max, tr;             /* W/kg, s (with VOPs) */
+    int have_values;                /* peak[] and sar[] are those of the pulse */
+    double peak[PS_MAX_CHANNELS];   /* max_k |b_ck| per channel, G */
+    double sar[PS_MAX_VOPS];        /* SAR_q, W/kg */
+} ps_cli_constraints;
+
+/* The limits of p and, when x is not NULL, the values at x (solver layout)
+ * by ps_constraints(). Returns its status (0: all filled). */
+int ps_cli_constraint_values(const ps_problem *p, const double *x, ps_cli_constraints *out);
+
 /*
- * The transmit channels of a pulse x (solver layout, ps_problem_nx(p)
- * values) as JSON members after a comma, `"channels": Nc, "peak_b1": [..]`
- * (max_k |b_ck| of each channel, G; null without x), and as text lines,
- * labels padded to `width`: "channels" and "peak |b1|" (G per channel).
+ * The transmit channels and constraints of a pulse x (solver layout,
+ * ps_problem_nx(p) values) as JSON members after a comma, `"channels":
+ * Nc, "peak_b1": [..]` (max_k |b_ck| of each channel, G; null without x),
+ * `"b1_max": [..]` (the peak limit per channel, null without one), `"nq":
+ * Nq, "sar": [..]` (SAR_q of each VOP, W/kg; null without VOPs or x) and
+ * `"sar_max": X` (null without VOPs); and as text lines, labels padded to
+ * `width`: with several channels "channels" and "peak |b1|" (G per
+ * channel, and the limits), with VOPs "SAR" (W/kg per VOP, and sar_max).
  */
 void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x);
 void ps_cli_text_channels(FILE *f, int width, const ps_problem *p, const double *x);

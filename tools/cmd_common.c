@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "io/h5io.h"
-#include "model/design.h"
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0. */
 static int utf8_len(const unsigned char *s)
@@ -211,44 +210,94 @@ void ps_json_number(FILE *f, double v)
         fputs("null", f);
 }
 
-/* max_k |b_ck| of channel c of x, G. */
-static double peak_of_channel(size_t nt, const double *x, size_t c)
+/* A JSON array of v[n]. */
+static void json_array(FILE *f, const double *v, size_t n)
 {
-    double peak = 0.0;
-    for (size_t k = 0; k < nt; k++) {
-        double a = hypot(x[PS_X_U(nt, c, k)], x[PS_X_V(nt, c, k)]);
-        peak = a > peak ? a : peak;
-    }
-    return peak;
-}
-
-void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x)
-{
-    const size_t nc = ps_problem_nc(p), nt = ps_problem_nt(p);
-    fprintf(f, ",\n  \"channels\": %zu,\n  \"peak_b1\": ", nc);
-    if (!x) {
-        fputs("null", f);
-        return;
-    }
     fputc('[', f);
-    for (size_t c = 0; c < nc; c++) {
-        if (c)
+    for (size_t i = 0; i < n; i++) {
+        if (i)
             fputs(", ", f);
-        ps_json_number(f, peak_of_channel(nt, x, c));
+        ps_json_number(f, v[i]);
     }
     fputc(']', f);
 }
 
+/* v[n] on one line, "%.4g" each, then the unit. */
+static void text_values(FILE *f, const double *v, size_t n, const char *unit)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s%.4g", i ? " " : "", v[i]);
+    fprintf(f, " %s", unit);
+}
+
+int ps_cli_constraint_values(const ps_problem *p, const double *x, ps_cli_constraints *out)
+{
+    ps_problem_desc d;
+    memset(out, 0, sizeof *out);
+    int st = ps_problem_describe(p, &d);
+    if (st)
+        return st;
+    out->nc = ps_problem_nc(p);
+    out->nq = ps_problem_nq(p);
+    out->has_limit = d.b1_max_channel != NULL || isfinite(d.b1_max);
+    for (size_t c = 0; c < out->nc; c++)
+        out->limit[c] = d.b1_max_channel ? d.b1_max_channel[c] : d.b1_max;
+    out->sar_max = d.sar_max;
+    out->tr = d.tr;
+    if (!x)
+        return 0;
+    st = ps_constraints(p, x, out->peak, out->sar);
+    out->have_values = st == 0;
+    return st;
+}
+
+void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x)
+{
+    ps_cli_constraints k;
+    ps_cli_constraint_values(p, x, &k);
+    fprintf(f, ",\n  \"channels\": %zu,\n  \"peak_b1\": ", k.nc);
+    if (k.have_values)
+        json_array(f, k.peak, k.nc);
+    else
+        fputs("null", f);
+    fputs(",\n  \"b1_max\": ", f);
+    if (k.has_limit)
+        json_array(f, k.limit, k.nc);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"nq\": %zu,\n  \"sar\": ", k.nq);
+    if (k.nq && k.have_values)
+        json_array(f, k.sar, k.nq);
+    else
+        fputs("null", f);
+    fputs(",\n  \"sar_max\": ", f);
+    if (k.nq)
+        ps_json_number(f, k.sar_max);
+    else
+        fputs("null", f);
+}
+
 void ps_cli_text_channels(FILE *f, int width, const ps_problem *p, const double *x)
 {
-    const size_t nc = ps_problem_nc(p), nt = ps_problem_nt(p);
-    fprintf(f, "%-*s%zu\n", width, "channels", nc);
-    if (!x)
-        return;
-    fprintf(f, "%-*s", width, "peak |b1|");
-    for (size_t c = 0; c < nc; c++)
-        fprintf(f, "%s%.4g", c ? " " : "", peak_of_channel(nt, x, c));
-    fputs(" G\n", f);
+    ps_cli_constraints k;
+    ps_cli_constraint_values(p, x, &k);
+    if (k.nc > 1) { /* one channel: the lines it has always had */
+        fprintf(f, "%-*s%zu\n", width, "channels", k.nc);
+        if (k.have_values) {
+            fprintf(f, "%-*s", width, "peak |b1|");
+            text_values(f, k.peak, k.nc, "G");
+            if (k.has_limit) {
+                fputs(", b1_max ", f);
+                text_values(f, k.limit, k.nc, "G");
+            }
+            fputc('\n', f);
+        }
+    }
+    if (k.nq && k.have_values) {
+        fprintf(f, "%-*s", width, "SAR");
+        text_values(f, k.sar, k.nq, "W/kg");
+        fprintf(f, ", sar_max %.4g W/kg\n", k.sar_max);
+    }
 }
 
 const char *ps_cli_backend_name(ps_backend b)

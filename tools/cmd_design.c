@@ -167,6 +167,16 @@ static void print_json(const ps_cli *cli, const ps_options *o,
     fprintf(f, ",\n  \"ns\": %zu,\n  \"nt\": %zu", ps_problem_ns(p),
             ps_problem_nt(p));
     ps_cli_json_channels(f, p, ran ? x : NULL);
+    /* the penalty rounds (one round without VOPs, mu 0) */
+    fputs(",\n  \"rounds\": ", f);
+    if (ran)
+        fprintf(f, "%d", r->rounds);
+    else
+        fputs("null", f);
+    fputs(",\n  \"mu\": ", f);
+    ps_json_number(f, ran ? r->mu : NAN);
+    fputs(",\n  \"violation\": ", f);
+    ps_json_number(f, ran ? r->violation : NAN);
     fputs(",\n  \"input\": ", f);
     ps_json_string(f, cli->input);
     fputs(",\n  \"output\": ", f);
@@ -202,8 +212,12 @@ static void print_text(const ps_cli *cli, const ps_options *o, const ps_problem 
             ps_cli_backend_name(r->backend), r->device,
             ps_cli_precision_name(o->precision));
     fprintf(f, "fell back    %s\n", r->fell_back ? "yes" : "no");
-    if (ps_problem_nc(p) > 1) /* one channel: the lines it has always had */
-        ps_cli_text_channels(f, 13, p, x);
+    ps_cli_text_channels(f, 13, p, x);
+    if (ps_problem_nq(p)) { /* the penalty rounds of the SAR limit */
+        fprintf(f, "rounds       %d\n", r->rounds);
+        fprintf(f, "mu           %.4g\n", r->mu);
+        fprintf(f, "violation    %.3e (relative, SAR above sar_max)\n", r->violation);
+    }
     fprintf(f, "output       %s\n", out ? out : "(not written)");
     if (cli->resume)
         fprintf(f, "resumed from %s\n", cli->resume);

@@ -52,21 +52,28 @@ int ps_cmd_eval(const ps_cli *cli)
     }
 
     /* a pulse past the problem's peak constraint is evaluated as given */
-    ps_problem_desc pd;
-    if (ps_problem_describe(p, &pd) == 0 && isfinite(pd.b1_max)) {
-        size_t over = 0;
-        double peak = 0.0;
-        const size_t nc = ps_problem_nc(p);
-        for (size_t c = 0; c < nc; c++)
-            for (size_t k = 0; k < nt; k++) {
-                double a = hypot(x[PS_X_U(nt, c, k)], x[PS_X_V(nt, c, k)]);
-                peak = a > peak ? a : peak;
-                over += a > pd.b1_max;
+    ps_cli_constraints k;
+    if (ps_cli_constraint_values(p, NULL, &k) == 0 && k.has_limit) {
+        size_t over = 0, worst = 0;
+        double excess = 0.0; /* the largest |b_ck| / limit_c */
+        for (size_t c = 0; c < k.nc; c++)
+            for (size_t t = 0; t < nt; t++) {
+                double a = hypot(x[PS_X_U(nt, c, t)], x[PS_X_V(nt, c, t)]);
+                over += a > k.limit[c];
+                if (a / k.limit[c] > excess) {
+                    excess = a / k.limit[c];
+                    worst = c;
+                }
             }
-        if (over)
-            ps_cli_error("warning: the pulse exceeds b1_max = %g G at %zu of %zu %s (peak %g G); "
-                         "F is evaluated at the pulse as given", pd.b1_max, over, nc * nt,
-                         nc > 1 ? "steps of its channels" : "steps", peak);
+        if (over && k.nc == 1)
+            ps_cli_error("warning: the pulse exceeds b1_max = %g G at %zu of %zu steps (peak %g "
+                         "G); F is evaluated at the pulse as given", k.limit[0], over, nt,
+                         excess * k.limit[0]);
+        else if (over)
+            ps_cli_error("warning: the pulse exceeds b1_max at %zu of %zu steps of its channels "
+                         "(channel %zu: peak %g G, limit %g G); F is evaluated at the pulse as "
+                         "given", over, k.nc * nt, worst, excess * k.limit[worst],
+                         k.limit[worst]);
     }
 
     double f = NAN;
@@ -124,8 +131,7 @@ int ps_cmd_eval(const ps_cli *cli)
     } else {
         printf("F         %.17g\n", f);
         printf("|grad F|  %.17g\n", gnorm);
-        if (ps_problem_nc(p) > 1) /* one channel: the lines it has always had */
-            ps_cli_text_channels(stdout, 10, p, x);
+        ps_cli_text_channels(stdout, 10, p, x);
         printf("output    %s\n", out);
     }
     code = PS_EXIT_OK;

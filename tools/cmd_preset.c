@@ -30,6 +30,8 @@ int ps_cmd_preset(const ps_cli *cli)
                    cli->input, ps_problem_ns(p), ps_problem_nt(p));
             if (ps_problem_nc(p) > 1)
                 printf(", %zu channels", ps_problem_nc(p));
+            if (ps_problem_nq(p))
+                printf(", %zu VOPs", ps_problem_nq(p));
             putchar('\n');
         }
     }

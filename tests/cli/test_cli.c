@@ -174,24 +174,59 @@ static void assert_code(const run_result *r, int want)
     }
 }
 
-/* Value of a JSON number field "key": v in s (flat objects only). */
-static double json_number(const char *s, const char *key)
+/* Where the value of the JSON field "key" begins in s, past `lead` (""
+ * for a number, "[" for an array). */
+static const char *json_value(const char *s, const char *key, const char *lead)
 {
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\":", key);
     const char *p = strstr(s, pat);
-    if (!p) {
-        printf("no \"%s\" in the JSON\n", key);
+    if (p) {
+        p += strlen(pat);
+        while (*p == ' ')
+            p++;
+    }
+    if (!p || strncmp(p, lead, strlen(lead)) != 0) {
+        printf("no \"%s\"%s in the JSON\n", key, *lead ? " array" : "");
         fail();
     }
-    p += strlen(pat);
-    char *end = NULL;
-    double v = strtod(p, &end);
-    if (end == p) {
-        printf("\"%s\" is not a number\n", key);
+    return p + strlen(lead);
+}
+
+/* The number at p, whose field `what` names in the message; *end past it. */
+static double json_parse(const char *p, const char *what, const char **end)
+{
+    char *stop = NULL;
+    double v = strtod(p, &stop);
+    if (stop == p) {
+        printf("%s is not a number\n", what);
         fail();
     }
+    *end = stop;
     return v;
+}
+
+/* Value of a JSON number field "key": v in s (flat objects only). */
+static double json_number(const char *s, const char *key)
+{
+    const char *end;
+    return json_parse(json_value(s, key, ""), key, &end);
+}
+
+/* The JSON array "key": [a, b, ...] of s into v[n], which must be its
+ * length. */
+static void json_numbers(const char *s, const char *key, double *v, size_t n)
+{
+    const char *p = json_value(s, key, "[");
+    for (size_t i = 0; i < n; i++) {
+        v[i] = json_parse(p, key, &p);
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    if (*p != ']') {
+        printf("\"%s\" has more than %zu values\n", key, n);
+        fail();
+    }
 }
 
 /* Number after a line that starts with `label` in text output. */
@@ -1368,29 +1403,19 @@ static double *h5_read_channels(const char *path, const char *name)
  * [PC_NC][PC_NT][2], exactly (the report prints 17 digits). */
 static void check_peaks(const char *json, const double *b1)
 {
-    const char *p = strstr(json, "\"peak_b1\": [");
-    if (!p) {
-        printf("no \"peak_b1\" array in the JSON\n");
-        fail();
-    }
-    p += strlen("\"peak_b1\": [");
+    double got[PC_NC];
+    json_numbers(json, "peak_b1", got, PC_NC);
     for (int c = 0; c < PC_NC; c++) {
         double want = 0.0;
         for (int k = 0; k < PC_NT; k++) {
             double a = hypot(b1[(c * PC_NT + k) * 2], b1[(c * PC_NT + k) * 2 + 1]);
             want = a > want ? a : want;
         }
-        char *end = NULL;
-        double got = strtod(p, &end);
-        if (end == p || got != want) {
-            printf("peak_b1[%d] = %.17g, expected %.17g\n", c, got, want);
+        if (got[c] != want) {
+            printf("peak_b1[%d] = %.17g, expected %.17g\n", c, got[c], want);
             fail();
         }
-        p = end;
-        while (*p == ',' || *p == ' ')
-            p++;
     }
-    assert_true(*p == ']');
 }
 
 static void test_channels(void **state)
@@ -1461,6 +1486,227 @@ static void test_channels(void **state)
     free(b1);
 }
 
+/* ---- local SAR: ptx2d:sar=1 ------------------------------------------- */
+
+#define SAR_PROBLEM "ptx2d:n=16,nt=60,sar=1"
+#define SAR_NC 8
+#define SAR_NT 60
+#define SAR_NQ 4
+
+/* Every SAR_q of a JSON report within sar_max (1 + tol); returns the
+ * largest SAR_q / sar_max. */
+static double sar_ratio(const char *json)
+{
+    double sar[SAR_NQ];
+    json_numbers(json, "sar", sar, SAR_NQ);
+    double most = 0.0, sar_max = json_number(json, "sar_max");
+    assert_true(sar_max > 0.0);
+    for (int q = 0; q < SAR_NQ; q++)
+        most = fmax(most, sar[q] / sar_max);
+    return most;
+}
+
+/*
+ * A small design under the SAR limit on the CPU: the start pulse violates
+ * it (twice sar_max), the solve ends within sar_max (1 + 1e-3) after more
+ * than one penalty round, and the report, the result file's
+ * /result/constraints and its history's round column say so.
+ */
+static void test_sar_design(void **state)
+{
+    (void)state;
+    const char *res = "cli_sar_r.h5";
+    unlink(res);
+    /* the start pulse: SAR above the limit */
+    run_result *r = run("eval", SAR_PROBLEM, "--backend", "cpu", "--json", "-o", "cli_sar_e0.h5",
+                        NULL);
+    assert_code(r, 0);
+    assert_true(json_number(r->out, "nq") == SAR_NQ);
+    double x0_ratio = sar_ratio(r->out);
+    printf("x0: largest SAR_q / sar_max = %.9g\n", x0_ratio);
+    assert_true(fabs(x0_ratio - 2.0) < 1e-9);
+
+    r = run("design", SAR_PROBLEM, "--backend", "cpu", "--threads", "2", "-o", res, "--json",
+            NULL);
+    double status = json_number(r->out, "status"), rounds = json_number(r->out, "rounds");
+    double mu = json_number(r->out, "mu"), viol = json_number(r->out, "violation");
+    double ratio = sar_ratio(r->out);
+    printf("%s: status %g, %g rounds, mu %g, violation %.3g, largest SAR_q / sar_max %.9g\n",
+           SAR_PROBLEM, status, rounds, mu, viol, ratio);
+    assert_code(r, 0);
+    assert_true(status == PS_CONVERGED || status == PS_CONVERGED_FTOL);
+    assert_true(rounds >= 2);
+    assert_true(mu == pow(10.0, rounds - 1)); /* mu0 = 1, x10 a round */
+    assert_true(ratio <= 1.0 + 1e-3);
+    assert_true(viol <= 1e-3);
+    assert_true(fabs(viol - fmax(0.0, ratio - 1.0)) <= 1e-12);
+    assert_true(json_number(r->out, "channels") == SAR_NC);
+    assert_contains(r->out, "\"b1_max\": null");
+
+    /* /result/constraints: the report's numbers, the limit */
+    double sar[SAR_NQ], peak[SAR_NC];
+    json_numbers(r->out, "sar", sar, SAR_NQ);
+    json_numbers(r->out, "peak_b1", peak, SAR_NC);
+    double *fsar = h5_read_n(res, "/result/constraints/sar", 1, (hsize_t[]){SAR_NQ});
+    double *fpeak = h5_read_n(res, "/result/constraints/peak_b1", 1, (hsize_t[]){SAR_NC});
+    for (int q = 0; q < SAR_NQ; q++)
+        assert_true(fsar[q] == sar[q]);
+    for (int c = 0; c < SAR_NC; c++)
+        assert_true(fpeak[c] == peak[c]);
+    free(fsar);
+    free(fpeak);
+    assert_true(h5_attr(res, "/result/constraints/sar", "sar_max") == json_number(r->out, "sar_max"));
+    assert_true(h5_attr(res, "/result/constraints", "rounds") == rounds);
+    assert_true(h5_attr(res, "/result/constraints", "mu") == mu);
+    assert_true(h5_attr(res, "/result/constraints", "violation") == viol);
+    hid_t f = H5Fopen(res, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    assert_false(H5Lexists(f, "/result/constraints/b1_max", H5P_DEFAULT) > 0);
+    H5Fclose(f);
+
+    /* the history's round column: from 0, never down, ending at rounds - 1 */
+    size_t rows = 0;
+    double *h = h5_history(res, &rows);
+    assert_true(rows == (size_t)json_number(r->out, "iterations") + 1);
+    assert_true(h[6] == 0.0);
+    for (size_t i = 1; i < rows; i++)
+        if (h[HIST_COLS * i + 6] < h[HIST_COLS * (i - 1) + 6]) {
+            printf("history round goes down at row %zu\n", i);
+            fail();
+        }
+    assert_true(h[HIST_COLS * (rows - 1) + 6] == rounds - 1);
+    free(h);
+
+    /* the result is a problem file of the same limit: its eval reports the
+     * same SAR values */
+    r = run("eval", res, "--json", "-o", "cli_sar_e1.h5", NULL);
+    assert_code(r, 0);
+    double esar[SAR_NQ];
+    json_numbers(r->out, "sar", esar, SAR_NQ);
+    for (int q = 0; q < SAR_NQ; q++)
+        assert_true(esar[q] == sar[q]);
+
+    /* the text summary: SAR per VOP and the rounds */
+    r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-iters", "3", "-o", "cli_sar_t.h5",
+            NULL);
+    assert_code(r, 1);
+    assert_contains(r->out, "SAR          ");
+    assert_contains(r->out, "W/kg, sar_max ");
+    assert_true(text_number(r->out, "rounds ") == 1);
+    assert_true(text_number(r->out, "mu ") == 1);
+    r = run("eval", res, "-o", "cli_sar_e1.h5", NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "SAR       ");
+}
+
+/* One penalty round is not enough: the solve converges with the SAR
+ * still above its limit, status 8, exit 1, and the result is written. */
+static void test_sar_constraint_violated(void **state)
+{
+    (void)state;
+    unlink("cli_sar_v.h5");
+    run_result *r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1",
+                        "-o", "cli_sar_v.h5", "--json", NULL);
+    assert_code(r, 1);
+    assert_true(json_number(r->out, "status") == PS_CONSTRAINT_VIOLATED);
+    assert_true(json_number(r->out, "exit_code") == 1);
+    assert_true(json_number(r->out, "rounds") == 1);
+    assert_true(json_number(r->out, "mu") == 1);
+    double viol = json_number(r->out, "violation");
+    assert_true(viol > 1e-3);
+    assert_true(fabs(viol - (sar_ratio(r->out) - 1.0)) <= 1e-12);
+    assert_true(h5_attr("cli_sar_v.h5", "/result", "status") == PS_CONSTRAINT_VIOLATED);
+    /* a looser tolerance and a heavier first round are taken */
+    r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1", "--penalty-mu",
+            "1000", "--constraint-tol", "0.05", "-o", "cli_sar_v.h5", "--json", NULL);
+    assert_true(json_number(r->out, "mu") == 1000);
+    printf("mu 1000, tol 0.05: violation %g\n", json_number(r->out, "violation"));
+    assert_true(json_number(r->out, "violation") < viol);
+}
+
+/* The penalty options: parsed, checked with the option named, documented. */
+static void test_sar_options(void **state)
+{
+    (void)state;
+    static const char *const bad[][3] = {
+        {"--max-rounds", "0", "--max-rounds: '0' is not an integer in 1..64"},
+        {"--max-rounds", "65", "--max-rounds: '65'"},
+        {"--max-rounds", "2.5", "--max-rounds: '2.5'"},
+        {"--constraint-tol", "0", "--constraint-tol: '0' is not a positive number"},
+        {"--constraint-tol", "-1e-3", "--constraint-tol: '-1e-3'"},
+        {"--constraint-tol", "nan", "--constraint-tol: 'nan'"},
+        {"--penalty-mu", "0", "--penalty-mu: '0' is not a positive number"},
+        {"--penalty-mu", "inf", "--penalty-mu: 'inf'"},
+        {"--penalty-mu", "1e999", "--penalty-mu: '1e999'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_result *r = run("design", SAR_PROBLEM, bad[i][0], bad[i][1], "-o", "cli_never.h5",
+                            NULL);
+        assert_code(r, 2);
+        assert_contains(r->err, bad[i][2]);
+    }
+    assert_false(file_exists("cli_never.h5"));
+    run_result *r = run("design", SAR_PROBLEM, "--max-rounds", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--max-rounds: missing value");
+    r = run("design", "--help", NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "--max-rounds N");
+    assert_contains(r->out, "--constraint-tol X");
+    assert_contains(r->out, "--penalty-mu X");
+    assert_contains(r->out, "still violated after the last penalty round");
+    r = run("preset", "--help", NULL);
+    assert_contains(r->out, "sar=1");
+}
+
+/*
+ * The problem written by `persolve preset` is the preset's: a checkpoint
+ * of the spec's run resumes on the file (the same problem hash), to the
+ * run never stopped.
+ */
+static void test_sar_file_resume(void **state)
+{
+    (void)state;
+    const char *prob = "cli_sar_p.h5";
+    unlink("cli_sar_ck.bin");
+    run_result *r = run("preset", SAR_PROBLEM, "-o", prob, NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "4 VOPs");
+    free(h5_read_n(prob, "/sar/vop", 4, (hsize_t[]){SAR_NQ, SAR_NC, SAR_NC, 2}));
+    assert_true(h5_attr(prob, "/sar/vop", "tr") == 0.01);
+    r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-iters", "40", "-o",
+            "cli_sar_ref.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-iters", "15", "--checkpoint",
+            "cli_sar_ck.bin", "-o", "cli_sar_1.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    r = run("design", prob, "--backend", "cpu", "--max-iters", "40", "--resume",
+            "cli_sar_ck.bin", "-o", "cli_sar_2.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    size_t ra = 0, rb = 0;
+    double *ha = h5_history("cli_sar_ref.h5", &ra), *hb = h5_history("cli_sar_2.h5", &rb);
+    assert_true(ra == 41 && rb == 41);
+    for (size_t i = 0; i < HIST_COLS * ra; i++)
+        if (i % HIST_COLS != 5 && memcmp(&ha[i], &hb[i], sizeof(double)) != 0) {
+            printf("history [%zu][%zu] differs: %.17g vs %.17g\n", i / HIST_COLS,
+                   i % HIST_COLS, ha[i], hb[i]);
+            fail();
+        }
+    free(ha);
+    free(hb);
+    const hsize_t dims[3] = {SAR_NC, SAR_NT, 2};
+    double *pa = h5_read_n("cli_sar_ref.h5", "/pulse/b1", 3, dims);
+    double *pb = h5_read_n("cli_sar_2.h5", "/pulse/b1", 3, dims);
+    assert_int_equal(memcmp(pa, pb, SAR_NC * SAR_NT * 2 * sizeof(double)), 0);
+    free(pa);
+    free(pb);
+    /* another penalty setting than the checkpoint's: refused, named */
+    r = run("design", prob, "--backend", "cpu", "--resume", "cli_sar_ck.bin", "--penalty-mu",
+            "10", "-o", "cli_sar_x.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "penalty_mu");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1505,6 +1751,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_output_paths),
         cmocka_unit_test(test_eval_b1max_warning),
         cmocka_unit_test(test_channels),
+        cmocka_unit_test(test_sar_design),
+        cmocka_unit_test(test_sar_constraint_violated),
+        cmocka_unit_test(test_sar_options),
+        cmocka_unit_test(test_sar_file_resume),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),
         cmocka_unit_test(test_tune),
