@@ -2,8 +2,10 @@
  * The main() of the GPU test programs, shared so that they all skip and
  * pick their group the same way: exit 77 (meson counts it as skipped)
  * without a usable GPU, else run the whole group, or with
- * PS_GPU_TEST_QUICK set the quick subset that runs under compute-sanitizer.
- * Include after <cmocka.h>.
+ * PS_GPU_TEST_QUICK set the quick subset that runs under compute-sanitizer;
+ * PS_GPU_TEST_ONLY=PATTERN runs only the tests of the group whose names
+ * match it (cmocka's test filter: racecheck, the slowest sanitizer, takes
+ * one test at a time). Include after <cmocka.h>.
  */
 #ifndef PS_TESTS_GPU_SUITE_H
 #define PS_TESTS_GPU_SUITE_H
@@ -28,6 +30,9 @@ static inline int tu_run_gpu_suite(const struct CMUnitTest *quick, size_t nquick
 {
     if (tu_no_gpu())
         return 77;
+    const char *only = getenv("PS_GPU_TEST_ONLY");
+    if (only && *only)
+        cmocka_set_test_filter(only);
     /* the group names are those cmocka_run_group_tests would give */
     if (getenv("PS_GPU_TEST_QUICK"))
         return _cmocka_run_group_tests("quick", quick, nquick, NULL, NULL);

@@ -99,10 +99,11 @@ __device__ __forceinline__ void sar_step_grad(const args &a, int c, int k, doubl
 
 /* The sums (one thread): the penalty at weight mu from the block's SAR
  * values, added to f; the violation into *viol. */
+template <int NCH>
 __device__ inline double sar_penalty(const args &a, double mu, double *viol)
 {
     *viol = 0.0;
-    if (!a.sar.nq)
+    if (!NCH || !a.sar.nq)
         return 0.0;
     return ps_sar_penalty(&a.sar, mu, a.sarw + (size_t)2 * a.sar.nq * blockIdx.x + a.sar.nq, viol);
 }

@@ -121,17 +121,55 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gd
     design_theta(sp[SP_GS], u, v, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
 }
 
+/*
+ * W (u, v) pairs from shared memory p [W][2] (16-byte aligned) into u[W],
+ * v[W] with 16-byte loads: the same values as element loads, a quarter
+ * (float, W even) or half (double) of the load instructions.
+ */
+template <int W>
+__device__ __forceinline__ void load_pairs(const float *p, float *u, float *v)
+{
+#pragma unroll
+    for (int i = 0; i < W / 2; i++) {
+        const float4 q = reinterpret_cast<const float4 *>(p)[i];
+        u[2 * i] = q.x;
+        v[2 * i] = q.y;
+        u[2 * i + 1] = q.z;
+        v[2 * i + 1] = q.w;
+    }
+    if (W % 2) { /* an odd count: the last pair alone (8-byte aligned) */
+        const float2 q = reinterpret_cast<const float2 *>(p)[W - 1];
+        u[W - 1] = q.x;
+        v[W - 1] = q.y;
+    }
+}
+template <int W>
+__device__ __forceinline__ void load_pairs(const double *p, double *u, double *v)
+{
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const double2 q = reinterpret_cast<const double2 *>(p)[i];
+        u[i] = q.x;
+        v[i] = q.y;
+    }
+}
+
 /* The same for a spin of nc channels of sensitivities S [nc][2] (the
  * channels kernel: nc = NC, a compile-time count whose S the caller keeps
  * in registers, or a.nc for NC = 0); the pulses of step k from
- * pul[k][nc][2] if staged. */
+ * pul[k][nc][2] if staged (with NC, in 16-byte loads: pul and every step's
+ * row are 16-byte aligned, evaluate()). */
 template <typename R, int NC>
 __device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, const R (*S)[2], const R *gdt,
                                                   const R *pul, const double *x, const double *d, double alpha,
                                                   int k, R th[3])
 {
     const int nc = NC ? NC : a.nc;
-    if (pul) {
+    if (pul && NC && NC % 2 == 0) {
+        R u[NC ? NC : 1], v[NC ? NC : 1];
+        load_pairs<NC>(pul + (size_t)2 * NC * k, u, v);
+        design_theta_channels(NC, S, u, v, 1, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+    } else if (pul) {
         const R *pk = pul + (size_t)2 * nc * k;
         design_theta_channels(nc, S, pk, pk + 1, 2, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
     } else {
@@ -163,6 +201,14 @@ __device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S
 template <typename R> struct stage_depth { static const int value = 16; };
 template <> struct stage_depth<double> { static const int value = 8; };
 #define PS_GPU_STAGE (stage_depth<R>::value)
+
+/* Channels a lane sums at once in the gradient's sums over spins (NC
+ * channels, NC a multiple of it): 16 bytes of sensitivities per spin, and
+ * with a full stage NC/CG (channel group, step) items for every lane of a
+ * warp of one segment (float: 2 x 16; double: 4 x 8). */
+template <typename R, int NC> struct channel_group {
+    static const int value = sizeof(R) == 4 ? (NC % 4 == 0 ? 4 : NC % 2 == 0 ? 2 : 1) : (NC % 2 == 0 ? 2 : 1);
+};
 
 /* Largest staged pulse (bytes of shared memory per block): one channel, and
  * several (the channels kernel opts into more shared memory; in float64 the
@@ -350,12 +396,54 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
         stg[nb * 33 + lane] = gx;
         stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
         nb++;
-        if (NCH && (nb == PS_GPU_STAGE || i == 0)) {
+        if (NCH > 1 && (nb == PS_GPU_STAGE || i == 0)) {
+            /* NCH channels: per (group of CG channels, step, segment) the
+             * sums over the segment's spins l of their chain rule
+             * (model/design.h) with the spins' sensitivities
+             * Stile[l NCH + c], both components; a lane takes a group, its
+             * spin's values loaded once for the group's channels (the sums
+             * per channel in spin order: the bits of the loop below) */
+            constexpr int CG = channel_group<R, NCH>::value, NG = NCH / CG;
+            __syncwarp();
+            const int per = nb * ngroups;
+            for (int it = lane; it < NG * per; it += 32) {
+                const int grp = it / per, rem = it - grp * per, r = rem / ngroups, g = rem - r * ngroups;
+                const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;
+                R su[CG], sv[CG];
+#pragma unroll
+                for (int c = 0; c < CG; c++)
+                    su[c] = sv[c] = 0;
+                for (int l = 0; l < sb; l++) {
+                    const R gth2[3] = {rx[l], ry[l], 0};
+                    R gr[CG], gi[CG];
+                    load_pairs<CG>(&Stile[l * NCH + grp * CG][0], gr, gi);
+#pragma unroll
+                    for (int c = 0; c < CG; c++) {
+                        R gu, gv;
+                        design_spin_grad_channel(gr[c], gi[c], gth2, &gu, &gv);
+                        su[c] += gu;
+                        sv[c] += gv;
+                    }
+                }
+                const int kk = (pw + g) * kseg + itop - r;
+                if (kk < nt)
+#pragma unroll
+                    for (int c = 0; c < CG; c++) {
+                        const int ch = grp * CG + c;
+                        double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
+                        *du = (first ? 0.0 : *du) + (double)su[c];
+                        *dv = (first ? 0.0 : *dv) + (double)sv[c];
+                    }
+            }
+            __syncwarp();
+            nb = 0;
+            itop = i - 1;
+        } else if (NCH && (nb == PS_GPU_STAGE || i == 0)) {
             /* channels: per (channel c, step, segment) the sums over the
              * segment's spins l of their chain rule (model/design.h) with the
              * spin's sensitivity Stile[l nc + c], both components */
             __syncwarp();
-            const int per = nb * ngroups, nc = NCH > 1 ? NCH : a.nc;
+            const int per = nb * ngroups, nc = a.nc;
             for (int it = lane; it < nc * per; it += 32) {
                 const int ch = it / per, rem = it - ch * per, r = rem / ngroups, g = rem - r * ngroups;
                 const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;

@@ -92,6 +92,7 @@ __device__ inline void record(const args &a, const ps_solver &S, double seconds)
  * dots into L.red, their g.g copied from L.sums[1]. With cmd >= 0 (thread
  * 0's value), L.cmd = cmd for the whole block too.
  */
+template <int NCH>
 __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared &L, int cmd = -1)
 {
     const int m = a.memory, Q = 4 + (dots ? 4 * m : 0), GD = dot_blocks(a.nt, G);
@@ -110,7 +111,7 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
     __syncthreads();
     if (threadIdx.x == 0) {
         L.sums[3] += a.des.lambda * L.sums[2];
-        L.sums[3] += sar_penalty(a, L.S.mu, &L.viol);
+        L.sums[3] += sar_penalty<NCH>(a, L.S.mu, &L.viol);
         L.red[4 * m] = L.sums[1];
         if (cmd >= 0)
             L.cmd = cmd;
@@ -155,7 +156,7 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     reduce_barrier(a, grid, L, cmd, t0, last, PS_PROF_UPDATE);
 
     // ---- sums: every block, the same fixed order ----
-    eval_scalars(a, gridDim.x, ns >= 0, L, control_posted(a));
+    eval_scalars<NCH>(a, gridDim.x, ns >= 0, L, control_posted(a));
     prof_mark(a, last, PS_PROF_SUMS);
 
     // ---- control point (the evaluation changed no state: still before its decision) ----
@@ -219,32 +220,48 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 apply_pass(a, pend_alpha, pend_slot);
             break;
         }
-        if (phase == PS_PHASE_START) {
-            // ---- evaluate at the start point, or at x for a new penalty round ----
-            if (pend_slot >= 0) { /* the round's last accepted step first */
+        if (phase == PS_PHASE_START || phase == PS_PHASE_TRIAL) {
+            // ---- evaluate: at the start point (or at x for a new penalty
+            // round), or a line search trial with the update's dots; one
+            // call site, so that the evaluation is compiled once ----
+            const bool start = phase == PS_PHASE_START;
+            if (start && pend_slot >= 0) { /* the round's last accepted step first */
                 apply_pass(a, pend_alpha, pend_slot);
                 pend_slot = -1;
                 grid.sync();
             }
-            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, start ? nullptr : a.d, start ? 0.0 : alpha,
+                                                       start ? -1 : ns, start ? a.g : a.gt, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)
                 continue; /* DONE */
-            if (a.mode == MODE_EVAL) {
-                if (blockIdx.x == 0 && threadIdx.x == 0) {
-                    a.eval_out[0] = sums[3];
-                    *a.elapsed = (double)(global_ns() - t0) * 1e-9;
+            if (start) {
+                if (a.mode == MODE_EVAL) {
+                    if (blockIdx.x == 0 && threadIdx.x == 0) {
+                        a.eval_out[0] = sums[3];
+                        *a.elapsed = (double)(global_ns() - t0) * 1e-9;
+                    }
+                    return 0;
                 }
-                return 0;
+                if (threadIdx.x == 0) {
+                    const bool row = !S.restart; /* a new round's start has no row */
+                    decide_start(&S, sums[3], sums[1], L.viol);
+                    if (row)
+                        record(a, S, (double)(global_ns() - t0) * 1e-9);
+                }
+                __syncthreads();
+                continue;
             }
             if (threadIdx.x == 0) {
-                const bool row = !S.restart; /* a new round's start has no row */
-                decide_start(&S, sums[3], sums[1], L.viol);
-                if (row)
-                    record(a, S, (double)(global_ns() - t0) * 1e-9);
+                L.ft = sums[3]; /* f at the trial, kept for the update */
+                decide_trial(&S, sums[3], sums[0], L.viol);
             }
-            __syncthreads();
+            block_barrier(a, last, PS_PROF_DECIDE_TRIAL);
+            const bool accepted = S.phase == PS_PHASE_UPDATE;
+            __syncthreads(); /* every thread has the decision before the update changes it */
+            if (accepted && take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
+                return 0; /* one iteration done */
         } else if (phase == PS_PHASE_DIRECTION) {
             // ---- direction (warp 0) ----
             if (threadIdx.x < 32)
@@ -256,22 +273,6 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             form_direction(a, &S.lb, pend_alpha, pend_slot);
             pend_slot = -1;
             direction_barrier(a, grid, L, cmd, t0, last, PS_PROF_DIRECTION);
-        } else if (phase == PS_PHASE_TRIAL) {
-            // ---- line search trial, with the update's dots ----
-            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
-            if (ev == EV_YIELD)
-                return 1;
-            if (ev == EV_STOPPED)
-                continue; /* DONE */
-            if (threadIdx.x == 0) {
-                L.ft = sums[3]; /* f at the trial, kept for the update */
-                decide_trial(&S, sums[3], sums[0], L.viol);
-            }
-            block_barrier(a, last, PS_PROF_DECIDE_TRIAL);
-            const bool accepted = S.phase == PS_PHASE_UPDATE;
-            __syncthreads(); /* every thread has the decision before the update changes it */
-            if (accepted && take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
-                return 0; /* one iteration done */
         } else {
             // ---- update of a launch in the UPDATE phase (from a checkpoint
             // of the CPU backend): the partials the trial's reduction would
@@ -279,7 +280,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             if (blockIdx.x == 0 && threadIdx.x == 0)
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             grid.sync();
-            eval_scalars(a, gridDim.x, true, L);
+            eval_scalars<NCH>(a, gridDim.x, true, L);
             if (take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
                 return 0; /* one iteration done */
         }

@@ -108,7 +108,7 @@ host_decide_kernel(args a, int G, int what, int slot, double alpha, double secon
     __syncthreads();
     /* the persistent kernel's clock before the first update */
     const double elapsed = what == HL_START && S.iteration == 0 ? 0.0 : seconds;
-    eval_scalars(a, G, what == HL_TRIAL, L);
+    eval_scalars<1>(a, G, what == HL_TRIAL, L); /* the SAR penalty if the problem has one */
     /* thread 0 alone reads and writes S until the warp's barrier */
     if (threadIdx.x == 0) {
         if (what == HL_START) {

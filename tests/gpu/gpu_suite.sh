@@ -20,8 +20,9 @@ root=$PWD
 case "${1:-}" in
 prepare)
     # Meson before 1.4 gives nvcc no depfile flags (mesonbuild/meson#11969),
-    # so a changed .cuh or shared .h leaves stale CUDA objects: rebuild them.
-    rm -f build/src/libpersolve_gpu.a.p/*.cu.o
+    # so a changed .cuh or shared .h leaves stale CUDA objects: rebuild them
+    # all (the library's and the tests' own kernels).
+    find build -name '*.cu.o' -delete 2>/dev/null
     ./setup.sh
     mkdir -p .carry/lib
     cp -L "$(ldconfig -p | awk '/libcmocka.so.0 / {print $NF; exit}')" .carry/lib/libcmocka.so.0

@@ -37,6 +37,7 @@
 
 #define SPEC "slice1d:nz=60,nt=80"
 #define SPEC_B1MAX "slice1d:nz=60,nt=80,b1_max=0.4"
+#define SPEC_SAR "ptx2d:n=12,nt=40,sar=1"
 /* The references stop at this limit, short of the float32 noise floor of
  * SPEC (reached near iteration 105), where the way a solve ends (the
  * decrease test, or a line search that fails after a trial below the noise
@@ -92,11 +93,11 @@ typedef struct reference {
     ps_result r;
 } reference;
 
-static void reference_make(reference *ref, const char *spec)
+static void reference_make_with(reference *ref, const char *spec, const ps_options *o)
 {
     ref->p = make_problem(spec);
-    ref->o = run_opts();
-    size_t n = 2 * ps_problem_nt(ref->p);
+    ref->o = *o;
+    size_t n = ps_problem_nx(ref->p);
     ref->x = malloc(n * sizeof(double));
     ps_problem_x0(ref->p, ref->x);
     double t = now_s();
@@ -106,6 +107,12 @@ static void reference_make(reference *ref, const char *spec)
            now_s() - t);
     assert_true(st >= 0);
     assert_true(ref->r.iterations > 20);
+}
+
+static void reference_make(reference *ref, const char *spec)
+{
+    const ps_options o = run_opts();
+    reference_make_with(ref, spec, &o);
 }
 
 static void reference_free(reference *ref)
@@ -153,7 +160,7 @@ static void assert_same_end(const reference *ref, const ps_result *r,
                             const double *x)
 {
     assert_seconds_monotonic(r);
-    size_t n = 2 * ps_problem_nt(ref->p);
+    size_t n = ps_problem_nx(ref->p);
     assert_int_equal(r->status, ref->r.status);
     assert_int_equal(r->iterations, ref->r.iterations);
     assert_int_equal(r->evaluations, ref->r.evaluations);
@@ -257,7 +264,7 @@ static ps_run *checkpoint_hop(const reference *ref, ps_run *run, counts *c)
 static void storm_round(const reference *ref, uint64_t *seed, counts *c,
                         long max_sleep_us)
 {
-    size_t n = 2 * ps_problem_nt(ref->p);
+    size_t n = ps_problem_nx(ref->p);
     double *x = malloc(n * sizeof *x);
     ps_problem_x0(ref->p, x);
     ps_run *run = NULL;
@@ -337,10 +344,10 @@ static void storm_round(const reference *ref, uint64_t *seed, counts *c,
     c->rounds++;
 }
 
-static void control_storm_spec(const char *spec, int rounds, int cycles)
+static void control_storm_opts(const char *spec, const ps_options *o, int rounds, int cycles)
 {
     reference ref;
-    reference_make(&ref, spec);
+    reference_make_with(&ref, spec, o);
     double per_eval = ref.r.seconds / (double)ref.r.evaluations;
     long max_sleep = (long)(3e6 * per_eval) + 1;
     uint64_t seed = 2024;
@@ -356,6 +363,12 @@ static void control_storm_spec(const char *spec, int rounds, int cycles)
     reference_free(&ref);
 }
 
+static void control_storm_spec(const char *spec, int rounds, int cycles)
+{
+    const ps_options o = run_opts();
+    control_storm_opts(spec, &o, rounds, cycles);
+}
+
 static void control_storm(void **state)
 {
     control_storm_spec(SPEC, 6, 300);
@@ -366,12 +379,35 @@ static void control_storm_b1max(void **state)
     control_storm_spec(SPEC_B1MAX, 2, 60);
 }
 
+/*
+ * A design with the local-SAR penalty (ptx2d with sar=1: 8 channels, 4
+ * VOPs, the start point violating): its penalty rounds, each a new START
+ * inside the same run, end bit-identical across pauses, yields and
+ * checkpoint hops in any round. The rounds are short (a loose decrease
+ * test) so that the reference goes through several of them.
+ */
+static void control_storm_sar(void **state)
+{
+    ps_options o = run_opts();
+    o.max_iterations = 400;
+    o.ftol = 1e-3;
+    o.past = 3;
+    reference ref;
+    reference_make_with(&ref, SPEC_SAR, &o);
+    const ps_progress *last = &ref.r.history[ref.r.history_len - 1];
+    printf("%s: %d rounds (%d in the history), mu %g, violation %.3e, status %d\n", SPEC_SAR, ref.r.rounds,
+           last->round + 1, ref.r.mu, ref.r.violation, ref.r.status);
+    assert_true(ref.r.rounds >= 3);
+    reference_free(&ref);
+    control_storm_opts(SPEC_SAR, &o, 2, 40);
+}
+
 /* Cancel at random moments (also while paused or yielded). */
 static void cancel_random(void **state)
 {
     reference ref;
     reference_make(&ref, SPEC);
-    size_t n = 2 * ps_problem_nt(ref.p);
+    size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     uint64_t seed = 7;
     int cancelled = 0, resumed = 0, resumed_start = 0;
@@ -491,7 +527,7 @@ static void snapshot_hammer(void **state)
     /* phases long enough for the reader to see most publications */
     reference ref;
     reference_make(&ref, "slice1d:nz=200,nt=300");
-    size_t n = 2 * ps_problem_nt(ref.p);
+    size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     ps_problem_x0(ref.p, x);
     ps_run *run;
@@ -635,7 +671,7 @@ static void checkpoint_round_trip(void **state)
     for (int k = 0; k < 2; k++) {
         reference ref;
         reference_make(&ref, specs[k]);
-        size_t n = 2 * ps_problem_nt(ref.p);
+        size_t n = ps_problem_nx(ref.p);
         double *x = malloc(n * sizeof *x);
         ps_problem_x0(ref.p, x);
         uint64_t seed = 5 + (uint64_t)k;
@@ -707,7 +743,7 @@ static void limits_lifted(void **state)
 {
     reference ref;
     reference_make(&ref, SPEC);
-    size_t n = 2 * ps_problem_nt(ref.p);
+    size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     int lifted = 0, mid_search = 0;
     for (int kind = 0; kind < 2; kind++) {
@@ -758,7 +794,7 @@ static void limits_reached(void **state)
 {
     reference ref;
     reference_make(&ref, SPEC);
-    size_t n = 2 * ps_problem_nt(ref.p);
+    size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     void *buf;
     size_t len;
@@ -809,7 +845,7 @@ static void resumed_start_point(void **state)
 {
     reference ref;
     reference_make(&ref, SPEC);
-    size_t n = 2 * ps_problem_nt(ref.p);
+    size_t n = ps_problem_nx(ref.p);
     double *x0 = malloc(n * sizeof *x0), *x = malloc(n * sizeof *x);
     ps_problem_x0(ref.p, x0);
     for (size_t i = 0; i < n; i++)
@@ -874,7 +910,7 @@ static void checkpoint_options(void **state)
 
     o = ref.o;
     o.threads = 1; /* results do not depend on the thread count */
-    size_t n = 2 * ps_problem_nt(ref.p);
+    size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
     finish(run, &r, x);
@@ -979,7 +1015,7 @@ static void checkpoint_refused(void **state)
     /* a NaN in the point, with a valid checksum (the vectors x, g, xt, gt,
      * d, S, Y end where the history's rows begin) */
     {
-        size_t n = 2 * ps_problem_nt(ref.p), m = (size_t)ref.o.memory;
+        size_t n = ps_problem_nx(ref.p), m = (size_t)ref.o.memory;
         size_t x0 = len - 8 - (size_t)(at + 1) * sizeof(ps_progress) - (5 * n + 2 * m * n) * sizeof(double);
         memcpy(work, b, len);
         double nan = NAN;
@@ -1049,7 +1085,7 @@ static void bad_input(void **state)
     assert_string_not_equal(ps_strerror(PS_ERR_CHECKPOINT), "unknown status");
 
     ps_problem *p = make_problem("slice1d");
-    size_t n = 2 * ps_problem_nt(p);
+    size_t n = ps_problem_nx(p);
     double *x = malloc(n * sizeof *x);
     ps_problem_x0(p, x);
     ps_options o = run_opts();
@@ -1183,7 +1219,7 @@ static int stop_at_5(void *user, const ps_progress *pr)
 static void progress_cancel(void **state)
 {
     ps_problem *p = make_problem(SPEC);
-    size_t n = 2 * ps_problem_nt(p);
+    size_t n = ps_problem_nx(p);
     double *x = malloc(n * sizeof *x);
     ps_problem_x0(p, x);
     ps_options o = run_opts();
@@ -1208,6 +1244,7 @@ static void progress_cancel(void **state)
     cmocka_unit_test(bad_input),              \
         cmocka_unit_test(control_storm),      \
         cmocka_unit_test(control_storm_b1max), \
+        cmocka_unit_test(control_storm_sar),  \
         cmocka_unit_test(cancel_random),      \
         cmocka_unit_test(snapshot_hammer),    \
         cmocka_unit_test(checkpoint_round_trip), \
@@ -1248,7 +1285,7 @@ static void yield_frees_gpu(void **state)
     reference ref;
     reference_make(&ref, "spiral2d:n=32,nt=1000");
     ps_problem *q = make_problem("inversion");
-    size_t nq = 2 * ps_problem_nt(q), n = 2 * ps_problem_nt(ref.p);
+    size_t nq = ps_problem_nx(q), n = ps_problem_nx(ref.p);
     double *xq = malloc(nq * sizeof *xq), *x = malloc(n * sizeof *x);
     ps_problem_x0(q, xq);
     ps_problem_x0(ref.p, x);
@@ -1314,7 +1351,7 @@ static void checkpoint_across_backends(void **state)
         o.backend = dir == 0 ? PS_BACKEND_CPU : PS_BACKEND_GPU;
         assert_int_equal(ps_solve_resume(ref.p, &o, buf, len, &run), 0);
         ps_result r;
-        size_t n = 2 * ps_problem_nt(ref.p);
+        size_t n = ps_problem_nx(ref.p);
         double *x = malloc(n * sizeof *x);
         tu_poison(x, n);
         int st = finish(run, &r, x);
@@ -1356,7 +1393,7 @@ static void checkpoint_update_phase(void **state)
     ps_result_free(&ref.r);
     ps_problem_x0(ref.p, ref.x);
     assert_true(solve_persistent(ref.p, &ref.o, ref.x, &ref.r) >= 0);
-    size_t n = 2 * ps_problem_nt(ref.p);
+    size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     ps_problem_x0(ref.p, x);
     ps_run *run;
@@ -1445,7 +1482,7 @@ static void finish_as_reference(ps_run *run, double *x, size_t n, const double *
 static void control_paths(void **state)
 {
     ps_problem *p = make_problem("slice1d:nz=20,nt=40");
-    size_t n = 2 * ps_problem_nt(p);
+    size_t n = ps_problem_nx(p);
     double *x = malloc(n * sizeof *x), *xr = malloc(n * sizeof *xr);
     ps_options o = run_opts();
     o.max_iterations = 4;
