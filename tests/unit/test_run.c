@@ -386,12 +386,19 @@ static void control_storm_b1max(void **state)
  * checkpoint hops in any round. The rounds are short (a loose decrease
  * test) so that the reference goes through several of them.
  */
-static void control_storm_sar(void **state)
+/* Options of the SAR designs: short rounds (a loose decrease test). */
+static ps_options sar_opts(void)
 {
     ps_options o = run_opts();
     o.max_iterations = 400;
     o.ftol = 1e-3;
     o.past = 3;
+    return o;
+}
+
+static void control_storm_sar(void **state)
+{
+    ps_options o = sar_opts();
     reference ref;
     reference_make_with(&ref, SPEC_SAR, &o);
     const ps_progress *last = &ref.r.history[ref.r.history_len - 1];
@@ -400,6 +407,89 @@ static void control_storm_sar(void **state)
     assert_true(ref.r.rounds >= 3);
     reference_free(&ref);
     control_storm_opts(SPEC_SAR, &o, 2, 40);
+}
+
+/* The run a progress callback pauses after every iteration (CPU: the
+ * callback runs on the run's worker, the pause is taken at the next control
+ * point, before the next phase). */
+static ps_run *_Atomic pause_target;
+
+static int pause_each_iteration(void *user, const ps_progress *row)
+{
+    (void)user;
+    (void)row;
+    ps_run *run = atomic_load(&pause_target);
+    if (run)
+        ps_run_pause(run);
+    return 0;
+}
+
+/*
+ * A run paused after every iteration (CPU: by its progress callback; GPU:
+ * by the host as fast as it can, at the control point after an
+ * evaluation), and at the START of a new penalty round (phase START after
+ * the first iteration) checkpointed, freed and resumed from the blob: it
+ * ends bit-identical to the uninterrupted run. On the CPU every round's
+ * start is caught.
+ */
+static void checkpoint_round_start(void **state)
+{
+    ps_options o = sar_opts();
+    reference ref;
+    reference_make_with(&ref, SPEC_SAR, &o);
+    size_t n = ps_problem_nx(ref.p);
+    double *x = malloc(n * sizeof *x);
+    ps_problem_x0(ref.p, x);
+    ps_options op = ref.o;
+#ifndef PS_TEST_GPU
+    op.progress = pause_each_iteration;
+#endif
+    ps_run *run;
+    assert_int_equal(ps_solve_start(ref.p, &op, x, &run), 0);
+    atomic_store(&pause_target, run);
+    int stops = 0, hops = 0;
+    int64_t hop_iter = 0;
+    for (;;) {
+        if (ps_run_pause(run) == PS_ERR_STATE || wait_state(run, PS_RUN_PAUSED) != PS_RUN_PAUSED)
+            break;
+        stops++;
+        ps_snapshot s;
+        assert_int_equal(ps_run_snapshot(run, &s), 0);
+        if (s.phase == 0 && s.iteration > hop_iter) { /* a new round's START, once */
+            hop_iter = s.iteration;
+            void *buf;
+            size_t len;
+            assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
+            atomic_store(&pause_target, NULL);
+            ps_run_free(run);
+            assert_int_equal(ps_solve_resume(ref.p, &op, buf, len, &run), 0);
+            atomic_store(&pause_target, run);
+            free(buf);
+            hops++;
+            continue;
+        }
+        /* the resume taken before the next pause: the run went on (its
+         * callback may pause it again at once) */
+        const uint64_t beat = s.heartbeat;
+        assert_int_equal(ps_run_resume(run), 0);
+        while (ps_run_snapshot(run, &s) == 0 && s.state == PS_RUN_PAUSED && s.heartbeat == beat)
+            ;
+    }
+    ps_result r;
+    tu_poison(x, n);
+    finish(run, &r, x);
+    atomic_store(&pause_target, NULL);
+    assert_same_end(&ref, &r, x);
+    printf("%s: %d rounds; paused at %d control points, %d checkpoint hops at a round's start, "
+           "bit-identical end\n", SPEC_SAR, ref.r.rounds, stops, hops);
+    assert_true(ref.r.rounds >= 3);
+#ifndef PS_TEST_GPU
+    assert_int_equal(hops, ref.r.rounds - 1);
+#endif
+    ps_result_free(&r);
+    ps_run_free(run);
+    free(x);
+    reference_free(&ref);
 }
 
 /* Cancel at random moments (also while paused or yielded). */
@@ -1245,6 +1335,7 @@ static void progress_cancel(void **state)
         cmocka_unit_test(control_storm),      \
         cmocka_unit_test(control_storm_b1max), \
         cmocka_unit_test(control_storm_sar),  \
+        cmocka_unit_test(checkpoint_round_start), \
         cmocka_unit_test(cancel_random),      \
         cmocka_unit_test(snapshot_hammer),    \
         cmocka_unit_test(checkpoint_round_trip), \
