@@ -56,15 +56,21 @@ static size_t first_nonfinite(const double *a, size_t n)
 }
 
 /* Checks an array of n values, if given: finite, and what `rule` asks.
- * Messages name an element [i][j][w] of [n / (mid width)][mid][width]
- * when mid > 1, else [i][w] of [n / width][width] (or [i]). */
-static int check_array(const char *name, const double *a, size_t n, size_t mid,
+ * Messages name an element [i][a][c][w] of [n / (side^2 width)][side][side]
+ * [width] when side > 1 (then mid = side^2), else [i][j][w] of
+ * [n / (mid width)][mid][width] when mid > 1, else [i][w] of
+ * [n / width][width] (or [i]). */
+static int check_array(const char *name, const double *a, size_t n, size_t mid, size_t side,
                        size_t width, int rule, char *msg, size_t len)
 {
     if (!a)
         return PS_CONVERGED;
     size_t i = first_nonfinite(a, n);
     if (i < n) {
+        if (side > 1) /* [n / (side side width)][side][side][width] */
+            return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s[%zu][%zu][%zu][%zu] is %s", name,
+                                 i / (mid * width), i / width / side % side, i / width % side, i % width,
+                                 isnan(a[i]) ? "NaN" : "Inf");
         if (mid > 1)
             return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s[%zu][%zu][%zu] is %s", name,
                                  i / (mid * width), i / width % mid, i % width,
@@ -177,7 +183,9 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
                           PS_NC_OF(d) == 1   ? 1                                       \
                           : channels == PS_CH_INNER ? PS_NC_OF(d)                      \
                           : channels == PS_CH_OUTER ? d->rows                          \
+                          : channels == PS_CH_SQUARE ? PS_NC_OF(d) * PS_NC_OF(d)       \
                                                     : 1,                               \
+                          channels == PS_CH_SQUARE ? PS_NC_OF(d) : 0,                  \
                           width, rule, msg, len)))                                     \
         return st;
     PS_PROBLEM_ARRAYS(CHECK)

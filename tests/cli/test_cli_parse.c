@@ -393,12 +393,13 @@ static void test_exit_codes(void **state)
     assert_int_equal(ps_cli_exit_code(PS_MAX_ITERATIONS), 1);
     assert_int_equal(ps_cli_exit_code(PS_MAX_EVALUATIONS), 1);
     assert_int_equal(ps_cli_exit_code(PS_TIME_LIMIT), 1);
+    assert_int_equal(ps_cli_exit_code(PS_CONSTRAINT_VIOLATED), 1);
     assert_int_equal(ps_cli_exit_code(PS_CANCELLED), 130);
     assert_int_equal(ps_cli_exit_code(PS_ERR_OPTION), 2);
     static const int input[] = {PS_ERR_NULL, PS_ERR_SIZE, PS_ERR_NONFINITE,
                                 PS_ERR_DT, PS_ERR_NEGATIVE, PS_ERR_RELAXATION,
                                 PS_ERR_LOSS, PS_ERR_B1MAX, PS_ERR_PRESET,
-                                PS_ERR_FILE};
+                                PS_ERR_FILE, PS_ERR_CHANNELS, PS_ERR_SAR};
     for (size_t i = 0; i < sizeof input / sizeof input[0]; i++)
         assert_int_equal(ps_cli_exit_code(input[i]), 3);
     assert_int_equal(ps_cli_exit_code(PS_ERR_CHECKPOINT), 3);

@@ -6,6 +6,7 @@
  * that checkpoints already written store, so they still resume.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,6 +142,130 @@ static void test_hash_sees_every_field(void **state)
     assert_true(hash_of(&f.d) != h0);
 }
 
+/* A 2-channel problem with 2 VOPs and per-channel peak limits, in
+ * storage of its own. */
+typedef struct sar_base {
+    base f;
+    double b1map[NS * 2 * 2], vop[2 * 2 * 2 * 2], bm[2];
+} sar_base;
+
+static void sar_init(sar_base *s)
+{
+    full_init(&s->f);
+    for (int i = 0; i < NS * 4; i++)
+        s->b1map[i] = 0.25 * (i % 5) - 0.5;
+    /* Q0 = diag(2, 1); Q1 = [[1, 0.5i], [-0.5i, 1]] (Hermitian, eigenvalues 0.5 and 1.5) */
+    static const double q[16] = {2, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0.5, 0, -0.5, 1, 0};
+    memcpy(s->vop, q, sizeof q);
+    s->bm[0] = 0.3;
+    s->bm[1] = 0.4;
+    ps_problem_desc *d = &s->f.d;
+    d->nc = 2;
+    d->b1scale = NULL;
+    d->b1map = s->b1map;
+    d->b1 = NULL;
+    d->b1_max = PS_B1MAX_NONE;
+    d->b1_max_channel = s->bm;
+    d->nq = 2;
+    d->vop = s->vop;
+    d->sar_max = 3.2;
+    d->tr = 0.01;
+}
+
+/* The constraints' fields: validated with clear messages, copied, in the
+ * hash when present (and only then). */
+static void test_constraints(void **state)
+{
+    (void)state;
+    sar_base s;
+    char msg[256];
+    sar_init(&s);
+    assert_int_equal(ps_problem_validate(&s.f.d, msg, sizeof msg), PS_CONVERGED);
+    const uint64_t h0 = hash_of(&s.f.d);
+    ps_problem *p = NULL;
+    ps_problem_desc out;
+    assert_int_equal(ps_problem_create(&s.f.d, &p), PS_CONVERGED);
+    assert_int_equal(ps_problem_nq(p), 2);
+    assert_int_equal(ps_problem_describe(p, &out), PS_CONVERGED);
+    assert_true(out.vop != s.vop && out.b1_max_channel != s.bm);
+    assert_memory_equal(out.vop, s.vop, sizeof s.vop);
+    assert_memory_equal(out.b1_max_channel, s.bm, sizeof s.bm);
+    assert_true(out.sar_max == 3.2 && out.tr == 0.01 && out.nq == 2);
+    /* ps_constraints: peaks per channel and SAR_q = dt/TR sum_k b^H Q b */
+    double x[2 * 2 * NT] = {0}, peak[2], sar[2];
+    x[0] = 0.3;      /* u of channel 0, step 0 */
+    x[2 * NT] = 0.4; /* u of channel 1, step 0 */
+    x[3 * NT] = 0.1; /* v of channel 1, step 0 */
+    assert_int_equal(ps_constraints(p, x, peak, sar), PS_CONVERGED);
+    const double sc = s.f.d.dt / 0.01, b1 = 0.4 * 0.4 + 0.1 * 0.1;
+    assert_true(peak[0] == 0.3 && fabs(peak[1] - sqrt(b1)) <= 1e-15);
+    assert_true(fabs(sar[0] - sc * (2 * 0.09 + b1)) <= 1e-15 * sar[0]);
+    /* Q1: |b0|^2 + |b1|^2 + 2 Re(conj(b0) 0.5i b1) = 0.09 + b1 + 2 * 0.3 * Re(0.5i (0.4 + 0.1i)) */
+    assert_true(fabs(sar[1] - sc * (0.09 + b1 + 2 * 0.3 * -0.05)) <= 1e-15 * sar[1]);
+    ps_problem_free(p);
+
+    /* each field is in the hash */
+    double *vals[] = {&s.vop[11], &s.bm[1], &s.f.d.sar_max, &s.f.d.tr};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        sar_init(&s);
+        *vals[i] *= 1.25;
+        if (i == 0)
+            s.vop[13] = -s.vop[11]; /* still Hermitian */
+        assert_true(hash_of(&s.f.d) != h0);
+    }
+    sar_init(&s);
+    s.f.d.b1_max_channel = NULL;
+    assert_true(hash_of(&s.f.d) != h0);
+
+    static const struct {
+        const char *what;
+        int status;
+        const char *msg;
+    } bad[] = {
+        {"vop NULL", PS_ERR_NULL, "vop is NULL with nq = 2"},
+        {"nq 0 with vop", PS_ERR_SAR, "vop is given with nq = 0"},
+        {"too many", PS_ERR_SIZE, "nq = 257 is too large"},
+        {"sar_max 0", PS_ERR_SAR, "sar_max = 0 must be finite and > 0"},
+        {"tr NaN", PS_ERR_NONFINITE, "tr is NaN"},
+        {"tr Inf", PS_ERR_SAR, "tr = inf must be finite and > 0"},
+        {"NaN element", PS_ERR_NONFINITE, "vop[1][0][1][1] is NaN"},
+        {"not Hermitian", PS_ERR_SAR, "vop[1] is not Hermitian: Q[0][1] = 0+0.5i but conj(Q[1][0]) = 0-0.5i"},
+        {"not PSD", PS_ERR_SAR, "vop[0] is not positive semidefinite"},
+        {"b1_max too", PS_ERR_B1MAX, "b1_max = 0.2 and b1_max_channel are both given"},
+        {"limit 0", PS_ERR_B1MAX, "b1_max_channel[1] = 0 must be finite and > 0"},
+        {"limit NaN", PS_ERR_NONFINITE, "b1_max_channel[0] = nan must be finite and > 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sar_init(&s);
+        ps_problem_desc *d = &s.f.d;
+        switch (i) {
+        case 0: d->vop = NULL; break;
+        case 1: d->nq = 0; break;
+        case 2: d->nq = PS_MAX_VOPS + 1; break;
+        case 3: d->sar_max = 0.0; break;
+        case 4: d->tr = NAN; break;
+        case 5: d->tr = INFINITY; break;
+        case 6: s.vop[8 + 3] = NAN; break;
+        case 7: s.vop[8 + 5] = 0.5; break; /* Q1[1][0] = +0.5i: Q1[0][1] is not its conjugate */
+        case 8: s.vop[2] = s.vop[4] = 3.0; break; /* [[2, 3], [3, 1]]: an eigenvalue < 0 */
+        case 9: d->b1_max = 0.2; break;
+        case 10: s.bm[1] = 0.0; break;
+        default: s.bm[0] = NAN; break;
+        }
+        int st = ps_problem_validate(d, msg, sizeof msg);
+        printf("%-14s -> %d: %s\n", bad[i].what, st, msg);
+        assert_int_equal(st, bad[i].status);
+        assert_non_null(strstr(msg, bad[i].msg));
+        assert_int_equal(ps_problem_create(d, &p), bad[i].status);
+        assert_null(p);
+    }
+    /* a singular positive semidefinite VOP (v v^H, rank 1) is accepted */
+    sar_init(&s);
+    static const double rank1[8] = {1, 0, 0, -1, 0, 1, 1, 0}; /* v = (1, i) */
+    memcpy(s.vop, rank1, sizeof rank1);
+    assert_int_equal(ps_problem_validate(&s.f.d, msg, sizeof msg), PS_CONVERGED);
+}
+
 /* describe gives back copies of every array and the scalars. */
 static void test_create_describe(void **state)
 {
@@ -213,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_hash_pinned),
         cmocka_unit_test(test_hash_sees_every_field),
         cmocka_unit_test(test_create_describe),
+        cmocka_unit_test(test_constraints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
