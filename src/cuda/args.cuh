@@ -87,7 +87,9 @@ __device__ __forceinline__ uint64_t global_ns()
 }
 
 /* Pulse (u, v) of channel c at step k of the point x + alpha d (d may be
- * NULL), and its variables (zp, zq). */
+ * NULL), and its variables (zp, zq); NCH 0: the single-channel kernel's
+ * (c = 0, the one limit). */
+template <int NCH = 1>
 __device__ __forceinline__ void pulse_at(const args &a, const double *x, const double *d, double alpha,
                                          int c, int k, double *u, double *v, double *zp, double *zq)
 {
@@ -99,7 +101,10 @@ __device__ __forceinline__ void pulse_at(const args &a, const double *x, const d
     }
     *zp = p;
     *zq = q;
-    ps_design_pulse(&a.des, c, p, q, u, v);
+    if (NCH)
+        ps_design_pulse(&a.des, c, p, q, u, v);
+    else
+        ps_design_pulse_one(&a.des, p, q, u, v);
 }
 
 } // namespace ps_gpu

@@ -114,7 +114,7 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gd
         v = pul[2 * k + 1];
     } else {
         double ud, vd, zp, zq;
-        pulse_at(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
+        pulse_at<0>(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
         u = (R)ud;
         v = (R)vd;
     }
@@ -518,7 +518,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     if (pul && !NCH) { /* the trial pulse, once per block */
         for (int k = t; k < nt; k += blockDim.x) {
             double ud, vd, zp, zq;
-            pulse_at(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
+            pulse_at<0>(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
             pul[2 * k] = (R)ud;
             pul[2 * k + 1] = (R)vd;
         }

@@ -208,6 +208,34 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
     double pend_alpha = 0.0;
     int pend_slot = -1;
 
+    /* The single-channel kernel takes its first START here, before the
+     * loop (a new penalty round's START, and every START of the channels
+     * kernel, in the loop): where the evaluation is placed moves the
+     * compiler's register allocation, and each kernel measured fastest
+     * this way (README, issue 15's figures). */
+    if (!NCH && S.phase == PS_PHASE_START) {
+        // ---- evaluate at the start point ----
+        const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+        if (ev == EV_YIELD)
+            return 1;
+        if (ev == EV_STOPPED)
+            return 0;
+        if (a.mode == MODE_EVAL) {
+            if (blockIdx.x == 0 && threadIdx.x == 0) {
+                a.eval_out[0] = sums[3];
+                *a.elapsed = (double)(global_ns() - t0) * 1e-9;
+            }
+            return 0;
+        }
+        if (threadIdx.x == 0) {
+            const bool row = !S.restart;
+            decide_start(&S, sums[3], sums[1], L.viol);
+            if (row)
+                record(a, S, (double)(global_ns() - t0) * 1e-9);
+        }
+        __syncthreads();
+    }
+
     for (;;) {
         /* every thread takes the phase, the trial step and the next slot
          * before the decisions may change them */
@@ -220,48 +248,32 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 apply_pass(a, pend_alpha, pend_slot);
             break;
         }
-        if (phase == PS_PHASE_START || phase == PS_PHASE_TRIAL) {
-            // ---- evaluate: at the start point (or at x for a new penalty
-            // round), or a line search trial with the update's dots; one
-            // call site, so that the evaluation is compiled once ----
-            const bool start = phase == PS_PHASE_START;
-            if (start && pend_slot >= 0) { /* the round's last accepted step first */
+        if (phase == PS_PHASE_START) {
+            // ---- evaluate at the start point, or at x for a new penalty round ----
+            if (pend_slot >= 0) { /* the round's last accepted step first */
                 apply_pass(a, pend_alpha, pend_slot);
                 pend_slot = -1;
                 grid.sync();
             }
-            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, start ? nullptr : a.d, start ? 0.0 : alpha,
-                                                       start ? -1 : ns, start ? a.g : a.gt, smem, t0, last);
+            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)
                 continue; /* DONE */
-            if (start) {
-                if (a.mode == MODE_EVAL) {
-                    if (blockIdx.x == 0 && threadIdx.x == 0) {
-                        a.eval_out[0] = sums[3];
-                        *a.elapsed = (double)(global_ns() - t0) * 1e-9;
-                    }
-                    return 0;
+            if (a.mode == MODE_EVAL) {
+                if (blockIdx.x == 0 && threadIdx.x == 0) {
+                    a.eval_out[0] = sums[3];
+                    *a.elapsed = (double)(global_ns() - t0) * 1e-9;
                 }
-                if (threadIdx.x == 0) {
-                    const bool row = !S.restart; /* a new round's start has no row */
-                    decide_start(&S, sums[3], sums[1], L.viol);
-                    if (row)
-                        record(a, S, (double)(global_ns() - t0) * 1e-9);
-                }
-                __syncthreads();
-                continue;
+                return 0;
             }
             if (threadIdx.x == 0) {
-                L.ft = sums[3]; /* f at the trial, kept for the update */
-                decide_trial(&S, sums[3], sums[0], L.viol);
+                const bool row = !S.restart; /* a new round's start has no row */
+                decide_start(&S, sums[3], sums[1], L.viol);
+                if (row)
+                    record(a, S, (double)(global_ns() - t0) * 1e-9);
             }
-            block_barrier(a, last, PS_PROF_DECIDE_TRIAL);
-            const bool accepted = S.phase == PS_PHASE_UPDATE;
-            __syncthreads(); /* every thread has the decision before the update changes it */
-            if (accepted && take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
-                return 0; /* one iteration done */
+            __syncthreads();
         } else if (phase == PS_PHASE_DIRECTION) {
             // ---- direction (warp 0) ----
             if (threadIdx.x < 32)
@@ -273,6 +285,22 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             form_direction(a, &S.lb, pend_alpha, pend_slot);
             pend_slot = -1;
             direction_barrier(a, grid, L, cmd, t0, last, PS_PROF_DIRECTION);
+        } else if (phase == PS_PHASE_TRIAL) {
+            // ---- line search trial, with the update's dots ----
+            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
+            if (ev == EV_YIELD)
+                return 1;
+            if (ev == EV_STOPPED)
+                continue; /* DONE */
+            if (threadIdx.x == 0) {
+                L.ft = sums[3]; /* f at the trial, kept for the update */
+                decide_trial(&S, sums[3], sums[0], L.viol);
+            }
+            block_barrier(a, last, PS_PROF_DECIDE_TRIAL);
+            const bool accepted = S.phase == PS_PHASE_UPDATE;
+            __syncthreads(); /* every thread has the decision before the update changes it */
+            if (accepted && take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
+                return 0; /* one iteration done */
         } else {
             // ---- update of a launch in the UPDATE phase (from a checkpoint
             // of the CPU backend): the partials the trial's reduction would

@@ -55,7 +55,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
         const bool ok = k < nt;
         double u = 0.0, v = 0.0, zp = 0.0, zq = 0.0;
         if (warp == 0 && ok) /* the pulse's loads issued with the partials' */
-            pulse_at(a, x, d, alpha, ch, k, &u, &v, &zp, &zq);
+            pulse_at<NCH>(a, x, d, alpha, ch, k, &u, &v, &zp, &zq);
         double gu = 0.0, gv = 0.0;
         if (ok)
             for (int b = warp; b < G; b += nw) {

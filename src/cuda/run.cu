@@ -206,10 +206,11 @@ extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
     if (rows > (size_t)a.hist_cap)
         rows = (size_t)a.hist_cap;
     /* nothing evaluated yet: still in START, or cancelled at the control
-     * point of the start evaluation (before its decision recorded row 0) */
-    if (d->s.phase == PS_PHASE_START ||
-        (d->s.phase == PS_PHASE_DONE && d->s.resume_phase == PS_PHASE_START &&
-         d->s.status == PS_ST_CANCELLED))
+     * point of the start evaluation (before its decision recorded row 0);
+     * a new penalty round's START follows the rows of the iterations done */
+    if (!d->s.restart && (d->s.phase == PS_PHASE_START ||
+                          (d->s.phase == PS_PHASE_DONE && d->s.resume_phase == PS_PHASE_START &&
+                           d->s.status == PS_ST_CANCELLED)))
         rows = 0;
     st = ps_driver_history_reserve(d, rows);
     if (st)

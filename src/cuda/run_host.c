@@ -88,8 +88,10 @@ void *ps_run_gpu_worker(void *arg)
 int ps_run_gpu_attach(ps_run *r)
 {
     int st = ps_gpu_run_create(r->p, &r->o, NULL, r->drv.x, &r->gpu);
-    if (!st && r->drv.s.phase != PS_PHASE_START)
-        st = ps_gpu_run_upload(r->gpu, &r->drv); /* a resumed checkpoint */
+    /* a resumed checkpoint (also one at the START of a new penalty round;
+     * a fresh START needs nothing but x) */
+    if (!st && (r->drv.s.phase != PS_PHASE_START || r->drv.s.restart))
+        st = ps_gpu_run_upload(r->gpu, &r->drv);
     return st;
 }
 

@@ -253,7 +253,7 @@ graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalH
     state_copy(&L.S, a.state);
     __syncthreads();
     /* the solve's clock starts with the first pass (only block 0 uses it) */
-    const bool first = L.S.phase == PS_PHASE_START;
+    const bool first = L.S.phase == PS_PHASE_START && !L.S.restart;
     uint64_t t0 = first ? now : *(volatile unsigned long long *)clock0;
     if (first && blockIdx.x == 0 && threadIdx.x == 0)
         *clock0 = now;

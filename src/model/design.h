@@ -86,6 +86,19 @@ PS_HD void ps_design_pulse(const ps_design *d, int c, double p, double q, double
     }
 }
 
+/* The same for a problem of one channel, whose limit is b1max (its
+ * b1max_c is NULL: ps_problem_design), without the per-channel lookup: the
+ * single-channel GPU kernel's, in its inner loops. */
+PS_HD void ps_design_pulse_one(const ps_design *d, double p, double q, double *u, double *v)
+{
+    if (d->has_b1max) {
+        ps_reparam_forward(d->b1max, p, q, u, v);
+    } else {
+        *u = p;
+        *v = q;
+    }
+}
+
 /* The inverse for start points: (p, q) from a pulse (u, v) of channel c,
  * projected strictly inside |b| < b1max[c] (model/bloch_math.h,
  * ps_reparam_inverse). */

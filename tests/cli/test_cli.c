@@ -1455,7 +1455,7 @@ static void test_channels(void **state)
 
     /* eval of the result: the gradient in the shape of /pulse/b1, F as the
      * design's, the same pulse's peaks */
-    r = run("eval", res, "--json", "-o", ev, NULL);
+    r = run("eval", res, "--backend", "cpu", "--json", "-o", ev, NULL);
     assert_code(r, 0);
     assert_true(json_number(r->out, "channels") == PC_NC);
     assert_true(json_number(r->out, "f") == f);
@@ -1473,7 +1473,7 @@ static void test_channels(void **state)
     assert_true(text_number(r->out, "channels ") == PC_NC);
 
     /* --x: the problem at the result's pulse of three channels gives F */
-    r = run("eval", prob, "--x", res, "--json", "-o", ev, NULL);
+    r = run("eval", prob, "--x", res, "--backend", "cpu", "--json", "-o", ev, NULL);
     assert_code(r, 0);
     assert_true(json_number(r->out, "f") == f);
     /* a pulse of one channel is refused, naming the dataset */
