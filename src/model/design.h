@@ -196,6 +196,70 @@ PS_HD void ps_design_step_grad(const ps_design *d, int c, double p, double q, do
     }
 }
 
+/* ---- a designed gradient axis (SPEC 1.2) ----
+ *
+ * The variables of a designed axis are slew variables t_k (k = 0..Nt-1):
+ *     s_k = smax (2/pi) atan(t_k)          |s_k| < smax exactly (G/cm/s)
+ *     g_k = dt sum_{i<=k} s_i              (g_{-1} = 0; G/cm)
+ * and the gradient's chain rule back to t, from dF/dg_k:
+ *     dF/ds_i = dt sum_{k>=i} dF/dg_k      (the reverse cumulative sum)
+ *     dF/dt_i = dF/ds_i smax (2/pi) / (1 + t_i^2)
+ * A start waveform g gives t from its differences s_k = (g_k - g_{k-1})/dt,
+ * clipped to 0.9 smax (strictly inside the limit, where atan is not yet
+ * flat): t_k = tan((pi/2) s_k / smax).
+ */
+
+/* s of one slew variable t, and ds/dt. */
+PS_HD double ps_slew_of_t(double smax, double t)
+{
+    return smax * (2.0 / 3.14159265358979323846) * atan(t);
+}
+
+PS_HD double ps_slew_dt(double smax, double t)
+{
+    return smax * (2.0 / 3.14159265358979323846) / (1.0 + t * t);
+}
+
+/* The slew variable of a slew s, |s| clipped to 0.9 smax first. */
+PS_HD double ps_t_of_slew(double smax, double s)
+{
+    const double lim = 0.9 * smax;
+    s = s > lim ? lim : s < -lim ? -lim : s;
+    return tan((3.14159265358979323846 / 2.0) * s / smax);
+}
+
+/* One axis's waveform g[nt] from its slew variables t[nt] (in step order). */
+PS_HD void ps_slew_waveform(double smax, double dt, size_t nt, const double *t, double *g)
+{
+    double acc = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        acc += dt * ps_slew_of_t(smax, t[k]);
+        g[k] = acc;
+    }
+}
+
+/* The slew variables t[nt] of a start waveform g[nt] (differences clipped
+ * to 0.9 smax: the waveform of t is g where g's slew is within that). */
+PS_HD void ps_slew_variables(double smax, double dt, size_t nt, const double *g, double *t)
+{
+    double prev = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        t[k] = ps_t_of_slew(smax, (g[k] - prev) / dt);
+        prev = g[k];
+    }
+}
+
+/* dF/dt[nt] from dF/dg[nt] at t (gt may equal gg): the reverse cumulative
+ * sum from the last step, then the atan chain rule. */
+PS_HD void ps_slew_backward(double smax, double dt, size_t nt, const double *t, const double *gg, double *gt)
+{
+    double acc = 0.0;
+    for (size_t k = nt; k-- > 0;) {
+        acc += gg[k];
+        gt[k] = dt * acc * ps_slew_dt(smax, t[k]);
+    }
+}
+
 /* ---- a problem's design (host, model/design.c) ---- */
 
 /* The design of p: physical = 1 evaluates at the pulse itself (x = b,

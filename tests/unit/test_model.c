@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "model/bloch_math.h"
+#include "model/design.h"
 #include "persolve.h"
 #include "reference/ref_bloch.h"
 #include "test_util.h"
@@ -922,10 +923,93 @@ static void test_affine_composition(void **state)
     assert_true(worst_f <= NSTEP * PS_F32_STEP);
 }
 
+/*
+ * The slew parametrization of a designed gradient axis (SPEC 1.2,
+ * model/design.h): the start waveform's round trip g -> t -> g, the
+ * clipping of a start slew at 0.9 smax, |slew| < smax for any t, and the
+ * chain rule (reverse cumulative sum, atan) against central differences
+ * of a smooth function of the waveform.
+ */
+static void test_slew_parametrization(void **state)
+{
+    (void)state;
+    enum { N = 57 };
+    const double smax = 15000.0, dt = 4e-6; /* 150 T/m/s in G/cm/s, 4 us */
+    uint64_t seed = 77;
+    double g[N], t[N], g2[N], s[N];
+    /* round trip: slews within 0.8 smax */
+    double prev = 0.0;
+    for (int k = 0; k < N; k++) {
+        s[k] = tu_uniform(&seed, -0.8 * smax, 0.8 * smax);
+        g[k] = prev + dt * s[k];
+        prev = g[k];
+    }
+    ps_slew_variables(smax, dt, N, g, t);
+    ps_slew_waveform(smax, dt, N, t, g2);
+    double worst = 0.0, gmax = 0.0;
+    for (int k = 0; k < N; k++) {
+        worst = fmax(worst, fabs(g2[k] - g[k]));
+        gmax = fmax(gmax, fabs(g[k]));
+    }
+    printf("slew round trip: max |g(t(g)) - g| = %.2e of max |g| %.3e\n", worst, gmax);
+    assert_true(worst <= 1e-12 * gmax);
+    /* clipping: a jump of 2 smax in one step starts at 0.9 smax */
+    double jump[3] = {0.0, 2.0 * smax * dt, 2.0 * smax * dt}, tj[3], sj;
+    ps_slew_variables(smax, dt, 3, jump, tj);
+    sj = ps_slew_of_t(smax, tj[1]);
+    printf("clipped start slew %.6f smax, next %.3g\n", sj / smax, ps_slew_of_t(smax, tj[2]));
+    assert_true(fabs(sj - 0.9 * smax) <= 1e-12 * smax);
+    assert_true(ps_slew_of_t(smax, tj[2]) == 0.0);
+    ps_slew_variables(smax, dt, 3, (const double[3]){0.0, -jump[1], 0.0}, tj);
+    assert_true(fabs(ps_slew_of_t(smax, tj[1]) + 0.9 * smax) <= 1e-12 * smax);
+    /* any t: |s| < smax, also where atan rounds to pi/2 it stays <= smax */
+    const double ts[] = {0.0, 1.0, -3.0, 1e3, -1e8, 1e300, -1e300};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        assert_true(fabs(ps_slew_of_t(smax, ts[i])) <= smax);
+    assert_true(fabs(ps_slew_of_t(smax, 1e3)) < smax);
+
+    /* chain rule: F(g) = sum_k w_k g_k + 0.5 c_k g_k^2 */
+    double w[N], c[N], gg[N], gt[N];
+    for (int k = 0; k < N; k++) {
+        w[k] = tu_uniform(&seed, -1.0, 1.0);
+        c[k] = tu_uniform(&seed, 0.0, 50.0);
+    }
+    ps_slew_waveform(smax, dt, N, t, g2);
+    for (int k = 0; k < N; k++)
+        gg[k] = w[k] + c[k] * g2[k];
+    ps_slew_backward(smax, dt, N, t, gg, gt);
+    double err = 0.0, big = 0.0;
+    for (int i = 0; i < N; i++) {
+        double tp[N], fp = 0.0, fm = 0.0, h = 1e-6 * fmax(1.0, fabs(t[i]));
+        memcpy(tp, t, sizeof tp);
+        for (int sgn = 0; sgn < 2; sgn++) {
+            tp[i] = t[i] + (sgn ? -h : h);
+            ps_slew_waveform(smax, dt, N, tp, g);
+            double f = 0.0;
+            for (int k = 0; k < N; k++)
+                f += w[k] * g[k] + 0.5 * c[k] * g[k] * g[k];
+            if (sgn)
+                fm = f;
+            else
+                fp = f;
+        }
+        double fd = (fp - fm) / ((t[i] + h) - (t[i] - h));
+        err = fmax(err, fabs(fd - gt[i]));
+        big = fmax(big, fabs(gt[i]));
+    }
+    printf("slew chain rule vs central differences: worst %.2e of max |dF/dt| %.3e\n", err, big);
+    assert_true(big > 0.0 && err <= 1e-7 * big);
+    /* in place (gt may equal gg) */
+    memcpy(s, gg, sizeof s);
+    ps_slew_backward(smax, dt, N, t, s, s);
+    assert_memory_equal(s, gt, sizeof s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hard_pulse),
+        cmocka_unit_test(test_slew_parametrization),
         cmocka_unit_test(test_hard_pulse_channels),
         cmocka_unit_test(test_precession_clockwise),
         cmocka_unit_test(test_small_tip_fourier),
