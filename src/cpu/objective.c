@@ -47,8 +47,8 @@ static size_t segment_length(size_t nt)
  * (may be NULL) receives the largest relative violation (0 when met).
  */
 static int objective(const ps_problem *p, const ps_design *des, double mu, int precision,
-                     int threads, const double *x, double *f, double *grad, double *m,
-                     double *viol)
+                     int threads, const double *x, double *f, double *grad, double *grad_g,
+                     double *m, double *viol)
 {
     const ps_sar sar = ps_problem_sar(p);
     double sarv[PS_MAX_VOPS], sarw[PS_MAX_VOPS], vmax = 0.0;
@@ -61,9 +61,10 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
     double *b = malloc(nx * sizeof *b); /* the pulse, layout of x */
     double *lane_loss = calloc(nl, sizeof *lane_loss);
     double *gacc = grad ? calloc(nl * nx, sizeof *gacc) : NULL;
+    double *gaccg = grad_g ? calloc(nl * 3 * nt, sizeof *gaccg) : NULL; /* [lane][nt][3] */
     /* pulse [nc][nt] and per-step gradient rotation in the spin loop's precision */
     void *u = malloc(nc * nt * rs), *v = malloc(nc * nt * rs), *gdt = malloc(3 * nt * rs);
-    int oom = !b || !lane_loss || (grad && !gacc) || !u || !v || !gdt;
+    int oom = !b || !lane_loss || (grad && !gacc) || (grad_g && !gaccg) || !u || !v || !gdt;
     if (!oom) {
         for (size_t c = 0; c < nc; c++) {
             for (size_t k = 0; k < nt; k++) {
@@ -106,10 +107,10 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
             if (!ck || !sg) {
                 oom = 1;
             } else if (single) {
-                spin_ws_f ws = {u, v, gdt, ck, sg};
+                spin_ws_f ws = {u, v, gdt, ck, sg, gaccg ? gaccg + l * 3 * nt : NULL};
                 lane_loss[l] = lane_eval_f(p, &ws, K, j0, j1, ga, m);
             } else {
-                spin_ws_d ws = {u, v, gdt, ck, sg};
+                spin_ws_d ws = {u, v, gdt, ck, sg, gaccg ? gaccg + l * 3 * nt : NULL};
                 lane_loss[l] = lane_eval_d(p, &ws, K, j0, j1, ga, m);
             }
             free(ck);
@@ -131,6 +132,15 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
         }
         if (viol)
             *viol = vmax;
+        if (grad_g) { /* dF/dG_k = dt gamma sum_j r_j gth_z,jk, lanes in order */
+            const double dtg = p->dt * 2.0 * 3.14159265358979323846 * p->gamma_bar;
+            for (size_t i = 0; i < 3 * nt; i++) {
+                double acc = 0.0;
+                for (size_t l = 0; l < nl; l++)
+                    acc += gaccg[l * 3 * nt + i];
+                grad_g[i] = dtg * acc;
+            }
+        }
         if (grad) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nthreads) if (ns * nt >= PS_CPU_PARALLEL_MIN)
@@ -153,6 +163,7 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
     free(b);
     free(lane_loss);
     free(gacc);
+    free(gaccg);
     free(u);
     free(v);
     free(gdt);
@@ -164,19 +175,28 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
                            const double *x, double *f, double *grad, double *m)
 {
     const ps_design des = ps_problem_design(p, 1);
-    return objective(p, &des, 0.0, precision, threads, x, f, grad, m, NULL);
+    return objective(p, &des, 0.0, precision, threads, x, f, grad, NULL, m, NULL);
+}
+
+int ps_objective_cpu_pulse_g(const ps_problem *p, int precision, int threads, const double *x,
+                             double *f, double *grad, double *grad_g)
+{
+    if (!grad || !grad_g)
+        return PS_ERR_NULL;
+    const ps_design des = ps_problem_design(p, 1);
+    return objective(p, &des, 0.0, precision, threads, x, f, grad, grad_g, NULL, NULL);
 }
 
 int ps_objective_cpu(const ps_problem *p, int precision, int threads,
                      const double *x, double *f, double *grad, double *m)
 {
     const ps_design des = ps_problem_design(p, 0);
-    return objective(p, &des, 0.0, precision, threads, x, f, grad, m, NULL);
+    return objective(p, &des, 0.0, precision, threads, x, f, grad, NULL, m, NULL);
 }
 
 int ps_objective_cpu_penalty(const ps_problem *p, int precision, int threads, double mu,
                              const double *x, double *f, double *grad, double *m, double *viol)
 {
     const ps_design des = ps_problem_design(p, 0);
-    return objective(p, &des, mu, precision, threads, x, f, grad, m, viol);
+    return objective(p, &des, mu, precision, threads, x, f, grad, NULL, m, viol);
 }

@@ -27,6 +27,14 @@ int ps_objective_cpu(const ps_problem *p, int precision, int threads,
 int ps_objective_cpu_penalty(const ps_problem *p, int precision, int threads, double mu,
                              const double *x, double *f, double *grad, double *m, double *viol);
 
+/* The same at the physical pulse with, into grad_g[nt][3], dF/dG_k: the
+ * gradient with respect to the gradient waveform itself (every axis, G/cm;
+ * SPEC 3's /eval/gradient_g), from the adjoint's z component: dF/dG_ka =
+ * gamma dt sum_j r_ja dL/dtheta_z,jk. grad and grad_g must not be NULL
+ * (PS_ERR_NULL). */
+int ps_objective_cpu_pulse_g(const ps_problem *p, int precision, int threads, const double *x,
+                             double *f, double *grad, double *grad_g);
+
 /* F and dF/dx at the physical pulse x = (u, v), whatever b1_max is, without
  * the penalty. */
 int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,

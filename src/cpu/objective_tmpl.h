@@ -15,6 +15,8 @@ typedef struct PS_SFX(spin_ws) {
     PS_REAL *gdt;     /* [nt][3] dt gamma G_k, rad/cm */
     PS_REAL *ckpt;    /* [nseg][3] segment-start states */
     PS_REAL *seg;     /* [K][3] replayed states M_{k-1} */
+    double *gacc_g;   /* [nt][3] the lane's sum of r_a dL/dtheta_z per step (dL/dG_k up to
+                         dt gamma), or NULL */
 } PS_SFX(spin_ws);
 
 /* Per-spin constants (model/design.h, ps_design_spin) in this precision. */
@@ -78,6 +80,9 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
             PS_SFX(spin_theta)(ws, sp, nt, k, th);
             PS_SFX(ps_bloch_adjoint)(th, ws->seg + 3 * (k - k0), lam,
                                      sp->relax, sp->a1, sp->a2, gth);
+            if (ws->gacc_g) /* theta_z = gdt_k . r + wz: dL/dG_ka = dt gamma r_a gth_z */
+                for (int a = 0; a < 3; a++)
+                    ws->gacc_g[3 * k + a] += (double)sp->r[a] * (double)gth[2];
             /* the chain rule in the accumulation's precision, double */
             const double gthd[3] = {gth[0], gth[1], gth[2]};
             for (int c = 0; c < sp->nc; c++) {

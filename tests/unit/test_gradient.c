@@ -456,6 +456,71 @@ static void test_fd_sar(void **state)
             run_sar_case((ps_loss)loss, ncs[ni], seed++);
 }
 
+/*
+ * dF/dG (the gradient with respect to the gradient waveform, every axis:
+ * SPEC 3's /eval/gradient_g, and what a designed axis's chain rule starts
+ * from) against central differences of F in the problem's G, for every
+ * loss, with relaxation and lambda, one channel and three: each of the 3
+ * Nt elements, the problem rebuilt with G_ka moved by +-h.
+ */
+static void test_fd_gradient_g(void **state)
+{
+    (void)state;
+    uint64_t seed = 8000;
+    for (int nci = 0; nci < 2; nci++)
+        for (int loss = 0; loss < 4; loss++) {
+            ref_problem_opts ro = {.ns = NS, .nt = NT, .loss = (ps_loss)loss, .relax = 1 + loss % 2,
+                                   .lambda = 0.3, .b1_max = PS_B1MAX_NONE, .zero_spin = 1,
+                                   .nc = nci ? 3 : 0, .seed = seed++};
+            ref_problem rp;
+            assert_int_equal(ref_problem_random(&ro, &rp), 0);
+            ps_problem *p = NULL;
+            assert_int_equal(ps_problem_create(&rp.d, &p), PS_CONVERGED);
+            const size_t nx = ps_problem_nx(p);
+            double f, *grad = malloc(nx * sizeof *grad), gg[3 * NT], g0[3 * NT], *g = (double *)rp.d.g;
+            tu_poison(gg, 3 * NT);
+            assert_int_equal(ps_objective_cpu_pulse_g(p, PS_PRECISION_DOUBLE, 1, rp.x, &f, grad, gg),
+                             PS_CONVERGED);
+            /* the same F and pulse gradient as ps_eval */
+            double fe, *ge = malloc(nx * sizeof *ge);
+            assert_int_equal(eval_pulse(p, rp.x, &fe, ge), PS_CONVERGED);
+            assert_memory_equal(&f, &fe, sizeof f);
+            assert_memory_equal(grad, ge, nx * sizeof *ge);
+            memcpy(g0, g, sizeof g0);
+            double gmax = 0.0, scale = 0.0, worst = 0.0;
+            size_t wi = 0;
+            for (size_t i = 0; i < 3 * NT; i++) {
+                assert_true(gg[i] != PS_POISON && isfinite(gg[i]));
+                gmax = fmax(gmax, fabs(gg[i]));
+                scale = fmax(scale, fabs(g0[i]));
+            }
+            const double h = 1e-6 * scale;
+            for (size_t i = 0; i < 3 * NT; i++) {
+                double fpm[2];
+                for (int sgn = 0; sgn < 2; sgn++) {
+                    g[i] = g0[i] + (sgn ? -h : h);
+                    ps_problem *q = NULL;
+                    assert_int_equal(ps_problem_create(&rp.d, &q), PS_CONVERGED);
+                    assert_int_equal(eval_pulse(q, rp.x, &fpm[sgn], NULL), PS_CONVERGED);
+                    ps_problem_free(q);
+                }
+                g[i] = g0[i];
+                const double fd = (fpm[0] - fpm[1]) / ((g0[i] + h) - (g0[i] - h));
+                if (fabs(fd - gg[i]) > worst) {
+                    worst = fabs(fd - gg[i]);
+                    wi = i;
+                }
+            }
+            printf("dF/dG nc %d %-4s: max|dF/dG| %.3e worst [%3zu] rel %.2e %s\n", nci ? 3 : 1,
+                   ps_loss_name((ps_loss)loss), gmax, wi, worst / gmax, worst <= FD_TOL * gmax ? "ok" : "FAIL");
+            assert_true(gmax > 0.0 && worst <= FD_TOL * gmax);
+            free(grad);
+            free(ge);
+            ps_problem_free(p);
+            ref_problem_free(&rp);
+        }
+}
+
 /* The finite-difference check can fail: ps_eval's gradient with one
  * element of the last channel moved by 1e-5 max|g| (ten times the
  * tolerance) must be caught, for every loss. */
@@ -569,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_fd_zero_field_spin),
         cmocka_unit_test(test_fd_channels),
         cmocka_unit_test(test_fd_sar),
+        cmocka_unit_test(test_fd_gradient_g),
         cmocka_unit_test(test_fd_check_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
