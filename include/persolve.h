@@ -77,6 +77,8 @@ typedef enum ps_status {
                                    ///< a b1map together with a b1scale
     PS_ERR_SAR              = -23, ///< SAR constraint malformed: a VOP not Hermitian or not
                                    ///< positive semidefinite, sar_max or tr not positive
+    PS_ERR_GRADIENT         = -24, ///< gradient design malformed: design_g with smax not positive,
+                                   ///< gmax or g_end without design_g, g_end without gmax
 } ps_status;
 
 /** Static English text for a status (never NULL). */
@@ -106,6 +108,9 @@ const char *ps_loss_name(ps_loss loss);
 
 /** The most VOPs a problem may have (ps_problem_desc.nq). */
 #define PS_MAX_VOPS 256
+
+/** Gradient axes a design may shape (ps_problem_desc.design_g, a bit mask). */
+enum { PS_AXIS_X = 1, PS_AXIS_Y = 2, PS_AXIS_Z = 4 };
 
 /** No peak constraint: the value of ps_problem_desc.b1_max for "none". */
 #define PS_B1MAX_NONE HUGE_VAL
@@ -144,6 +149,12 @@ typedef struct ps_problem_desc {
                             ///< for every channel; given, b1_max must be PS_B1MAX_NONE)
     double sar_max;         ///< local SAR limit, W/kg (> 0 when nq > 0)
     double tr;              ///< repetition time of the SAR average, s (> 0 when nq > 0)
+    unsigned design_g;      ///< gradient axes designed with the pulse (PS_AXIS_* bits; 0: g is
+                            ///< fixed); their waveform is part of x (ps_problem_nx), g the start
+    double smax;            ///< slew limit of the designed axes, G/cm/s (> 0 with design_g)
+    double gmax;            ///< amplitude limit of the designed axes, G/cm (> 0; 0: none)
+    int g_end;              ///< 1: the designed axes return to zero at the last step (needs gmax,
+                            ///< the scale of its tolerance)
 } ps_problem_desc;
 
 /** Zero-filled description with gamma_bar default, loss full, no b1_max. */
@@ -175,6 +186,9 @@ size_t ps_problem_ns(const ps_problem *p);
 size_t ps_problem_nt(const ps_problem *p);
 /** Number of transmit channels (1 without a b1map); 0 for NULL. */
 size_t ps_problem_nc(const ps_problem *p);
+/** 1 if the problem has constraints met by penalty rounds (VOPs, gmax or
+ *  g_end of designed gradient axes); 0 for NULL. */
+int ps_problem_penalized(const ps_problem *p);
 /** Number of SAR VOPs (0: no SAR limit; 0 for NULL). */
 size_t ps_problem_nq(const ps_problem *p);
 /** Number of unknowns of the design, the length of x, gradients and pulses

@@ -47,6 +47,7 @@ const char *ps_strerror(int status)
     case PS_ERR_STATE: return "not allowed in the run's current state";
     case PS_ERR_CHECKPOINT: return "checkpoint corrupted, truncated or not for this problem and settings";
     case PS_ERR_CHANNELS: return "transmit channels inconsistent (nc, b1map, b1scale)";
+    case PS_ERR_GRADIENT: return "gradient design malformed (design_g, smax, gmax, g_end)";
     case PS_ERR_SAR: return "SAR constraint malformed (VOP not Hermitian or not positive semidefinite, sar_max or tr)";
     default: return "unknown status";
     }

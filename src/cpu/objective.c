@@ -52,7 +52,16 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
 {
     const ps_sar sar = ps_problem_sar(p);
     double sarv[PS_MAX_VOPS], sarw[PS_MAX_VOPS], vmax = 0.0;
-    size_t nt = p->nt, ns = p->ns, nc = p->nc, nx = PS_DESIGN_NX(nc, nt);
+    size_t nt = p->nt, ns = p->ns, nc = p->nc, nrf = PS_DESIGN_NX(nc, nt), nx = ps_problem_nx(p);
+    const size_t ng = ps_problem_ng(p);
+    const double dtg = p->dt * 2.0 * 3.14159265358979323846 * p->gamma_bar; /* dt gamma */
+    /* dL/dG of every axis: asked for, or the designed axes' gradient */
+    double *dfdg = !grad_g && ng && grad ? malloc(3 * nt * sizeof *dfdg) : NULL;
+    if (!grad_g && ng && grad) {
+        if (!dfdg)
+            return PS_ERR_NO_MEMORY;
+        grad_g = dfdg;
+    }
     size_t K = segment_length(nt), nseg = (nt + K - 1) / K;
     size_t nl = ns < PS_CPU_LANES ? ns : PS_CPU_LANES;
     int single = precision == PS_PRECISION_SINGLE;
@@ -79,9 +88,20 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
                 }
             }
         }
+        /* the designed axes' waveforms, physical in b's tail */
+        for (size_t i = 0; i < ng; i++) {
+            const double *xi = x + PS_X_G(nc, nt, i, 0);
+            double *bi = b + PS_X_G(nc, nt, i, 0);
+            if (des->slew)
+                ps_slew_waveform(p->smax, p->dt, nt, xi, bi);
+            else
+                memcpy(bi, xi, nt * sizeof *bi);
+        }
         for (size_t k = 0; k < nt; k++) {
             double gk[3];
             ps_design_gdt(p, k, gk);
+            for (size_t i = 0; i < ng; i++)
+                gk[ps_design_axis(p, i)] = dtg * b[PS_X_G(nc, nt, i, k)];
             for (int c = 0; c < 3; c++) {
                 if (single)
                     ((float *)gdt)[3 * k + c] = (float)gk[c];
@@ -123,17 +143,14 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
         double loss = 0.0;
         for (size_t l = 0; l < nl; l++)
             loss += lane_loss[l];
-        *f = loss + des->lambda * ps_design_power_sum(b, nx);
+        *f = loss + des->lambda * ps_design_power_sum(b, nrf);
         if (sar.nq) {
             ps_sar_values(&sar, nt, b, sarv);
             *f += ps_sar_penalty(&sar, mu, sarv, &vmax);
             for (int q = 0; q < sar.nq; q++)
                 sarw[q] = ps_sar_weight(&sar, mu, sarv[q]);
         }
-        if (viol)
-            *viol = vmax;
         if (grad_g) { /* dF/dG_k = dt gamma sum_j r_j gth_z,jk, lanes in order */
-            const double dtg = p->dt * 2.0 * 3.14159265358979323846 * p->gamma_bar;
             for (size_t i = 0; i < 3 * nt; i++) {
                 double acc = 0.0;
                 for (size_t l = 0; l < nl; l++)
@@ -141,6 +158,21 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
                 grad_g[i] = dtg * acc;
             }
         }
+        /* the designed axes: their limits' penalty, then dF/dg (physical) or
+         * through the reverse cumulative sum and atan to dF/dt */
+        for (size_t i = 0; i < ng; i++) {
+            const size_t a = ps_design_axis(p, i);
+            const double *bi = b + PS_X_G(nc, nt, i, 0);
+            double *gi = grad ? grad + PS_X_G(nc, nt, i, 0) : NULL;
+            if (gi)
+                for (size_t k = 0; k < nt; k++)
+                    gi[k] = grad_g[3 * k + a];
+            *f += ps_gradient_penalty(p->gmax, p->g_end, mu, nt, bi, gi, &vmax);
+            if (gi && des->slew)
+                ps_slew_backward(p->smax, p->dt, nt, x + PS_X_G(nc, nt, i, 0), gi, gi);
+        }
+        if (viol)
+            *viol = vmax;
         if (grad) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nthreads) if (ns * nt >= PS_CPU_PARALLEL_MIN)
@@ -164,6 +196,7 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
     free(lane_loss);
     free(gacc);
     free(gaccg);
+    free(dfdg);
     free(u);
     free(v);
     free(gdt);

@@ -113,6 +113,8 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
     int G = c.grid ? c.grid : PS_GPU_BLOCKS_PER_SM * sms;
     int sb = c.sb, segs = c.segs;
     const int min_segs = ps_gpu_min_segments(p);
+    PS_RETURN_ERROR_IF(o, p->design_g != 0, PS_ERR_NOT_IMPLEMENTED,
+                       "designed gradient axes (design_g) run on the CPU backend only in this version");
     PS_RETURN_ERROR_IF(o, PS_DESIGN_NX(p->nc, p->nt) > (size_t)INT_MAX / 4, PS_ERR_SIZE,
                        "%zu unknowns (nc = %zu, nt = %zu) exceed the GPU backend's 32-bit indexing",
                        PS_DESIGN_NX(p->nc, p->nt), p->nc, p->nt);

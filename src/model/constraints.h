@@ -24,6 +24,7 @@
 #ifndef PS_SRC_MODEL_CONSTRAINTS_H
 #define PS_SRC_MODEL_CONSTRAINTS_H
 
+#include <math.h>
 #include <stddef.h>
 
 #include "common/ps_hd.h"
@@ -117,6 +118,40 @@ PS_HD void ps_sar_step_grad(const ps_sar *S, const double *w, int a, const doubl
         *gu += w[q] * 2.0 * re;
         *gv += w[q] * 2.0 * im;
     }
+}
+
+/*
+ * The limits of a designed gradient axis (SPEC 1.3), waveform g[nt] (G/cm):
+ * |g_k| <= gmax (gmax > 0) with c_k = |g_k| / gmax - 1, and with g_end the
+ * return to zero, c_end = g_{nt-1} / gmax (an equality: penalized on both
+ * sides). The penalty mu (sum_k max(0, c_k)^2 + c_end^2) is returned, its
+ * gradient added to dg[nt] (may be NULL), and *viol raised to the largest
+ * of max_k c_k and |c_end|. The slew limit needs no penalty: it is exact
+ * by the parametrization (model/design.h).
+ */
+PS_HD double ps_gradient_penalty(double gmax, int g_end, double mu, size_t nt, const double *g, double *dg,
+                                 double *viol)
+{
+    double p = 0.0;
+    if (!(gmax > 0.0))
+        return 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        const double c = fabs(g[k]) / gmax - 1.0;
+        if (c > 0.0) {
+            p += c * c;
+            if (dg)
+                dg[k] += mu * 2.0 * c * (g[k] > 0.0 ? 1.0 : -1.0) / gmax;
+            *viol = c > *viol ? c : *viol;
+        }
+    }
+    if (g_end) {
+        const double e = g[nt - 1] / gmax;
+        p += e * e;
+        if (dg)
+            dg[nt - 1] += mu * 2.0 * e / gmax;
+        *viol = fabs(e) > *viol ? fabs(e) : *viol;
+    }
+    return mu * p;
 }
 
 /* ---- host (model/constraints.c) ---- */

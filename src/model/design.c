@@ -10,7 +10,7 @@
 
 size_t ps_problem_nx(const ps_problem *p)
 {
-    return p ? PS_DESIGN_NX(p->nc, p->nt) : 0;
+    return p ? PS_DESIGN_NX(p->nc, p->nt) + ps_problem_ng(p) * p->nt : 0;
 }
 
 ps_design ps_problem_design(const ps_problem *p, int physical)
@@ -21,6 +21,7 @@ ps_design ps_problem_design(const ps_problem *p, int physical)
     /* one channel's own limit is the limit of all */
     d.b1max = d.has_b1max ? ps_problem_b1max_of(p, 0) : 0.0;
     d.b1max_c = d.has_b1max && p->nc > 1 ? p->b1_max_channel : NULL;
+    d.slew = !physical && p->design_g != 0;
     return d;
 }
 
@@ -37,14 +38,43 @@ static void each_step(const ps_problem *p, const double *in, double *out,
                &out[PS_X_V(nt, c, k)]);
 }
 
+/* The designed axes' part of x: from slew variables to waveforms (dir 1)
+ * or back (0). */
+static void each_axis(const ps_problem *p, const double *in, double *out, int to_g)
+{
+    const size_t nt = p->nt, ng = ps_problem_ng(p);
+    for (size_t i = 0; i < ng; i++) {
+        const double *a = in + PS_X_G(p->nc, nt, i, 0);
+        double *o = out + PS_X_G(p->nc, nt, i, 0);
+        if (to_g)
+            ps_slew_waveform(p->smax, p->dt, nt, a, o);
+        else
+            ps_slew_variables(p->smax, p->dt, nt, a, o);
+    }
+}
+
 void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b)
 {
     each_step(p, x, b, ps_design_pulse);
+    each_axis(p, x, b, 1);
 }
 
 void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x)
 {
     each_step(p, b, x, ps_design_from_pulse);
+    each_axis(p, b, x, 0);
+}
+
+size_t ps_design_axis(const ps_problem *p, size_t i)
+{
+    size_t seen = 0;
+    for (size_t a = 0; a < 3; a++)
+        if (p->design_g >> a & 1u) {
+            if (seen == i)
+                return a;
+            seen++;
+        }
+    return 3;
 }
 
 void ps_design_x_of_rows(size_t nc, size_t nt, const double *rows, double *x)

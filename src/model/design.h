@@ -53,6 +53,11 @@
 
 /* Number of unknowns for nc channels of nt time steps. */
 #define PS_DESIGN_NX(nc, nt) (2 * (nc) * (nt))
+/* Index of the i-th designed gradient axis's step k in x, after the RF
+ * (SPEC 1.2: the designed axes in the order x, y, z): its slew variable
+ * t_ik in the optimizer's variables, its waveform g_ik (G/cm) at the
+ * physical point. */
+#define PS_X_G(nc, nt, i, k) (2 * (nc) * (nt) + (i) * (nt) + (k))
 /* Index of u_ck and v_ck in x (and in every vector of the optimizer). */
 #define PS_X_U(nt, c, k) (2 * (c) * (nt) + (k))
 #define PS_X_V(nt, c, k) ((2 * (c) + 1) * (nt) + (k))
@@ -64,6 +69,8 @@ typedef struct ps_design {
     double lambda;          /* power penalty weight, >= 0 */
     const double *b1max_c;  /* [nc] G, one limit per channel, or NULL (b1max for all);
                                a device pointer in the GPU's copy */
+    int slew;               /* 1: x's designed-axis part holds slew variables t (the
+                               optimizer's), 0: the waveforms g themselves (physical) */
 } ps_design;
 
 /* The peak limit of channel c (with has_b1max). */
@@ -204,9 +211,11 @@ PS_HD void ps_design_step_grad(const ps_design *d, int c, double p, double q, do
  * and the gradient's chain rule back to t, from dF/dg_k:
  *     dF/ds_i = dt sum_{k>=i} dF/dg_k      (the reverse cumulative sum)
  *     dF/dt_i = dF/ds_i smax (2/pi) / (1 + t_i^2)
- * A start waveform g gives t from its differences s_k = (g_k - g_{k-1})/dt,
- * clipped to 0.9 smax (strictly inside the limit, where atan is not yet
- * flat): t_k = tan((pi/2) s_k / smax).
+ * A start waveform g gives t from its differences s_k = (g_k - g'_{k-1})/dt
+ * to the waveform g' of the variables so far (g'_{-1} = 0), clipped to
+ * 0.9 smax (strictly inside the limit, where atan is not yet flat):
+ * t_k = tan((pi/2) s_k / smax). Where g's slew is within 0.9 smax, g' = g;
+ * elsewhere g' follows g as fast as 0.9 smax allows.
  */
 
 /* s of one slew variable t, and ds/dt. */
@@ -238,14 +247,13 @@ PS_HD void ps_slew_waveform(double smax, double dt, size_t nt, const double *t, 
     }
 }
 
-/* The slew variables t[nt] of a start waveform g[nt] (differences clipped
- * to 0.9 smax: the waveform of t is g where g's slew is within that). */
+/* The slew variables t[nt] of a start waveform g[nt] (above). */
 PS_HD void ps_slew_variables(double smax, double dt, size_t nt, const double *g, double *t)
 {
-    double prev = 0.0;
+    double prev = 0.0; /* g' of the steps so far, as ps_slew_waveform sums it */
     for (size_t k = 0; k < nt; k++) {
         t[k] = ps_t_of_slew(smax, (g[k] - prev) / dt);
-        prev = g[k];
+        prev += dt * ps_slew_of_t(smax, t[k]);
     }
 }
 
@@ -273,6 +281,8 @@ void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b);
  * of ps_problem_desc.b1. */
 void ps_design_x_of_rows(size_t nc, size_t nt, const double *rows, double *x);
 void ps_design_rows_of_x(size_t nc, size_t nt, const double *x, double *rows);
+/* The axis (0 x, 1 y, 2 z) of the i-th designed gradient axis. */
+size_t ps_design_axis(const ps_problem *p, size_t i);
 /* The power sum_i b_i^2 of a pulse b[nx] in the layout of x, in index order. */
 double ps_design_power_sum(const double *b, size_t nx);
 void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x);

@@ -23,12 +23,16 @@ struct desc_of_the_lists {
     /* the constraints' members outside the lists (their own rules below) */
     const double *b1_max_channel;
     double sar_max, tr;
+    unsigned design_g;
+    double smax, gmax;
+    int g_end;
 };
 #undef DESC_REAL
 #undef DESC_ARRAY
 _Static_assert(sizeof(struct desc_of_the_lists) == sizeof(ps_problem_desc),
                "a member of ps_problem_desc has no row in model/problem_fields.h");
-_Static_assert(offsetof(struct desc_of_the_lists, tr) == offsetof(ps_problem_desc, tr),
+_Static_assert(offsetof(struct desc_of_the_lists, tr) == offsetof(ps_problem_desc, tr) &&
+                   offsetof(struct desc_of_the_lists, g_end) == offsetof(ps_problem_desc, g_end),
                "ps_problem_desc: the constraints' members moved");
 #define DESC_AT(name, ...)                                                                 \
     _Static_assert(offsetof(struct desc_of_the_lists, name) == offsetof(ps_problem_desc, name), \
@@ -96,6 +100,32 @@ static int check_array(const char *name, const double *a, size_t n, size_t mid, 
 /* The SAR constraint: nq and vop together, positive sar_max and tr; each
  * VOP (once finite) Hermitian and positive semidefinite. */
 static int check_vops(const ps_problem_desc *d, char *msg, size_t len);
+
+/* The designed gradient axes and their limits. */
+static int gradient_validate(const ps_problem_desc *d, char *msg, size_t len)
+{
+    if (d->design_g & ~(unsigned)(PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z))
+        return ps_status_msg(msg, len, PS_ERR_GRADIENT, "design_g = %u has bits beyond the axes x, y, z (1, 2, 4)",
+                             d->design_g);
+    if (isnan(d->smax) || isnan(d->gmax))
+        return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s is NaN", isnan(d->smax) ? "smax" : "gmax");
+    if (d->g_end != 0 && d->g_end != 1)
+        return ps_status_msg(msg, len, PS_ERR_GRADIENT, "g_end = %d must be 0 or 1", d->g_end);
+    if (!d->design_g) {
+        if (d->gmax != 0.0 || d->g_end || d->smax != 0.0)
+            return ps_status_msg(msg, len, PS_ERR_GRADIENT, "%s given without design_g (no axis is designed)",
+                                 d->smax != 0.0 ? "smax" : d->gmax != 0.0 ? "gmax" : "g_end");
+        return PS_CONVERGED;
+    }
+    if (!isfinite(d->smax) || !(d->smax > 0.0))
+        return ps_status_msg(msg, len, PS_ERR_GRADIENT, "smax = %g must be finite and > 0 (G/cm/s) with design_g",
+                             d->smax);
+    if (!isfinite(d->gmax) || d->gmax < 0.0)
+        return ps_status_msg(msg, len, PS_ERR_GRADIENT, "gmax = %g must be finite and > 0 (G/cm; 0: none)", d->gmax);
+    if (d->g_end && d->gmax == 0.0)
+        return ps_status_msg(msg, len, PS_ERR_GRADIENT, "g_end needs gmax (|g(T)| <= constraint_tol gmax)");
+    return PS_CONVERGED;
+}
 
 static int ps_sar_validate(const ps_problem_desc *d, char *msg, size_t len)
 {
@@ -176,7 +206,7 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
                                      "b1_max_channel[%zu] = %g must be finite and > 0", c,
                                      d->b1_max_channel[c]);
     }
-    if ((st = ps_sar_validate(d, msg, len)))
+    if ((st = ps_sar_validate(d, msg, len)) || (st = gradient_validate(d, msg, len)))
         return st;
 #define CHECK(name, rows, width, channels, presence, rule, ...)               \
     if ((st = check_array(#name, d->name, PS_FIELD_COUNT(d, rows, width, channels),   \
@@ -289,6 +319,10 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     p->sar_max = d->nq ? d->sar_max : 0.0;
     p->tr = d->nq ? d->tr : 0.0;
     p->b1_max_channel = dup_array(d->b1_max_channel, p->nc, 0, &oom);
+    p->design_g = d->design_g;
+    p->smax = d->design_g ? d->smax : 0.0;
+    p->gmax = d->design_g ? d->gmax : 0.0;
+    p->g_end = d->design_g ? d->g_end : 0;
     p->real_channel = p->nc == 1;
     for (size_t j = 0; p->real_channel && d->b1map && j < p->ns; j++)
         p->real_channel = d->b1map[2 * j + 1] == 0.0;
@@ -333,6 +367,10 @@ int ps_problem_describe(const ps_problem *p, ps_problem_desc *d)
     d->b1_max_channel = p->b1_max_channel;
     d->sar_max = p->sar_max;
     d->tr = p->tr;
+    d->design_g = p->design_g;
+    d->smax = p->smax;
+    d->gmax = p->gmax;
+    d->g_end = p->g_end;
 #define DESCRIBE(name, ...) d->name = p->name;
     PS_PROBLEM_ARRAYS(DESCRIBE)
     PS_PROBLEM_REALS(DESCRIBE)
@@ -346,6 +384,12 @@ int ps_problem_x0(const ps_problem *p, double *x)
     if (!p || !x)
         return PS_ERR_NULL;
     ps_design_x_of_rows(p->nc, p->nt, p->b1, x);
+    /* the designed axes' start: the problem's waveform */
+    for (size_t i = 0; i < ps_problem_ng(p); i++) {
+        const size_t a = ps_design_axis(p, i);
+        for (size_t k = 0; k < p->nt; k++)
+            x[PS_X_G(p->nc, p->nt, i, k)] = p->g[3 * k + a];
+    }
     return PS_CONVERGED;
 }
 
@@ -367,4 +411,9 @@ size_t ps_problem_nc(const ps_problem *p)
 size_t ps_problem_nq(const ps_problem *p)
 {
     return p ? p->nq : 0;
+}
+
+int ps_problem_penalized(const ps_problem *p)
+{
+    return p && (p->nq > 0 || (p->design_g && (p->gmax > 0.0 || p->g_end)));
 }

@@ -28,7 +28,16 @@ struct ps_problem {
     ps_loss loss;
     double *b1_max_channel; /* [nc] per-channel peak limits, or NULL (then b1_max for all) */
     double sar_max, tr;     /* the SAR limit, W/kg, and its averaging time, s (with nq > 0) */
+    unsigned design_g;      /* designed gradient axes (PS_AXIS_* bits), 0: none */
+    double smax, gmax;      /* their slew (G/cm/s) and amplitude (G/cm, 0: none) limits */
+    int g_end;              /* 1: the designed axes end at zero */
 };
+
+/* Number of designed gradient axes. */
+static inline size_t ps_problem_ng(const ps_problem *p)
+{
+    return (size_t)((p->design_g & 1u) + (p->design_g >> 1 & 1u) + (p->design_g >> 2 & 1u));
+}
 
 /* 1 if the problem has a peak limit (b1_max or one per channel). */
 static inline int ps_problem_has_b1max(const ps_problem *p)

@@ -58,6 +58,10 @@ uint64_t ps_problem_hash(const ps_problem *p)
         const double sar[2] = {p->sar_max, p->tr};
         h = ps_fnv1a(hash_u64(h, p->nq), sar, sizeof sar);
     }
+    if (p->design_g) {
+        const double lim[3] = {p->smax, p->gmax, (double)p->g_end};
+        h = ps_fnv1a(hash_u64(h, 0x100u + p->design_g), lim, sizeof lim);
+    }
     return h;
 }
 

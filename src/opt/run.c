@@ -223,7 +223,7 @@ int ps_run_impl_create(const ps_problem *p, const ps_options *o,
     if (r->x0 && z) {
         memcpy(r->x0, x0, n * sizeof(double));
         ps_design_x_of_pulse(p, x0, z);
-        ps_minimizer mz = {n, ps_problem_nq(p) > 0, ps_run_bloch_eval, &r->ctx, NULL, NULL};
+        ps_minimizer mz = {n, ps_problem_penalized(p), ps_run_bloch_eval, &r->ctx, NULL, NULL};
         st = ps_driver_init(&r->drv, &mz, &r->o, z);
     }
     free(z);

@@ -521,6 +521,82 @@ static void test_fd_gradient_g(void **state)
         }
 }
 
+/*
+ * Designed gradient axes (SPEC 1.2): xy with one channel, xyz with three,
+ * every loss, relaxation, lambda, the penalty round's gmax and g_end terms
+ * active (gmax below the start waveform's peak, so some steps violate):
+ * the gradient in the optimizer's variables (RF and slew variables t)
+ * against central differences, the physical gradient's designed part
+ * against finite differences in g, and that part equal to dF/dG's columns.
+ */
+static double gd_mu;
+static int eval_z_gd(const ps_problem *p, const double *x, double *f, double *grad)
+{
+    return ps_objective_cpu_penalty(p, PS_PRECISION_DOUBLE, 1, gd_mu, x, f, grad, NULL, NULL);
+}
+
+static void test_fd_designed_axes(void **state)
+{
+    (void)state;
+    uint64_t seed = 9000;
+    for (int v = 0; v < 2; v++)
+        for (int loss = 0; loss < 4; loss++) {
+            ref_problem_opts ro = {.ns = NS, .nt = NT, .loss = (ps_loss)loss, .relax = 1 + loss % 2,
+                                   .lambda = 0.2, .b1_max = v ? B1MAX : PS_B1MAX_NONE, .zero_spin = 1,
+                                   .nc = v ? 3 : 0, .seed = seed++};
+            ref_problem rp;
+            assert_int_equal(ref_problem_random(&ro, &rp), 0);
+            ps_problem_desc d = rp.d;
+            d.design_g = v ? PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z : PS_AXIS_X | PS_AXIS_Y;
+            double smax = 0.0, peak = 0.0, prev[3] = {0, 0, 0};
+            for (size_t k = 0; k < NT; k++)
+                for (int a = 0; a < 3; a++) {
+                    smax = fmax(smax, fabs(d.g[3 * k + a] - prev[a]) / d.dt);
+                    peak = fmax(peak, fabs(d.g[3 * k + a]));
+                    prev[a] = d.g[3 * k + a];
+                }
+            d.smax = 2.0 * smax;  /* the start's slews unclipped */
+            d.gmax = 0.7 * peak; /* violated at some steps */
+            d.g_end = 1;
+            ps_problem *p = NULL;
+            assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+            const size_t nrf = 2 * (v ? 3 : 1) * NT, ng = v ? 3 : 2, nx = ps_problem_nx(p);
+            assert_int_equal(nx, nrf + ng * NT);
+            assert_true(ps_problem_penalized(p));
+            double *x = malloc(4 * nx * sizeof *x), *z = x + nx, *gp = x + 2 * nx, *gz = x + 3 * nx;
+            assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
+            memcpy(x, rp.x, nrf * sizeof *x); /* the random pulse, the problem's g */
+            ps_design_x_of_pulse(p, x, z);
+            char what[160];
+            snprintf(what, sizeof what, "designed %s nc %d %s (gmax, g_end), z and t", v ? "xyz" : "xy", v ? 3 : 1,
+                     ps_loss_name((ps_loss)loss));
+            gd_mu = 2.3;
+            assert_true(fd_check(what, p, eval_z_gd, z, nx) <= FD_TOL);
+            /* the loss's part alone (the penalty's gradient dominates above) */
+            gd_mu = 0.0;
+            snprintf(what, sizeof what, "designed %s nc %d %s, z and t, no penalty", v ? "xyz" : "xy", v ? 3 : 1,
+                     ps_loss_name((ps_loss)loss));
+            assert_true(fd_check(what, p, eval_z_gd, z, nx) <= FD_TOL);
+            /* the penalty is active and its violation reported */
+            double f0, f1, viol = 0.0;
+            assert_int_equal(ps_objective_cpu_penalty(p, PS_PRECISION_DOUBLE, 1, 0.0, z, &f0, gz, NULL, NULL), 0);
+            assert_int_equal(ps_objective_cpu_penalty(p, PS_PRECISION_DOUBLE, 1, 2.3, z, &f1, gz, NULL, &viol), 0);
+            assert_true(f1 > f0 && viol > 0.1);
+            /* physical: the designed part is dF/dg, the columns of dF/dG */
+            snprintf(what, sizeof what, "designed %s nc %d %s, pulse and g", v ? "xyz" : "xy", v ? 3 : 1,
+                     ps_loss_name((ps_loss)loss));
+            assert_true(fd_check(what, p, eval_pulse, x, nx) <= FD_TOL);
+            double f, gg[3 * NT];
+            assert_int_equal(ps_objective_cpu_pulse_g(p, PS_PRECISION_DOUBLE, 1, x, &f, gp, gg), 0);
+            for (size_t i = 0; i < ng; i++)
+                for (size_t k = 0; k < NT; k++)
+                    assert_memory_equal(&gp[nrf + i * NT + k], &gg[3 * k + i], sizeof(double));
+            free(x);
+            ps_problem_free(p);
+            ref_problem_free(&rp);
+        }
+}
+
 /* The finite-difference check can fail: ps_eval's gradient with one
  * element of the last channel moved by 1e-5 max|g| (ten times the
  * tolerance) must be caught, for every loss. */
@@ -635,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_fd_channels),
         cmocka_unit_test(test_fd_sar),
         cmocka_unit_test(test_fd_gradient_g),
+        cmocka_unit_test(test_fd_designed_axes),
         cmocka_unit_test(test_fd_check_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

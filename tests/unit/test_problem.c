@@ -266,6 +266,69 @@ static void test_constraints(void **state)
     assert_int_equal(ps_problem_validate(&s.f.d, msg, sizeof msg), PS_CONVERGED);
 }
 
+/* Designed gradient axes: their fields validated, in the hash when
+ * present, and x holding each designed axis's waveform after the RF. */
+static void test_designed_axes_fields(void **state)
+{
+    (void)state;
+    base f;
+    char msg[256];
+    full_init(&f);
+    const uint64_t h0 = hash_of(&f.d);
+    f.d.design_g = PS_AXIS_X | PS_AXIS_Z;
+    f.d.smax = 15000.0;
+    f.d.gmax = 4.0;
+    f.d.g_end = 1;
+    assert_int_equal(ps_problem_validate(&f.d, msg, sizeof msg), PS_CONVERGED);
+    const uint64_t h1 = hash_of(&f.d);
+    assert_true(h1 != h0);
+    f.d.gmax = 3.0;
+    assert_true(hash_of(&f.d) != h1);
+    f.d.gmax = 4.0;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&f.d, &p), PS_CONVERGED);
+    assert_int_equal(ps_problem_nx(p), 2 * NT + 2 * NT);
+    assert_true(ps_problem_penalized(p));
+    double x[4 * NT];
+    assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
+    for (int k = 0; k < NT; k++) {
+        assert_true(x[2 * NT + k] == f.g[3 * k]);          /* x axis */
+        assert_true(x[3 * NT + k] == f.g[3 * k + 2]);      /* z axis */
+    }
+    ps_problem_free(p);
+    static const struct {
+        int status;
+        const char *msg;
+    } bad[] = {
+        {PS_ERR_GRADIENT, "design_g = 9 has bits beyond"},
+        {PS_ERR_GRADIENT, "smax = 0 must be finite and > 0"},
+        {PS_ERR_NONFINITE, "gmax is NaN"},
+        {PS_ERR_GRADIENT, "gmax = -1 must be finite"},
+        {PS_ERR_GRADIENT, "g_end needs gmax"},
+        {PS_ERR_GRADIENT, "g_end = 2 must be 0 or 1"},
+        {PS_ERR_GRADIENT, "gmax given without design_g"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        base g;
+        full_init(&g);
+        g.d.design_g = PS_AXIS_Y;
+        g.d.smax = 15000.0;
+        switch (i) {
+        case 0: g.d.design_g = 9; break;
+        case 1: g.d.smax = 0.0; break;
+        case 2: g.d.gmax = NAN; break;
+        case 3: g.d.gmax = -1.0; break;
+        case 4: g.d.g_end = 1; break;
+        case 5: g.d.g_end = 2; break;
+        default: g.d.design_g = 0; g.d.smax = 0.0; g.d.gmax = 4.0; break;
+        }
+        int st = ps_problem_validate(&g.d, msg, sizeof msg);
+        printf("gradient design case %zu -> %d: %s\n", i, st, msg);
+        assert_int_equal(st, bad[i].status);
+        assert_non_null(strstr(msg, bad[i].msg));
+    }
+}
+
 /* describe gives back copies of every array and the scalars. */
 static void test_create_describe(void **state)
 {
@@ -339,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_hash_sees_every_field),
         cmocka_unit_test(test_create_describe),
         cmocka_unit_test(test_constraints),
+        cmocka_unit_test(test_designed_axes_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
