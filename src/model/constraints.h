@@ -37,25 +37,8 @@ typedef struct ps_sar {
     double sar_max;     /* W/kg */
 } ps_sar;
 
-/* b^H Q b of one step for the VOP Q [nc][nc][2], the pulse's channel c at
- * u[c s], v[c s]. */
-PS_HD double ps_sar_quad(const double *Q, int nc, const double *u, const double *v, size_t s)
-{
-    double acc = 0.0;
-    for (int a = 0; a < nc; a++) {
-        double re = 0.0, im = 0.0; /* (Q b)_a */
-        for (int c = 0; c < nc; c++) {
-            const double qr = Q[2 * (a * nc + c)], qi = Q[2 * (a * nc + c) + 1];
-            const double br = u[c * s], bi = v[c * s];
-            re += qr * br - qi * bi;
-            im += qr * bi + qi * br;
-        }
-        acc += u[a * s] * re + v[a * s] * im; /* Re conj(b_a) (Q b)_a */
-    }
-    return acc;
-}
-
-/* (Q b)_a of one step (Re into *re, Im into *im). */
+/* (Q b)_a of one step (Re into *re, Im into *im) for the VOP Q
+ * [nc][nc][2], the pulse's channel c at u[c s], v[c s]. */
 PS_HD void ps_sar_qb(const double *Q, int nc, int a, const double *u, const double *v, size_t s,
                      double *re, double *im)
 {
@@ -68,6 +51,18 @@ PS_HD void ps_sar_qb(const double *Q, int nc, int a, const double *u, const doub
     }
     *re = r;
     *im = i;
+}
+
+/* b^H Q b of one step: sum_a Re conj(b_a) (Q b)_a. */
+PS_HD double ps_sar_quad(const double *Q, int nc, const double *u, const double *v, size_t s)
+{
+    double acc = 0.0;
+    for (int a = 0; a < nc; a++) {
+        double re, im;
+        ps_sar_qb(Q, nc, a, u, v, s, &re, &im);
+        acc += u[a * s] * re + v[a * s] * im;
+    }
+    return acc;
 }
 
 /* SAR_q from the sum of its per-step forms. */
