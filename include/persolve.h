@@ -79,6 +79,7 @@ typedef enum ps_status {
                                    ///< positive semidefinite, sar_max or tr not positive
     PS_ERR_GRADIENT         = -24, ///< gradient design malformed: design_g with smax not positive,
                                    ///< gmax or g_end without design_g, g_end without gmax
+    PS_ERR_RF_MASK          = -25, ///< rf_mask holds a value other than 0 or 1
 } ps_status;
 
 /** Static English text for a status (never NULL). */
@@ -140,6 +141,10 @@ typedef struct ps_problem_desc {
     const double *vop;      ///< [nq][nc][nc][2] VOP matrices Q_q (Re, Im; Hermitian, positive
                             ///< semidefinite), W/kg per G^2: SAR_q = (dt / tr) sum_k b_k^H Q_q b_k
                             ///< (NULL when nq = 0)
+    const double *rf_mask;  ///< [nt] 1: the RF of every channel is free at that step, 0: it is
+                            ///< held at zero (NULL: free everywhere); the pulse's variables at a
+                            ///< held step are zero and their gradient is zero, so they are
+                            ///< constants of the design, not unknowns
     double dt;              ///< time step, s (> 0)
     double gamma_bar;       ///< Hz/G (0: PS_GAMMA_BAR_DEFAULT)
     double lambda;          ///< RF power penalty weight (>= 0)

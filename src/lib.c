@@ -12,12 +12,14 @@
 #include "cpu/objective.h"
 #include "cuda/gpu.h"
 #include "model/constraints.h"
+#include "model/design.h"
 #include "model/problem.h"
 #include "opt/backend.h"
 #include "opt/run.h"
 #include "ps_config.h"
 
-/* One evaluation on the chosen backend: f, and grad and m where not NULL. */
+/* One evaluation on the chosen backend: f, and grad and m where not NULL,
+ * at x with the steps the RF mask holds set to zero. */
 static int evaluate_once(const ps_problem *p, const ps_options *o,
                          const double *x, double *f, double *grad, double *m)
 {
@@ -25,18 +27,28 @@ static int evaluate_once(const ps_problem *p, const ps_options *o,
     int st = ps_take_options(o, &opt);
     if (st)
         return st;
-    if ((st = ps_check_x(&opt, x, ps_problem_nx(p))))
+    const size_t nx = ps_problem_nx(p);
+    if ((st = ps_check_x(&opt, x, nx)))
         return st;
     ps_backend use;
     int fell_back;
     if ((st = ps_pick_backend(&opt, &use, &fell_back)))
         return st;
-    if (use == PS_BACKEND_GPU) {
-        st = ps_gpu_eval(p, &opt, x, f, grad, m);
-        if (!(opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st)))
-            return st;
+    double *held = NULL;
+    if (p->rf_mask) { /* the pulse's held steps are zero whatever x says */
+        if (!(held = malloc(nx * sizeof *held)))
+            return PS_ERR_NO_MEMORY;
+        memcpy(held, x, nx * sizeof *held);
+        ps_design_hold(p, held);
+        x = held;
     }
-    return ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad, m);
+    st = PS_ERR_NO_GPU;
+    if (use == PS_BACKEND_GPU)
+        st = ps_gpu_eval(p, &opt, x, f, grad, m);
+    if (use != PS_BACKEND_GPU || (opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st)))
+        st = ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad, m);
+    free(held);
+    return st;
 }
 
 int ps_eval(const ps_problem *p, const ps_options *o, const double *x,

@@ -54,7 +54,7 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
     double sarv[PS_MAX_VOPS], sarw[PS_MAX_VOPS], vmax = 0.0;
     size_t nt = p->nt, ns = p->ns, nc = p->nc, nrf = PS_DESIGN_NX(nc, nt), nx = ps_problem_nx(p);
     const size_t ng = ps_problem_ng(p);
-    const double dtg = p->dt * 2.0 * 3.14159265358979323846 * p->gamma_bar; /* dt gamma */
+    const double dtg = des->dtg; /* dt gamma */
     /* dL/dG of every axis: asked for, or the designed axes' gradient */
     double *dfdg = !grad_g && ng && grad ? malloc(3 * nt * sizeof *dfdg) : NULL;
     if (!grad_g && ng && grad) {
@@ -93,7 +93,7 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
             const double *xi = x + PS_X_G(nc, nt, i, 0);
             double *bi = b + PS_X_G(nc, nt, i, 0);
             if (des->slew)
-                ps_slew_waveform(p->smax, p->dt, nt, xi, bi);
+                ps_slew_waveform(des->smax, des->kappa[i], des->dt, nt, xi, bi);
             else
                 memcpy(bi, xi, nt * sizeof *bi);
         }
@@ -101,7 +101,7 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
             double gk[3];
             ps_design_gdt(p, k, gk);
             for (size_t i = 0; i < ng; i++)
-                gk[ps_design_axis(p, i)] = dtg * b[PS_X_G(nc, nt, i, k)];
+                gk[des->axis[i]] = dtg * b[PS_X_G(nc, nt, i, k)];
             for (int c = 0; c < 3; c++) {
                 if (single)
                     ((float *)gdt)[3 * k + c] = (float)gk[c];
@@ -161,15 +161,15 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
         /* the designed axes: their limits' penalty, then dF/dg (physical) or
          * through the reverse cumulative sum and atan to dF/dt */
         for (size_t i = 0; i < ng; i++) {
-            const size_t a = ps_design_axis(p, i);
+            const int a = des->axis[i];
             const double *bi = b + PS_X_G(nc, nt, i, 0);
             double *gi = grad ? grad + PS_X_G(nc, nt, i, 0) : NULL;
             if (gi)
                 for (size_t k = 0; k < nt; k++)
                     gi[k] = grad_g[3 * k + a];
-            *f += ps_gradient_penalty(p->gmax, p->g_end, mu, nt, bi, gi, &vmax);
+            *f += ps_gradient_penalty(des->gmax, des->g_end, mu, nt, bi, gi, &vmax);
             if (gi && des->slew)
-                ps_slew_backward(p->smax, p->dt, nt, x + PS_X_G(nc, nt, i, 0), gi, gi);
+                ps_slew_backward(des->smax, des->kappa[i], des->dt, nt, x + PS_X_G(nc, nt, i, 0), gi, gi);
         }
         if (viol)
             *viol = vmax;
@@ -187,7 +187,7 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
                 if (sar.nq)
                     ps_sar_step_grad(&sar, sarw, (int)(ck / nt), b + ck % nt, b + nt + ck % nt, 2 * nt,
                                      &gu, &gv);
-                ps_design_step_grad(des, (int)(ck / nt), x[iu], x[iv], b[iu], b[iv], gu, gv, &grad[iu],
+                ps_design_step_grad(des, (int)(ck / nt), (int)(ck % nt), x[iu], x[iv], b[iu], b[iv], gu, gv, &grad[iu],
                                     &grad[iv]);
             }
         }

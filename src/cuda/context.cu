@@ -88,7 +88,10 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     /* the constraints: b1max_c [nc], vop [nq][nc][nc][2], bsar [nt][nc][2],
      * spart [nq][G], sarw [G][2 nq] */
     const size_t n_b1 = p->b1_max_channel ? p->nc : 0, n_vop = 2 * p->nq * p->nc * p->nc;
-    const size_t n_cons = n_b1 + (p->nq ? n_vop + 2 * nt * p->nc + 3 * p->nq * (size_t)G : 0);
+    const size_t n_mask = p->rf_mask ? nt : 0;
+    /* [n_b1] per-channel limits, [n_mask] the RF mask, then with VOPs [n_vop] their
+     * matrices, [nt][nc][2] the pulse, [nq][G] + [G][2 nq] the SAR partials */
+    const size_t n_cons = n_b1 + n_mask + (p->nq ? n_vop + 2 * nt * p->nc + 3 * p->nq * (size_t)G : 0);
     int hist_cap = mode == MODE_EVAL ? 1
                    : o->max_iterations > 0 && o->max_iterations < 1000000
                        ? (int)o->max_iterations + 1
@@ -137,8 +140,11 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         if (n_b1)
             CUDA_TRY(o, cudaMemcpy(d_cons, p->b1_max_channel, n_b1 * sizeof(double), cudaMemcpyHostToDevice),
                      PS_ERR_GPU_LAUNCH);
+        if (n_mask)
+            CUDA_TRY(o, cudaMemcpy(d_cons + n_b1, p->rf_mask, n_mask * sizeof(double), cudaMemcpyHostToDevice),
+                     PS_ERR_GPU_LAUNCH);
         if (p->nq)
-            CUDA_TRY(o, cudaMemcpy(d_cons + n_b1, p->vop, n_vop * sizeof(double), cudaMemcpyHostToDevice),
+            CUDA_TRY(o, cudaMemcpy(d_cons + n_b1 + n_mask, p->vop, n_vop * sizeof(double), cudaMemcpyHostToDevice),
                      PS_ERR_GPU_LAUNCH);
     }
     CUDA_TRY(o, cudaMalloc(&d_state, sizeof(ps_solver)), PS_ERR_GPU_MEMORY);
@@ -165,10 +171,12 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.des = ps_problem_design(p, mode != MODE_SOLVE);
     if (a.des.b1max_c)
         a.des.b1max_c = d_cons; /* the device's copy */
+    if (a.des.rf_mask)
+        a.des.rf_mask = d_cons + n_b1;
     a.sar = ps_problem_sar(p);
     if (p->nq) {
-        a.sar.vop = d_cons + n_b1;
-        a.bsar = d_cons + n_b1 + n_vop;
+        a.sar.vop = d_cons + n_b1 + n_mask;
+        a.bsar = d_cons + n_b1 + n_mask + n_vop;
         a.spart = a.bsar + 2 * nt * p->nc;
         a.sarw = a.spart + p->nq * (size_t)G;
     }

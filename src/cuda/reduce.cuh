@@ -73,7 +73,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
                 gv += wsum[(w * 2 + 1) * 32 + lane];
             }
             sar_step_grad<NCH>(a, ch, k, &gu, &gv);
-            ps_design_step_grad(&a.des, ch, zp, zq, u, v, gu, gv, &gu, &gv);
+            ps_design_step_grad(&a.des, ch, k, zp, zq, u, v, gu, gv, &gu, &gv);
             const int iu = PS_X_U(nt, ch, k), iv = PS_X_V(nt, ch, k);
             gout[iu] = gu;
             gout[iv] = gv;

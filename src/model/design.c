@@ -21,12 +21,23 @@ ps_design ps_problem_design(const ps_problem *p, int physical)
     /* one channel's own limit is the limit of all */
     d.b1max = d.has_b1max ? ps_problem_b1max_of(p, 0) : 0.0;
     d.b1max_c = d.has_b1max && p->nc > 1 ? p->b1_max_channel : NULL;
+    d.rf_mask = p->rf_mask;
+    d.ng = (int)ps_problem_ng(p);
+    for (int i = 0; i < 3; i++) {
+        d.axis[i] = i < d.ng ? (int)ps_design_axis(p, (size_t)i) : 0;
+        d.kappa[i] = i < d.ng ? p->slew_scale[d.axis[i]] : 1.0;
+    }
+    d.smax = p->smax;
+    d.gmax = p->gmax;
+    d.g_end = p->g_end;
+    d.dt = p->dt;
+    d.dtg = p->dt * 2.0 * PS_PI * p->gamma_bar;
     d.slew = !physical && p->design_g != 0;
     return d;
 }
 
 /* out = fn(in) step by step and channel by channel, in the layout of x
- * (out may equal in). */
+ * (out may equal in), the steps the RF mask holds at zero. */
 static void each_step(const ps_problem *p, const double *in, double *out,
                       void (*fn)(const ps_design *, int, double, double, double *, double *))
 {
@@ -36,6 +47,7 @@ static void each_step(const ps_problem *p, const double *in, double *out,
         for (size_t k = 0; k < nt; k++)
             fn(&d, (int)c, in[PS_X_U(nt, c, k)], in[PS_X_V(nt, c, k)], &out[PS_X_U(nt, c, k)],
                &out[PS_X_V(nt, c, k)]);
+    ps_design_hold(p, out);
 }
 
 /* The designed axes' part of x: from slew variables to waveforms (dir 1)
@@ -46,10 +58,11 @@ static void each_axis(const ps_problem *p, const double *in, double *out, int to
     for (size_t i = 0; i < ng; i++) {
         const double *a = in + PS_X_G(p->nc, nt, i, 0);
         double *o = out + PS_X_G(p->nc, nt, i, 0);
+        const double kappa = p->slew_scale[ps_design_axis(p, i)];
         if (to_g)
-            ps_slew_waveform(p->smax, p->dt, nt, a, o);
+            ps_slew_waveform(p->smax, kappa, p->dt, nt, a, o);
         else
-            ps_slew_variables(p->smax, p->dt, nt, a, o);
+            ps_slew_variables(p->smax, kappa, p->dt, nt, a, o);
     }
 }
 
@@ -63,6 +76,24 @@ void ps_design_x_of_pulse(const ps_problem *p, const double *b, double *x)
 {
     each_step(p, b, x, ps_design_from_pulse);
     each_axis(p, b, x, 0);
+}
+
+double ps_slew_scale(const ps_problem_desc *d, size_t a)
+{
+    double rmax = 0.0;
+    for (size_t j = 0; j < d->ns; j++)
+        rmax = fmax(rmax, fabs(d->r[3 * j + a]));
+    if (!(rmax > 0.0))
+        rmax = 1.0;
+    return 1.0 / (rmax * d->dt * d->smax * (double)d->nt);
+}
+
+void ps_design_hold(const ps_problem *p, double *x)
+{
+    for (size_t c = 0; p->rf_mask && c < p->nc; c++)
+        for (size_t k = 0; k < p->nt; k++)
+            if (p->rf_mask[k] == 0.0)
+                x[PS_X_U(p->nt, c, k)] = x[PS_X_V(p->nt, c, k)] = 0.0;
 }
 
 size_t ps_design_axis(const ps_problem *p, size_t i)

@@ -69,8 +69,18 @@ typedef struct ps_design {
     double lambda;          /* power penalty weight, >= 0 */
     const double *b1max_c;  /* [nc] G, one limit per channel, or NULL (b1max for all);
                                a device pointer in the GPU's copy */
-    int slew;               /* 1: x's designed-axis part holds slew variables t (the
-                               optimizer's), 0: the waveforms g themselves (physical) */
+    const double *rf_mask;  /* [nt] 1: the RF is free at step k, 0: held at zero (its
+                               gradient is zero); NULL: free everywhere; a device pointer in
+                               the GPU's copy */
+    /* designed gradient axes (SPEC 1.2; ng 0: none) */
+    int ng;                 /* how many */
+    int axis[3];            /* the axis (0 x, 1 y, 2 z) of the i-th, in the order x, y, z */
+    double kappa[3];        /* the i-th's slew scale: t = kappa x (below) */
+    double smax, gmax;      /* slew limit, G/cm/s; amplitude limit, G/cm (0: none) */
+    int g_end;              /* 1: the axes return to zero at the last step */
+    double dt, dtg;         /* time step, s; dt gamma, rad/G/s */
+    int slew;               /* 1: x's designed-axis part holds the optimizer's slew
+                               variables, 0: the waveforms g themselves (physical) */
 } ps_design;
 
 /* The peak limit of channel c (with has_b1max). */
@@ -184,15 +194,22 @@ PS_HD double ps_design_power(double u, double v)
 }
 
 /*
- * dF/dx of one step of channel c from the loss gradient (gu, gv) = dL/db_ck
+ * dF/dx of step k of channel c from the loss gradient (gu, gv) = dL/db_ck
  * summed over the spins (and the constraints' penalty gradient, if any:
  * model/constraints.h), at the pulse (u, v) = b_ck of the variables (p, q):
  * the power penalty's 2 lambda b_ck added, then through the
- * reparametrization.
+ * reparametrization. A step the RF mask holds at zero has no gradient:
+ * its variables are constants (zero from the start, and the optimizer
+ * never moves them).
  */
-PS_HD void ps_design_step_grad(const ps_design *d, int c, double p, double q, double u, double v,
+PS_HD void ps_design_step_grad(const ps_design *d, int c, int k, double p, double q, double u, double v,
                                double gu, double gv, double *gp, double *gq)
 {
+    if (d->rf_mask && d->rf_mask[k] == 0.0) {
+        *gp = 0.0;
+        *gq = 0.0;
+        return;
+    }
     gu += 2.0 * d->lambda * u;
     gv += 2.0 * d->lambda * v;
     if (d->has_b1max) {
@@ -216,6 +233,16 @@ PS_HD void ps_design_step_grad(const ps_design *d, int c, double p, double q, do
  * 0.9 smax (strictly inside the limit, where atan is not yet flat):
  * t_k = tan((pi/2) s_k / smax). Where g's slew is within 0.9 smax, g' = g;
  * elsewhere g' follows g as fast as 0.9 smax allows.
+ *
+ * Scale. The optimizer's variable of a slew is x = t / kappa_a, with
+ *     kappa_a = 1 / (rmax_a dt smax Nt)       (rmax_a = max_j |r_ja|, 1 cm if 0)
+ * A unit of x_k then moves the gradient of the steps after k by at most
+ * dt smax (2/pi) kappa_a and the phase of any spin at the pulse's end by at
+ * most (2/pi) gamma dt rad: the turn 1 G of RF gives in a step, the scale
+ * of the RF variables. Unscaled, the slew variables' gradient is 10 to
+ * 1000 times the RF's and L-BFGS crawls (docs/algorithm.md).
+ * ps_slew_waveform, ps_slew_variables and ps_slew_backward take x and
+ * kappa.
  */
 
 /* s of one slew variable t, and ds/dt. */
@@ -237,34 +264,44 @@ PS_HD double ps_t_of_slew(double smax, double s)
     return tan((3.14159265358979323846 / 2.0) * s / smax);
 }
 
-/* One axis's waveform g[nt] from its slew variables t[nt] (in step order). */
-PS_HD void ps_slew_waveform(double smax, double dt, size_t nt, const double *t, double *g)
+/* One axis's waveform g[nt] from its variables x[nt] (t = kappa x; in step
+ * order). */
+PS_HD void ps_slew_waveform(double smax, double kappa, double dt, size_t nt, const double *x, double *g)
 {
     double acc = 0.0;
     for (size_t k = 0; k < nt; k++) {
-        acc += dt * ps_slew_of_t(smax, t[k]);
+        acc += dt * ps_slew_of_t(smax, kappa * x[k]);
         g[k] = acc;
     }
 }
 
-/* The slew variables t[nt] of a start waveform g[nt] (above). */
-PS_HD void ps_slew_variables(double smax, double dt, size_t nt, const double *g, double *t)
+/* The variables x[nt] of a start waveform g[nt] (above; x may equal g). */
+PS_HD void ps_slew_variables(double smax, double kappa, double dt, size_t nt, const double *g, double *x)
 {
     double prev = 0.0; /* g' of the steps so far, as ps_slew_waveform sums it */
     for (size_t k = 0; k < nt; k++) {
-        t[k] = ps_t_of_slew(smax, (g[k] - prev) / dt);
-        prev += dt * ps_slew_of_t(smax, t[k]);
+        const double gk = g[k];
+        x[k] = ps_t_of_slew(smax, (gk - prev) / dt) / kappa;
+        prev += dt * ps_slew_of_t(smax, kappa * x[k]);
     }
 }
 
-/* dF/dt[nt] from dF/dg[nt] at t (gt may equal gg): the reverse cumulative
+/* dF/dx_k from R_k = sum_{i>=k} dF/dg_i (the reverse cumulative sum) at
+ * x_k: the atan chain rule, dt R_k kappa ds/dt. */
+PS_HD double ps_slew_grad(double smax, double kappa, double dt, double x, double R)
+{
+    return dt * R * kappa * ps_slew_dt(smax, kappa * x);
+}
+
+/* dF/dx[nt] from dF/dg[nt] at x (gx may equal gg): the reverse cumulative
  * sum from the last step, then the atan chain rule. */
-PS_HD void ps_slew_backward(double smax, double dt, size_t nt, const double *t, const double *gg, double *gt)
+PS_HD void ps_slew_backward(double smax, double kappa, double dt, size_t nt, const double *x, const double *gg,
+                            double *gx)
 {
     double acc = 0.0;
     for (size_t k = nt; k-- > 0;) {
         acc += gg[k];
-        gt[k] = dt * acc * ps_slew_dt(smax, t[k]);
+        gx[k] = ps_slew_grad(smax, kappa, dt, x[k], acc);
     }
 }
 
@@ -275,12 +312,17 @@ PS_HD void ps_slew_backward(double smax, double dt, size_t nt, const double *t, 
 ps_design ps_problem_design(const ps_problem *p, int physical);
 
 /* The pulse b[nx] of the variables x[nx] (b may equal x), and the inverse
- * (x strictly inside the b1_max constraint; x may equal b). */
+ * (x strictly inside the b1_max constraint; x may equal b); both hold the
+ * steps the RF mask holds at zero at zero. */
 void ps_design_pulse_of_x(const ps_problem *p, const double *x, double *b);
+/* Sets the pulse variables of the steps the RF mask holds to zero in x[nx]. */
+void ps_design_hold(const ps_problem *p, double *x);
 /* Between x and rows [nc][nt][2] of (u_ck, v_ck), the layout of files and
  * of ps_problem_desc.b1. */
 void ps_design_x_of_rows(size_t nc, size_t nt, const double *rows, double *x);
 void ps_design_rows_of_x(size_t nc, size_t nt, const double *x, double *rows);
+/* The slew scale kappa_a of axis a for a problem described by d (above). */
+double ps_slew_scale(const ps_problem_desc *d, size_t a);
 /* The axis (0 x, 1 y, 2 z) of the i-th designed gradient axis. */
 size_t ps_design_axis(const ps_problem *p, size_t i);
 /* The power sum_i b_i^2 of a pulse b[nx] in the layout of x, in index order. */

@@ -85,7 +85,11 @@ static int check_array(const char *name, const double *a, size_t n, size_t mid, 
         return ps_status_msg(msg, len, PS_ERR_NONFINITE, "%s[%zu] is %s", name, i,
                     isnan(a[i]) ? "NaN" : "Inf");
     }
-    if (rule != PS_RULE_FINITE) {
+    if (rule == PS_RULE_MASK) {
+        for (i = 0; i < n; i++)
+            if (a[i] != 0.0 && a[i] != 1.0)
+                return ps_status_msg(msg, len, PS_ERR_RF_MASK, "%s[%zu] = %g must be 0 or 1", name, i, a[i]);
+    } else if (rule != PS_RULE_FINITE) {
         int strict = rule == PS_RULE_RELAXATION;
         int status = strict ? PS_ERR_RELAXATION : PS_ERR_NEGATIVE;
         for (i = 0; i < n; i++) {
@@ -323,6 +327,8 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     p->smax = d->design_g ? d->smax : 0.0;
     p->gmax = d->design_g ? d->gmax : 0.0;
     p->g_end = d->design_g ? d->g_end : 0;
+    for (size_t a = 0; a < 3; a++)
+        p->slew_scale[a] = p->design_g >> a & 1u ? ps_slew_scale(d, a) : 1.0;
     p->real_channel = p->nc == 1;
     for (size_t j = 0; p->real_channel && d->b1map && j < p->ns; j++)
         p->real_channel = d->b1map[2 * j + 1] == 0.0;
@@ -384,6 +390,7 @@ int ps_problem_x0(const ps_problem *p, double *x)
     if (!p || !x)
         return PS_ERR_NULL;
     ps_design_x_of_rows(p->nc, p->nt, p->b1, x);
+    ps_design_hold(p, x);
     /* the designed axes' start: the problem's waveform */
     for (size_t i = 0; i < ps_problem_ng(p); i++) {
         const size_t a = ps_design_axis(p, i);

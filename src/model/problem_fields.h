@@ -54,6 +54,7 @@ enum {
     PS_RULE_FINITE,      /* nothing more */
     PS_RULE_NONNEGATIVE, /* >= 0, else PS_ERR_NEGATIVE */
     PS_RULE_RELAXATION,  /* > 0 (a relaxation time), else PS_ERR_RELAXATION */
+    PS_RULE_MASK,        /* 0 or 1, else PS_ERR_RF_MASK */
 };
 
 /*
@@ -108,7 +109,10 @@ enum {
     X(b1, nt, 2, PS_CH_OUTER, PS_FIELD_START, PS_RULE_FINITE, pulse, "b1", "b1")                \
     /* local SAR VOPs Q_q (Re, Im), W/kg per G^2 (absent: no SAR limit; \
      * Hermitian and positive semidefinite: ps_problem_validate) */           \
-    X(vop, nq, 2, PS_CH_SQUARE, PS_FIELD_EXTRA, PS_RULE_FINITE, sar, "vop", "vop")
+    X(vop, nq, 2, PS_CH_SQUARE, PS_FIELD_EXTRA, PS_RULE_FINITE, sar, "vop", "vop") \
+    /* RF mask: 1 where the RF is free, 0 where it is held at zero (absent: \
+     * free everywhere) */                                                    \
+    X(rf_mask, nt, 1, PS_CH_NONE, PS_FIELD_EXTRA, PS_RULE_MASK, pulse, "rf_mask", "rf_mask")
 
 /*
  * The real scalars (the loss type is the one other scalar), in the order

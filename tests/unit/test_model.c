@@ -935,6 +935,7 @@ static void test_slew_parametrization(void **state)
     (void)state;
     enum { N = 57 };
     const double smax = 15000.0, dt = 4e-6; /* 150 T/m/s in G/cm/s, 4 us */
+    const double kappa = 0.37; /* the optimizer's scale: t = kappa x */
     uint64_t seed = 77;
     double g[N], t[N], g2[N], s[N];
     /* round trip: slews within 0.8 smax */
@@ -944,8 +945,8 @@ static void test_slew_parametrization(void **state)
         g[k] = prev + dt * s[k];
         prev = g[k];
     }
-    ps_slew_variables(smax, dt, N, g, t);
-    ps_slew_waveform(smax, dt, N, t, g2);
+    ps_slew_variables(smax, kappa, dt, N, g, t);
+    ps_slew_waveform(smax, kappa, dt, N, t, g2);
     double worst = 0.0, gmax = 0.0;
     for (int k = 0; k < N; k++) {
         worst = fmax(worst, fabs(g2[k] - g[k]));
@@ -956,13 +957,13 @@ static void test_slew_parametrization(void **state)
     /* clipping: a jump of 2 smax dt in one step is followed at 0.9 smax
      * over the next two steps */
     double jump[3] = {0.0, 2.0 * smax * dt, 2.0 * smax * dt}, tj[3], sj;
-    ps_slew_variables(smax, dt, 3, jump, tj);
-    sj = ps_slew_of_t(smax, tj[1]);
-    printf("clipped start slew %.6f smax, next %.6f smax\n", sj / smax, ps_slew_of_t(smax, tj[2]) / smax);
+    ps_slew_variables(smax, kappa, dt, 3, jump, tj);
+    sj = ps_slew_of_t(smax, kappa * tj[1]);
+    printf("clipped start slew %.6f smax, next %.6f smax\n", sj / smax, ps_slew_of_t(smax, kappa * tj[2]) / smax);
     assert_true(fabs(sj - 0.9 * smax) <= 1e-12 * smax);
-    assert_true(fabs(ps_slew_of_t(smax, tj[2]) - 0.9 * smax) <= 1e-12 * smax);
-    ps_slew_variables(smax, dt, 3, (const double[3]){0.0, -jump[1], 0.0}, tj);
-    assert_true(fabs(ps_slew_of_t(smax, tj[1]) + 0.9 * smax) <= 1e-12 * smax);
+    assert_true(fabs(ps_slew_of_t(smax, kappa * tj[2]) - 0.9 * smax) <= 1e-12 * smax);
+    ps_slew_variables(smax, kappa, dt, 3, (const double[3]){0.0, -jump[1], 0.0}, tj);
+    assert_true(fabs(ps_slew_of_t(smax, kappa * tj[1]) + 0.9 * smax) <= 1e-12 * smax);
     /* any t: |s| < smax, also where atan rounds to pi/2 it stays <= smax */
     const double ts[] = {0.0, 1.0, -3.0, 1e3, -1e8, 1e300, -1e300};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
@@ -975,17 +976,17 @@ static void test_slew_parametrization(void **state)
         w[k] = tu_uniform(&seed, -1.0, 1.0);
         c[k] = tu_uniform(&seed, 0.0, 50.0);
     }
-    ps_slew_waveform(smax, dt, N, t, g2);
+    ps_slew_waveform(smax, kappa, dt, N, t, g2);
     for (int k = 0; k < N; k++)
         gg[k] = w[k] + c[k] * g2[k];
-    ps_slew_backward(smax, dt, N, t, gg, gt);
+    ps_slew_backward(smax, kappa, dt, N, t, gg, gt);
     double err = 0.0, big = 0.0;
     for (int i = 0; i < N; i++) {
         double tp[N], fp = 0.0, fm = 0.0, h = 1e-6 * fmax(1.0, fabs(t[i]));
         memcpy(tp, t, sizeof tp);
         for (int sgn = 0; sgn < 2; sgn++) {
             tp[i] = t[i] + (sgn ? -h : h);
-            ps_slew_waveform(smax, dt, N, tp, g);
+            ps_slew_waveform(smax, kappa, dt, N, tp, g);
             double f = 0.0;
             for (int k = 0; k < N; k++)
                 f += w[k] * g[k] + 0.5 * c[k] * g[k] * g[k];
@@ -1002,7 +1003,7 @@ static void test_slew_parametrization(void **state)
     assert_true(big > 0.0 && err <= 1e-7 * big);
     /* in place (gt may equal gg) */
     memcpy(s, gg, sizeof s);
-    ps_slew_backward(smax, dt, N, t, s, s);
+    ps_slew_backward(smax, kappa, dt, N, t, s, s);
     assert_memory_equal(s, gt, sizeof s);
 }
 
