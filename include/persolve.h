@@ -283,8 +283,9 @@ typedef struct ps_options {
                              ///< 1..64; 0 = the default 8 (docs/algorithm.md)
     double constraint_tol;   ///< relative violation a round may end with: SAR_q <= sar_max
                              ///< (1 + constraint_tol); >= 0, 0 = the default 1e-3
-    double penalty_mu;       ///< penalty weight mu of the first round (x10 per round), > 0;
-                             ///< 0 = the default 1
+    double penalty_mu;       ///< penalty weight of the first round in units of the loss's scale
+                             ///< (mu = penalty_mu sum_j w_j; x10 per round), > 0; 0 = the
+                             ///< default 1
     int64_t reserved[12];    ///< must be zero
 } ps_options;
 

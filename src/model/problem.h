@@ -41,6 +41,10 @@ static inline size_t ps_problem_ng(const ps_problem *p)
     return (size_t)((p->design_g & 1u) + (p->design_g >> 1 & 1u) + (p->design_g >> 2 & 1u));
 }
 
+/* The loss's scale, sum_j w_j (ns without weights; 1 when every weight is
+ * 0): a unit of the penalty weight is worth a spin's loss. */
+double ps_problem_loss_scale(const ps_problem *p);
+
 /* 1 if the problem has a peak limit (b1_max or one per channel). */
 static inline int ps_problem_has_b1max(const ps_problem *p)
 {

@@ -1536,7 +1536,9 @@ static void test_sar_design(void **state)
     assert_code(r, 0);
     assert_true(status == PS_CONVERGED || status == PS_CONVERGED_FTOL);
     assert_true(rounds >= 2);
-    assert_true(mu == pow(10.0, rounds - 1)); /* mu0 = 1, x10 a round */
+    /* mu0 = the loss's scale (the spins: weights 1), x10 a round */
+    const double ns = json_number(r->out, "ns");
+    assert_true(ns > 0 && mu == ns * pow(10.0, rounds - 1));
     assert_true(ratio <= 1.0 + 1e-3);
     assert_true(viol <= 1e-3);
     assert_true(fabs(viol - fmax(0.0, ratio - 1.0)) <= 1e-12);
@@ -1592,35 +1594,36 @@ static void test_sar_design(void **state)
     assert_code(r, 1);
     assert_contains(r->out, "SAR          ");
     assert_contains(r->out, "W/kg, sar_max ");
-    assert_true(text_number(r->out, "rounds ") == 1);
-    assert_true(text_number(r->out, "mu ") == 1);
+    const double trounds = text_number(r->out, "rounds ");
+    assert_true(trounds >= 1 && text_number(r->out, "mu ") == ns * pow(10.0, trounds - 1));
     r = run("eval", res, "-o", "cli_sar_e1.h5", NULL);
     assert_code(r, 0);
     assert_contains(r->out, "SAR       ");
 }
 
-/* One penalty round is not enough: the solve converges with the SAR
- * still above its limit, status 8, exit 1, and the result is written. */
+/* One light penalty round is not enough: the solve converges with the
+ * SAR still above its limit, status 8, exit 1, and the result is written. */
 static void test_sar_constraint_violated(void **state)
 {
     (void)state;
     unlink("cli_sar_v.h5");
-    run_result *r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1",
-                        "-o", "cli_sar_v.h5", "--json", NULL);
+    run_result *r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1", "--penalty-mu",
+                        "0.01", "-o", "cli_sar_v.h5", "--json", NULL);
     assert_code(r, 1);
     assert_true(json_number(r->out, "status") == PS_CONSTRAINT_VIOLATED);
     assert_true(json_number(r->out, "exit_code") == 1);
     assert_true(json_number(r->out, "rounds") == 1);
-    assert_true(json_number(r->out, "mu") == 1);
+    const double ns = json_number(r->out, "ns"); /* the loss's scale: weights 1 */
+    assert_true(ns > 0 && json_number(r->out, "mu") == 0.01 * ns);
     double viol = json_number(r->out, "violation");
     assert_true(viol > 1e-3);
     assert_true(fabs(viol - (sar_ratio(r->out) - 1.0)) <= 1e-12);
     assert_true(h5_attr("cli_sar_v.h5", "/result", "status") == PS_CONSTRAINT_VIOLATED);
     /* a looser tolerance and a heavier first round are taken */
     r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1", "--penalty-mu",
-            "1000", "--constraint-tol", "0.05", "-o", "cli_sar_v.h5", "--json", NULL);
-    assert_true(json_number(r->out, "mu") == 1000);
-    printf("mu 1000, tol 0.05: violation %g\n", json_number(r->out, "violation"));
+            "10", "--constraint-tol", "0.05", "-o", "cli_sar_v.h5", "--json", NULL);
+    assert_true(json_number(r->out, "mu") == 10 * ns);
+    printf("mu %g, tol 0.05: violation %g\n", 10 * ns, json_number(r->out, "violation"));
     assert_true(json_number(r->out, "violation") < viol);
 }
 
