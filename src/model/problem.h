@@ -31,7 +31,7 @@ struct ps_problem {
     unsigned design_g;      /* designed gradient axes (PS_AXIS_* bits), 0: none */
     double smax, gmax;      /* their slew (G/cm/s) and amplitude (G/cm, 0: none) limits */
     int g_end;              /* 1: the designed axes end at zero */
-    double slew_scale[3];   /* per axis a: kappa_a, the slew variable t = kappa_a x of the
+    double slew_scale[3];   /* per axis a: kappa_a, the slew variable t_k = kappa_a (x_k - x_{k-1}) of the
                                optimizer's (model/design.h); derived at creation */
 };
 
