@@ -1914,18 +1914,6 @@ static void test_rf_mask_malformed(void **state)
     assert_no_open_handles();
 }
 
-/* max |g|, max |g_k - g_{k-1}| / dt (g_{-1} = 0) and |g_{NT-1}| of g[k stride]. */
-static void axis_values(const double *g, size_t stride, double dt, double out[3])
-{
-    out[0] = out[1] = 0.0;
-    for (size_t k = 0; k < NT; k++) {
-        double gk = g[k * stride], prev = k ? g[(k - 1) * stride] : 0.0;
-        out[0] = fmax(out[0], fabs(gk));
-        out[1] = fmax(out[1], fabs(gk - prev) / dt);
-    }
-    out[2] = fabs(g[(NT - 1) * stride]);
-}
-
 static void test_gradient_result_and_eval(void **state)
 {
     (void)state;
@@ -1982,7 +1970,7 @@ static void test_gradient_result_and_eval(void **state)
     assert_non_null(pe);
     for (int i = 0; i < 2; i++) {
         double want[3];
-        axis_values(x + nrf + (size_t)i * NT, 1, fp.d.dt, want);
+        tu_waveform_values(x + nrf + (size_t)i * NT, NT, 1, fp.d.dt, want);
         printf("axis %c: %g %g %g\n", "yz"[i], pg[i], ps[i], pe[i]);
         assert_true(pg[i] == want[0] && ps[i] == want[1] && pe[i] == want[2]);
     }

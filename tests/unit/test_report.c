@@ -97,21 +97,6 @@ static void test_axes_names(void **state)
     assert_int_equal(ps_design_g_name(7, NULL, 4), PS_ERR_NULL);
 }
 
-/* max |g|, max |g_k - g_{k-1}| / dt and |g_last| of g[k stride], written
- * out again. */
-static void expect_axis(const double *g, size_t stride, double dt, double want[3])
-{
-    want[0] = want[1] = 0.0;
-    for (size_t k = 0; k < NT; k++) {
-        double gk = g[k * stride], prev = k ? g[(k - 1) * stride] : 0.0;
-        if (fabs(gk) > want[0])
-            want[0] = fabs(gk);
-        if (fabs(gk - prev) / dt > want[1])
-            want[1] = fabs(gk - prev) / dt;
-    }
-    want[2] = fabs(g[(NT - 1) * stride]);
-}
-
 static void test_gradient_constraints(void **state)
 {
     (void)state;
@@ -138,7 +123,7 @@ static void test_gradient_constraints(void **state)
     const size_t stride[3] = {1, 3, 1};
     for (int a = 0; a < 3; a++) {
         double want[3];
-        expect_axis(src[a], stride[a], s.d.dt, want);
+        tu_waveform_values(src[a], NT, stride[a], s.d.dt, want);
         printf("axis %d: %g %g %g\n", a, peak[a], slew[a], end[a]);
         assert_true(peak[a] == want[0]);
         assert_true(slew[a] == want[1]);
@@ -166,7 +151,7 @@ static void test_gradient_constraints(void **state)
     assert_int_equal(ps_gradient_constraints(p, x0, peak, slew, end), PS_CONVERGED);
     for (int a = 0; a < 3; a++) {
         double want[3];
-        expect_axis(s.g + a, 3, s.d.dt, want);
+        tu_waveform_values(s.g + a, NT, 3, s.d.dt, want);
         assert_true(peak[a] == want[0] && slew[a] == want[1] && end[a] == want[2]);
     }
     ps_problem_free(p);
