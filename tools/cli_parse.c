@@ -40,6 +40,7 @@ enum {
     OPT_MAX_ROUNDS,
     OPT_CONSTRAINT_TOL,
     OPT_PENALTY_MU,
+    OPT_STRICT,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -72,6 +73,7 @@ static const struct option design_options[] = {
     {"max-rounds", required_argument, NULL, OPT_MAX_ROUNDS},
     {"constraint-tol", required_argument, NULL, OPT_CONSTRAINT_TOL},
     {"penalty-mu", required_argument, NULL, OPT_PENALTY_MU},
+    {"strict", no_argument, NULL, OPT_STRICT},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -85,6 +87,7 @@ static const struct option eval_options[] = {
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"json", no_argument, NULL, OPT_JSON},
+    {"strict", no_argument, NULL, OPT_STRICT},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -324,6 +327,9 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         return PS_CLI_OK;
     case OPT_JSON:
         cli->json = 1;
+        return PS_CLI_OK;
+    case OPT_STRICT:
+        cli->strict = 1;
         return PS_CLI_OK;
     case OPT_BACKEND:
         if (!strcmp(arg, "auto"))
@@ -759,6 +765,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --penalty-mu X  penalty weight mu of the first round, > 0\n"
                 "                      (default %g)\n"
                 "      --json          JSON summary on stdout instead of the text\n"
+                "      --strict        a dataset or attribute of the problem file that\n"
+                "                      persolve does not know is an error (default: a\n"
+                "                      warning naming the closest known name)\n"
                 "  -q, --quiet         no progress line and no summary\n"
                 "      --checkpoint FILE\n"
                 "                      write the run's state to FILE at the end (also\n"
@@ -811,7 +820,10 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "      --backend B     auto | cpu | gpu (default auto)\n"
               "      --precision P   single | double spin loop (default single)\n"
               "      --threads N     CPU threads, 0 = OpenMP default (default 0)\n"
-              "      --json          JSON on stdout instead of the text lines\n",
+              "      --json          JSON on stdout instead of the text lines\n"
+              "      --strict        a dataset or attribute of the problem file that\n"
+              "                      persolve does not know is an error (default: a\n"
+              "                      warning naming the closest known name)\n",
               f);
         usage_launch_shape(f);
         fputs("  -h, --help          this help\n\n", f);

@@ -50,6 +50,14 @@ int ps_cli_check_options(ps_options *o, ps_cli_log *log);
 int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
                         size_t baselen);
 
+/* --strict: names a problem file holds that the reader does not know are
+ * errors in ps_cli_load_problem (else warnings on stderr). */
+void ps_cli_set_strict(int strict);
+
+/* The base name of the default outputs of a preset spec, its parameters
+ * kept: "spiral2d:n=16,nt=300" -> "spiral2d_n=16_nt=300". */
+void ps_cli_preset_base(const char *spec, char *base, size_t len);
+
 /*
  * The output file: `given` if not NULL, else base + suffix in the current
  * directory. Fails (PS_EXIT_INPUT, message printed) when the file's

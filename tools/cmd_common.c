@@ -3,6 +3,7 @@
  */
 #include "cmd.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -94,18 +95,53 @@ static void file_base(const char *path, char *base, size_t len)
     snprintf(base, len, "%.*s", (int)n, b);
 }
 
+/* --strict of the command being run (ps_cli_set_strict). */
+static int cli_strict;
+
+void ps_cli_set_strict(int strict)
+{
+    cli_strict = strict;
+}
+
+/* A warning of the file reader, on its own line. */
+static void cli_read_warning(void *user, const char *msg)
+{
+    (void)user;
+    ps_cli_error("warning: %s", msg);
+}
+
+void ps_cli_preset_base(const char *spec, char *base, size_t len)
+{
+    /* "spiral2d:n=16,nt=300" -> "spiral2d_n=16_nt=300": a name that keeps
+     * the parameters, without the characters a shell or a file name
+     * would trip on */
+    size_t j = 0;
+    for (const char *q = spec; *q && j + 1 < len; q++) {
+        unsigned char ch = (unsigned char)*q;
+        base[j++] = ch == ':' || ch == ',' ? '_'
+                    : isalnum(ch) || ch == '=' || ch == '.' || ch == '-' || ch == '+' ||
+                              ch == '_'
+                        ? (char)ch
+                        : '_';
+    }
+    if (len)
+        base[j < len ? j : len - 1] = '\0';
+}
+
 int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
                         size_t baselen)
 {
-    char ferr[512], perr[512];
+    char ferr[1024], perr[512];
     struct stat st;
     *out = NULL;
     if (stat(arg, &st) == 0) {
-        int s = ps_h5_read_problem(arg, out, ferr, sizeof ferr);
+        /* read in a child process: no file can crash or hang this one; a
+         * FIFO, device or directory is refused before it is opened */
+        ps_h5_read_opts ro = {cli_strict, cli_read_warning, NULL};
+        int s = ps_h5_read_problem_isolated(arg, &ro, 0.0, out, ferr, sizeof ferr);
         if (s != 0) {
             ps_cli_error("%s", ferr);
-            return ps_cli_exit_code(s) == PS_EXIT_SOLVER ? PS_EXIT_SOLVER
-                                                         : PS_EXIT_INPUT;
+            return s == PS_ERR_NO_MEMORY ? PS_EXIT_SOLVER : PS_EXIT_INPUT;
         }
         file_base(arg, base, baselen);
         return PS_EXIT_OK;
@@ -117,13 +153,16 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
             ps_cli_error("%s: out of memory", arg);
             return PS_EXIT_SOLVER;
         }
-        ps_cli_error("'%s' is neither a file (%s) nor a preset (%s)", arg,
-                     strerror(file_errno), perr[0] ? perr : ps_strerror(s));
+        if (strstr(perr, " is Inf") || strstr(perr, " is NaN"))
+            /* the spec parsed, but the problem it makes holds Inf or NaN */
+            ps_cli_error("'%s': a parameter overflows: the problem it makes is not finite "
+                         "(%s); choose smaller values", arg, perr);
+        else
+            ps_cli_error("'%s' is neither a file (%s) nor a preset (%s)", arg,
+                         strerror(file_errno), perr[0] ? perr : ps_strerror(s));
         return PS_EXIT_INPUT;
     }
-    const char *colon = strchr(arg, ':');
-    size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
-    snprintf(base, baselen, "%.*s", (int)n, arg);
+    ps_cli_preset_base(arg, base, baselen);
     return PS_EXIT_OK;
 }
 

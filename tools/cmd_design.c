@@ -208,10 +208,14 @@ static void print_text(const ps_cli *cli, const ps_options *o, const ps_problem 
     fprintf(f, "f            %.6e -> %.6e\n", f0, r->f);
     fprintf(f, "gnorm        %.3e\n", r->gnorm);
     fprintf(f, "seconds      %.3f\n", r->seconds);
-    fprintf(f, "backend      %s (%s), %s precision\n",
+    /* --backend auto chose: on a machine without a usable GPU nothing fell
+     * back, the CPU is what auto means there */
+    fprintf(f, "backend      %s (%s), %s precision%s\n",
             ps_cli_backend_name(r->backend), r->device,
-            ps_cli_precision_name(o->precision));
-    fprintf(f, "fell back    %s\n", r->fell_back ? "yes" : "no");
+            ps_cli_precision_name(o->precision),
+            o->backend != PS_BACKEND_AUTO ? ""
+            : r->fell_back               ? ", chosen by --backend auto (no usable GPU)"
+                                         : ", chosen by --backend auto");
     ps_cli_text_channels(f, 13, p, x);
     if (ps_problem_penalized(p)) { /* the penalty rounds of the SAR and gradient limits */
         fprintf(f, "rounds       %d\n", r->rounds);

@@ -44,7 +44,7 @@ int ps_cmd_eval(const ps_cli *cli)
     }
     int st;
     if (cli->x_file) {
-        st = ps_h5_read_x(cli->x_file, p, x, err, sizeof err);
+        st = ps_h5_read_x_isolated(cli->x_file, p, 0.0, x, err, sizeof err);
         if (st != 0) {
             ps_cli_error("--x: %s", err);
             code = PS_EXIT_INPUT;

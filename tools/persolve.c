@@ -61,6 +61,7 @@ int main(int argc, char **argv)
         printf("persolve %s\n", ps_version());
         return PS_EXIT_OK;
     }
+    ps_cli_set_strict(cli.strict);
     switch (cli.command) {
     case PS_CMD_DESIGN: return ps_cmd_design(&cli);
     case PS_CMD_EVAL:   return ps_cmd_eval(&cli);

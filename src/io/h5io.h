@@ -19,9 +19,48 @@
 
 /* Read a problem file into a new problem: its datasets and root
  * attributes, the gradient design's too (design_g, smax, gmax, g_end) and
- * the RF mask /pulse/rf_mask [Nt]. */
+ * the RF mask /pulse/rf_mask [Nt]. Numbers may be float or integer. Only a
+ * regular file is opened (a FIFO, device or directory is refused first).
+ * This reads in the calling process: a file that crashes or hangs libhdf5
+ * does so here (ps_h5_read_problem_isolated does not). */
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen);
+
+/* How a problem file is read. */
+typedef struct ps_h5_read_opts {
+    int strict; /* 1: a name the reader does not know is an error */
+    /* receives each warning, "FILE: /spins/T1: unknown dataset, ignored
+     * (the closest known name is /spins/t1)" (NULL: none) */
+    void (*warn)(void *user, const char *msg);
+    void *warn_user;
+} ps_h5_read_opts;
+
+/* ps_h5_read_problem with names checked: every top-level group, dataset
+ * of /spins, /pulse and /sar, root attribute and attribute of /sar/vop
+ * that the reader does not know is a warning through opts->warn naming
+ * the closest known name, or with opts->strict an error (PS_ERR_FILE).
+ * opts NULL: no check. */
+int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_problem **out,
+                          char *err, size_t errlen);
+
+/* The default time limit of an isolated read, seconds. */
+#define PS_H5_READ_TIMEOUT 60.0
+
+/*
+ * ps_h5_read_problem_ex in a child process (fork): the child reads the
+ * file and sends the problem's arrays and scalars (and the warnings) back
+ * through a pipe, the parent builds the same problem from them. A child
+ * that crashes (libhdf5 on a corrupted file) or does not finish within
+ * timeout_s seconds (<= 0: PS_H5_READ_TIMEOUT) is killed and the file
+ * reported as corrupt (PS_ERR_FILE), so no file can crash or hang the
+ * caller. The child dies with its parent.
+ */
+int ps_h5_read_problem_isolated(const char *path, const ps_h5_read_opts *opts, double timeout_s,
+                                ps_problem **out, char *err, size_t errlen);
+
+/* ps_h5_read_x in a child process, as ps_h5_read_problem_isolated. */
+int ps_h5_read_x_isolated(const char *path, const ps_problem *p, double timeout_s, double *x,
+                          char *err, size_t errlen);
 
 /* Write a problem file (the problem's x0 as /pulse/b1; with several
  * channels /spins/b1map [Ns,Nc,2] and /pulse/b1 [Nc,Nt,2]; with VOPs

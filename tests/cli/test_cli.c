@@ -564,23 +564,33 @@ static void test_design_json(void **state)
 static void test_design_text_default_output(void **state)
 {
     (void)state;
-    unlink("slice1d_result.h5");
+    /* the default name keeps the preset's parameters */
+    const char *def = "slice1d_nz=40_nt=50_result.h5";
+    unlink(def);
     run_result *r = run("design", "slice1d:nz=40,nt=50", "--max-iters", "3",
                         "--backend", "cpu", "--precision", "double", NULL);
     assert_true(r->code == 0 || r->code == 1);
     assert_contains(r->out, "status");
     assert_contains(r->out, "iterations   ");
-    assert_contains(r->out, "fell back    no");
+    assert_contains(r->out, "backend      cpu");
+    assert_null(strstr(r->out, "fell back")); /* --backend cpu: nothing chosen, nothing fell */
+    assert_null(strstr(r->out, "chosen by"));
     assert_contains(r->out, "double precision");
-    assert_contains(r->out, "output       slice1d_result.h5");
-    assert_true(file_exists("slice1d_result.h5"));
+    assert_contains(r->out, "output       slice1d_nz=40_nt=50_result.h5");
+    assert_true(file_exists(def));
     assert_null(strstr(r->err, "iter ")); /* no progress line off a terminal */
 
-    unlink("slice1d_result.h5");
+    unlink(def);
     r = run("design", "slice1d:nz=40,nt=50", "--max-iters", "2", "--quiet", NULL);
     assert_true(r->code == 0 || r->code == 1);
     assert_string_equal(r->out, "");
-    assert_true(file_exists("slice1d_result.h5"));
+    assert_true(file_exists(def));
+    unlink(def);
+    /* auto on a machine without a GPU chose the CPU: said so, not "fell back" */
+    r = run("design", "slice1d:nz=40,nt=50", "--max-iters", "2", "-o", "cli_auto.h5", NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    assert_null(strstr(r->out, "fell back"));
+    assert_contains(r->out, "chosen by --backend auto");
 
     /* an input file's base name gives the default output name */
     r = run("preset", "inversion:ndf=11,nb1=2,nt=30", "-o", "cli_inv.h5", NULL);
@@ -1726,11 +1736,14 @@ static void h5_attr_string(const char *path, const char *obj, const char *name, 
     assert_true(a >= 0);
     hid_t t = H5Aget_type(a);
     assert_int_equal(H5Tget_class(t), H5T_STRING);
-    char *v = NULL;
-    assert_true(H5Tis_variable_str(t) > 0);
-    assert_true(H5Aread(a, t, &v) >= 0);
+    /* written fixed-length: the text in the attribute, not in the heap */
+    assert_true(H5Tis_variable_str(t) == 0);
+    size_t n = H5Tget_size(t);
+    char *v = calloc(n + 1, 1);
+    assert_non_null(v);
+    assert_true(H5Aread(a, t, v) >= 0);
     snprintf(buf, len, "%s", v);
-    H5free_memory(v);
+    free(v);
     H5Tclose(t);
     H5Aclose(a);
     H5Fclose(f);
