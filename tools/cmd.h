@@ -6,6 +6,7 @@
 #ifndef PS_TOOLS_CMD_H
 #define PS_TOOLS_CMD_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -29,7 +30,15 @@ void ps_cli_error(const char *fmt, ...);
 /* The library's last error message, captured through ps_options.log. */
 typedef struct ps_cli_log {
     char msg[512];
+    char other[512]; /* the last one not from the GPU backend (src/cuda/): a
+                      * probe that found no GPU logs there before auto runs
+                      * the CPU, and its message explains no other error */
 } ps_cli_log;
+
+/* The library's message that goes with status st: a GPU status gets the
+ * last message, any other the last one not from the GPU backend ("" when
+ * there is none). */
+const char *ps_cli_log_reason(const ps_cli_log *log, int st);
 
 /* ps_log_fn that keeps the last error-level message in a ps_cli_log. */
 void ps_cli_log_capture(void *user, int level, const char *file, int line,
@@ -53,6 +62,10 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
 /* --strict: names a problem file holds that the reader does not know are
  * errors in ps_cli_load_problem (else warnings on stderr). */
 void ps_cli_set_strict(int strict);
+
+/* The flag a command's SIGINT and SIGTERM handlers set: reading a problem
+ * file then stops (PS_EXIT_CANCELLED). NULL: none. */
+void ps_cli_set_cancel(const volatile sig_atomic_t *flag);
 
 /* The base name of the default outputs of a preset spec, its parameters
  * kept: "spiral2d:n=16,nt=300" -> "spiral2d_n=16_nt=300". */

@@ -60,13 +60,24 @@ void ps_cli_log_capture(void *user, int level, const char *file, int line,
     ps_cli_log *log = user;
     (void)file;
     (void)line;
-    if (log && level == PS_LOG_ERROR)
+    if (log && level == PS_LOG_ERROR) {
         snprintf(log->msg, sizeof log->msg, "%s", msg ? msg : "");
+        if (!file || !strstr(file, "cuda/"))
+            snprintf(log->other, sizeof log->other, "%s", msg ? msg : "");
+    }
+}
+
+const char *ps_cli_log_reason(const ps_cli_log *log, int st)
+{
+    const int gpu = st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ||
+                    st == PS_ERR_GPU_MEMORY || st == PS_ERR_GPU_LAUNCH;
+    return gpu ? log->msg : log->other;
 }
 
 int ps_cli_check_options(ps_options *o, ps_cli_log *log)
 {
     log->msg[0] = '\0';
+    log->other[0] = '\0';
     o->log = ps_cli_log_capture;
     o->log_user = log;
     int st = ps_options_validate(o);
@@ -95,8 +106,15 @@ static void file_base(const char *path, char *base, size_t len)
     snprintf(base, len, "%.*s", (int)n, b);
 }
 
-/* --strict of the command being run (ps_cli_set_strict). */
+/* --strict of the command being run (ps_cli_set_strict), and its signal
+ * flag (ps_cli_set_cancel). */
 static int cli_strict;
+static const volatile sig_atomic_t *cli_cancel;
+
+void ps_cli_set_cancel(const volatile sig_atomic_t *flag)
+{
+    cli_cancel = flag;
+}
 
 void ps_cli_set_strict(int strict)
 {
@@ -137,8 +155,12 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
     if (stat(arg, &st) == 0) {
         /* read in a child process: no file can crash or hang this one; a
          * FIFO, device or directory is refused before it is opened */
-        ps_h5_read_opts ro = {cli_strict, cli_read_warning, NULL};
+        ps_h5_read_opts ro = {cli_strict, cli_read_warning, NULL, cli_cancel};
         int s = ps_h5_read_problem_isolated(arg, &ro, 0.0, out, ferr, sizeof ferr);
+        if (s == PS_CANCELLED) {
+            ps_cli_error("%s", ferr);
+            return PS_EXIT_CANCELLED;
+        }
         if (s != 0) {
             ps_cli_error("%s", ferr);
             return s == PS_ERR_NO_MEMORY ? PS_EXIT_SOLVER : PS_EXIT_INPUT;

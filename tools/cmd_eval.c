@@ -97,7 +97,7 @@ int ps_cmd_eval(const ps_cli *cli)
     st = st ? st : gst;
     if (st != 0) {
         ps_cli_error("evaluation failed: %s%s%s", ps_strerror(st),
-                     log.msg[0] ? ": " : "", log.msg);
+                     ps_cli_log_reason(&log, st)[0] ? ": " : "", ps_cli_log_reason(&log, st));
         code = ps_cli_exit_code(st);
         if (code == PS_EXIT_OK || code == PS_EXIT_NOT_CONVERGED)
             code = PS_EXIT_SOLVER;

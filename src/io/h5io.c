@@ -50,6 +50,7 @@
 #include "model/design.h"
 #include "model/problem.h"
 #include "model/problem_fields.h"
+#include "tune/cache.h"
 
 /* Error context: the file name goes in front of every message. */
 typedef struct h5ctx {
@@ -1703,9 +1704,36 @@ done:
     return st;
 }
 
+/* The provenance of a result (ps_h5_result_info) on /result. */
+static int h5_write_info(hid_t res, const h5ctx *c, const ps_h5_result_info *info)
+{
+    int st = 0;
+    const struct {
+        const char *name, *value;
+    } text[] = {
+        {"persolve_version", ps_version()}, {"build_id", ps_tune_build_id()},
+        {"input", info->input},             {"command_line", info->command_line},
+        {"options", info->options},         {"created", info->created},
+        {"gnorm_test", info->gnorm_test},
+    };
+    for (size_t i = 0; i < sizeof text / sizeof text[0] && !st; i++)
+        if (text[i].value)
+            st = h5_write_attr_string(res, c, text[i].name, text[i].value);
+    if (!st && !isnan(info->gnorm_physical))
+        st = h5_write_attr_double(res, c, "gnorm_physical", info->gnorm_physical);
+    return st;
+}
+
 int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
                        const double *m, const ps_result *r, char *err,
                        size_t errlen)
+{
+    return ps_h5_write_result_info(path, p, x, m, r, NULL, err, errlen);
+}
+
+int ps_h5_write_result_info(const char *path, const ps_problem *p, const double *x,
+                            const double *m, const ps_result *r,
+                            const ps_h5_result_info *info, char *err, size_t errlen)
 {
     h5ctx c = {path, err, errlen, NULL};
     ps_problem_desc d;
@@ -1773,7 +1801,8 @@ int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
         (st = h5_write_attr_string(res, &c, "backend",
                                    h5_backend_name(r->backend))) ||
         (st = h5_write_attr_string(res, &c, "device", r->device)) ||
-        (st = h5_write_attr_int(res, &c, "fell_back", r->fell_back)))
+        (st = h5_write_attr_int(res, &c, "fell_back", r->fell_back)) ||
+        (info && (st = h5_write_info(res, &c, info))))
         goto done;
 done:
     free(hist);

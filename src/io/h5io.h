@@ -13,6 +13,7 @@
 #ifndef PS_SRC_H5IO_H
 #define PS_SRC_H5IO_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "persolve.h"
@@ -33,6 +34,10 @@ typedef struct ps_h5_read_opts {
      * (the closest known name is /spins/t1)" (NULL: none) */
     void (*warn)(void *user, const char *msg);
     void *warn_user;
+    /* ps_h5_read_problem_isolated: when this becomes nonzero (a signal
+     * handler's flag) the reading child is killed and the read returns
+     * PS_CANCELLED (NULL: never) */
+    const volatile sig_atomic_t *cancel;
 } ps_h5_read_opts;
 
 /* ps_h5_read_problem with names checked: every top-level group, dataset
@@ -92,6 +97,27 @@ int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
 int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
                        const double *m, const ps_result *r, char *err,
                        size_t errlen);
+
+/* What a result file records beside the result itself. Any member may be
+ * NULL (not written) or, for gnorm_physical, NaN. */
+typedef struct ps_h5_result_info {
+    double gnorm_physical;    /* |grad F| at x in the pulse's own variables (u, v in G and
+                               * the designed waveforms), as eval reports it */
+    const char *gnorm_test;   /* the variables of r->gnorm, which the convergence test
+                               * used ("physical", or the optimizer's reparametrization) */
+    const char *input;        /* the problem file's name or the preset spec */
+    const char *command_line; /* as given */
+    const char *options;      /* every option in effect, "backend=auto precision=..." */
+    const char *created;      /* UTC date and time, ISO 8601 */
+} ps_h5_result_info;
+
+/* ps_h5_write_result with its provenance on /result: the attributes
+ * persolve_version, build_id (this library's, PS_BUILD_ID), input,
+ * command_line, options, created, gnorm_physical and gnorm_test from info
+ * (NULL: none of them). */
+int ps_h5_write_result_info(const char *path, const ps_problem *p, const double *x,
+                            const double *m, const ps_result *r,
+                            const ps_h5_result_info *info, char *err, size_t errlen);
 
 /*
  * Write an eval file: the problem's groups with /pulse/b1 = x (and /pulse/g

@@ -117,7 +117,7 @@ typedef struct iso_problem_job {
 static int iso_child_problem(int fd, void *ctx)
 {
     const iso_problem_job *job = ctx;
-    ps_h5_read_opts o = {0, NULL, NULL};
+    ps_h5_read_opts o = {0, NULL, NULL, NULL};
     if (job->opts)
         o = *job->opts;
     o.warn = job->opts && job->opts->warn ? iso_warn : NULL;
@@ -191,7 +191,7 @@ static int iso_fail(const char *path, char *err, size_t errlen, int st, const ch
  * its message in err.
  */
 static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double timeout_s,
-                   iso_buf *b, char *err, size_t errlen)
+                   const volatile sig_atomic_t *cancel, iso_buf *b, char *err, size_t errlen)
 {
     int fds[2];
     if (timeout_s <= 0.0)
@@ -226,6 +226,11 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
     int timed_out = 0, st = 0;
     for (;;) {
         double left = deadline - ps_monotonic_seconds();
+        if (cancel && *cancel) {
+            st = iso_fail(path, err, errlen, PS_CANCELLED, "%s",
+                          "reading cancelled (signal)");
+            break;
+        }
         if (left <= 0.0) {
             timed_out = 1;
             break;
@@ -344,7 +349,8 @@ int ps_h5_read_problem_isolated(const char *path, const ps_h5_read_opts *opts, d
         return iso_fail("(null)", err, errlen, PS_ERR_NULL, "%s", "no file name");
     iso_problem_job job = {path, opts};
     iso_buf b = {NULL, 0, 0};
-    int st = iso_run(path, iso_child_problem, &job, timeout_s, &b, err, errlen);
+    int st = iso_run(path, iso_child_problem, &job, timeout_s, opts ? opts->cancel : NULL, &b,
+                     err, errlen);
     ps_problem_desc d;
     double *arrays[ISO_NARRAYS] = {NULL};
     double b1max[PS_MAX_CHANNELS];
@@ -440,7 +446,7 @@ int ps_h5_read_x_isolated(const char *path, const ps_problem *p, double timeout_
         return iso_fail("(null)", err, errlen, PS_ERR_NULL, "%s", "no file name");
     iso_x_job job = {path, p, x};
     iso_buf b = {NULL, 0, 0};
-    int st = iso_run(path, iso_child_x, &job, timeout_s, &b, err, errlen);
+    int st = iso_run(path, iso_child_x, &job, timeout_s, NULL, &b, err, errlen);
     size_t pos = 0, nx = ps_problem_nx(p);
     int ended = 0, got = 0;
     while (!st && !ended) {
