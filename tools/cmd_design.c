@@ -605,9 +605,10 @@ int ps_cmd_design(const ps_cli *cli)
     memset(&d, 0, sizeof d);
     if ((code = ps_cli_check_options(&o, &log)) != PS_EXIT_OK)
         return code;
-    /* SIGINT and SIGTERM end every stage: reading the problem stops (its
-     * reading process is killed), a signal before the solve starts ends
-     * the command with nothing written, one during the solve cancels it */
+    /* SIGINT and SIGTERM end every stage: reading the problem file stops
+     * (its reading process is killed, exit 130); once the problem is read
+     * the solve starts cancelled or is cancelled, and the best point (the
+     * start, if no step was taken) is written */
     install_signals();
     ps_cli_set_cancel(&ps_design_signal);
     if ((code = ps_cli_load_problem(cli->input, &p, base, sizeof base)) != PS_EXIT_OK)
@@ -657,12 +658,6 @@ int ps_cmd_design(const ps_cli *cli)
     }
     if (!cli->resume && (code = check_start(p, &o, &log, x)) != PS_EXIT_OK)
         goto done;
-    if (ps_design_signal) {
-        ps_cli_error("cancelled (%s) before the solve started: nothing written",
-                     ps_design_signal == SIGINT ? "SIGINT" : "SIGTERM");
-        code = PS_EXIT_CANCELLED;
-        goto done;
-    }
 
     pc.show = !cli->quiet && isatty(STDERR_FILENO);
     log.msg[0] = '\0';

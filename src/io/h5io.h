@@ -48,15 +48,19 @@ typedef struct ps_h5_read_opts {
 int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_problem **out,
                           char *err, size_t errlen);
 
-/* The default time limit of an isolated read, seconds. */
-#define PS_H5_READ_TIMEOUT 60.0
+/* The default time limit of an isolated read: PS_H5_READ_TIMEOUT seconds
+ * and one more per PS_H5_READ_RATE bytes of the file (a slow disk's
+ * 20 MB/s: the time limit is for a reader that loops, not one that
+ * reads). */
+#define PS_H5_READ_TIMEOUT 10.0
+#define PS_H5_READ_RATE 20e6
 
 /*
  * ps_h5_read_problem_ex in a child process (fork): the child reads the
  * file and sends the problem's arrays and scalars (and the warnings) back
  * through a pipe, the parent builds the same problem from them. A child
  * that crashes (libhdf5 on a corrupted file) or does not finish within
- * timeout_s seconds (<= 0: PS_H5_READ_TIMEOUT) is killed and the file
+ * timeout_s seconds (<= 0: PS_H5_READ_TIMEOUT, PS_H5_READ_RATE) is killed and the file
  * reported as corrupt (PS_ERR_FILE), so no file can crash or hang the
  * caller. The child dies with its parent.
  */

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -194,8 +195,11 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
                    const volatile sig_atomic_t *cancel, iso_buf *b, char *err, size_t errlen)
 {
     int fds[2];
+    struct stat st_file;
     if (timeout_s <= 0.0)
-        timeout_s = PS_H5_READ_TIMEOUT;
+        timeout_s = PS_H5_READ_TIMEOUT + (stat(path, &st_file) == 0
+                                              ? (double)st_file.st_size / PS_H5_READ_RATE
+                                              : 0.0);
     if (pipe(fds) != 0)
         return iso_fail(path, err, errlen, PS_ERR_FILE, "cannot read: no pipe: %s",
                         strerror(errno));
@@ -286,7 +290,7 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
         return st;
     if (timed_out) {
         char t[64];
-        snprintf(t, sizeof t, "%g", timeout_s);
+        snprintf(t, sizeof t, "%.0f", timeout_s);
         return iso_fail(path, err, errlen, PS_ERR_FILE,
                         "corrupt file: reading it did not finish within %s s (the HDF5 library "
                         "loops on it)", t);
