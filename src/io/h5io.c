@@ -156,6 +156,26 @@ static const char *h5_class_name(H5T_class_t cls)
     }
 }
 
+/*
+ * Whether a number's file type is one of the standard ones: IEEE binary32
+ * or binary64, or an 8- to 64-bit integer, of either byte order. HDF5
+ * describes a float by its bit fields, so a corrupted type byte can make
+ * another valid-looking float (0.125 read as 2e-319): such a type is
+ * refused instead of converted.
+ */
+static int h5_standard_number(hid_t type)
+{
+    const hid_t std[] = {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE,
+                         H5T_STD_I8LE,   H5T_STD_I8BE,   H5T_STD_U8LE,   H5T_STD_U8BE,
+                         H5T_STD_I16LE,  H5T_STD_I16BE,  H5T_STD_U16LE,  H5T_STD_U16BE,
+                         H5T_STD_I32LE,  H5T_STD_I32BE,  H5T_STD_U32LE,  H5T_STD_U32BE,
+                         H5T_STD_I64LE,  H5T_STD_I64BE,  H5T_STD_U64LE,  H5T_STD_U64BE};
+    for (size_t i = 0; i < sizeof std / sizeof std[0]; i++)
+        if (H5Tequal(type, std[i]) > 0)
+            return 1;
+    return 0;
+}
+
 /* "[400,2]" for a shape; "scalar" for rank 0. */
 static void h5_shape_str(char *buf, size_t len, int rank, const hsize_t *dims)
 {
@@ -247,6 +267,13 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         status = h5_fail(c, PS_ERR_FILE,
                          "%s: wrong type: expected float64 (or integer), got %s", name,
                          h5_class_name(cls));
+        goto done;
+    }
+    if (!h5_standard_number(type)) {
+        status = h5_fail(c, PS_ERR_FILE,
+                         "%s: wrong type: a %zu-byte %s that is not a standard one (IEEE "
+                         "float32 or float64, or an 8- to 64-bit integer; a corrupted type?)",
+                         name, H5Tget_size(type), h5_class_name(cls));
         goto done;
     }
     space = H5Dget_space(dset);
@@ -468,6 +495,13 @@ static int h5_open_attr(hid_t loc, const h5ctx *c, const char *owner, const char
         status = h5_fail(c, PS_ERR_FILE,
                          "%s%sattribute %s: wrong type: expected %s, got %s", on, sep, name,
                          cls_text, h5_class_name(got));
+        goto fail;
+    }
+    if ((got == H5T_INTEGER || got == H5T_FLOAT) && !h5_standard_number(*type)) {
+        status = h5_fail(c, PS_ERR_FILE,
+                         "%s%sattribute %s: wrong type: a %zu-byte %s that is not a standard one "
+                         "(IEEE float32 or float64, or an 8- to 64-bit integer; a corrupted "
+                         "type?)", on, sep, name, H5Tget_size(*type), h5_class_name(got));
         goto fail;
     }
     int rank;

@@ -2144,6 +2144,71 @@ static void test_gradient_result_and_eval(void **state)
     ps_problem_free(p);
 }
 
+/*
+ * An attribute that exists but cannot be read is an error, never a
+ * default: every byte of the attribute lambda from its name to its value
+ * (the name, its datatype and dataspace) is changed in turn, and each file
+ * read (in a child process, which no corruption can crash or hang; names
+ * checked strictly, so that a changed name is an unknown attribute)
+ * either gives lambda exactly or fails; lambda at its default (0) from a
+ * file that holds 0.125 would be a silent misreading. (A changed message
+ * type before the name makes libhdf5 skip the whole message as one it
+ * does not know: the attribute is then absent for any reader; a changed
+ * value is another value, which no reader can tell without a checksum.)
+ */
+static void test_unreadable_attribute(void **state)
+{
+    (void)state;
+    const char *path = "io_attr_bytes.h5", *bad = "io_attr_bytes_bad.h5";
+    write_full(path);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static unsigned char b[1 << 16];
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof b);
+    size_t at = 0;
+    for (size_t i = 0; i + 6 <= n && !at; i++)
+        if (!memcmp(b + i, "lambda", 6))
+            at = i;
+    assert_true(at > 0);
+    /* strict: a changed name is an unknown attribute (without --strict a
+     * warning names it) */
+    const ps_h5_read_opts strict = {1, NULL, NULL, NULL};
+    int ok = 0, failed = 0;
+    /* the value 0.125 (float64, little-endian) ends the attribute's bytes */
+    const unsigned char value[8] = {0, 0, 0, 0, 0, 0, 0xc0, 0x3f};
+    size_t end = at;
+    while (end + 8 <= n && memcmp(b + end, value, 8) != 0)
+        end++;
+    assert_true(end + 8 <= n && end < at + 96);
+    for (size_t i = at; i < end; i++) {
+        unsigned char save = b[i];
+        b[i] ^= 0xff;
+        f = fopen(bad, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(b, 1, n, f), n);
+        fclose(f);
+        b[i] = save;
+        ps_problem *p = NULL;
+        char err[512];
+        int st = ps_h5_read_problem_isolated(bad, &strict, 10.0, &p, err, sizeof err);
+        if (st) {
+            failed++;
+            continue;
+        }
+        ps_problem_desc d;
+        ps_problem_describe(p, &d);
+        if (d.lambda != 0.125)
+            printf("byte %zu changed: lambda read as %g\n", i, d.lambda);
+        assert_true(d.lambda == 0.125);
+        ps_problem_free(p);
+        ok++;
+    }
+    printf("%d files read lambda exactly, %d refused\n", ok, failed);
+    assert_true(failed > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2154,6 +2219,7 @@ int main(void)
         cmocka_unit_test(test_missing_dataset),
         cmocka_unit_test(test_wrong_shape),
         cmocka_unit_test(test_wrong_type),
+        cmocka_unit_test(test_unreadable_attribute),
         cmocka_unit_test(test_missing_attribute),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_truncated),
