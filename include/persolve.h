@@ -113,6 +113,20 @@ const char *ps_loss_name(ps_loss loss);
 /** Gradient axes a design may shape (ps_problem_desc.design_g, a bit mask). */
 enum { PS_AXIS_X = 1, PS_AXIS_Y = 2, PS_AXIS_Z = 4 };
 
+/**
+ * Parse a set of gradient axes, as files and presets write design_g: "x",
+ * "y", "z" or several of them in that order ("xy", "xz", "yz", "xyz"),
+ * into PS_AXIS_* bits. PS_ERR_GRADIENT for anything else (empty, another
+ * letter, an axis twice or out of order), PS_ERR_NULL for NULL.
+ */
+int ps_design_g_parse(const char *name, unsigned *axes);
+/**
+ * The name of a set of axes ("xy"; "" for none) into buf[len] (len >= 4,
+ * else PS_ERR_SIZE). PS_ERR_GRADIENT for bits beyond PS_AXIS_X | PS_AXIS_Y
+ * | PS_AXIS_Z.
+ */
+int ps_design_g_name(unsigned axes, char *buf, size_t len);
+
 /** No peak constraint: the value of ps_problem_desc.b1_max for "none". */
 #define PS_B1MAX_NONE HUGE_VAL
 
@@ -283,8 +297,9 @@ typedef struct ps_options {
                              ///< 1..64; 0 = the default 8 (docs/algorithm.md)
     double constraint_tol;   ///< relative violation a round may end with: SAR_q <= sar_max
                              ///< (1 + constraint_tol); >= 0, 0 = the default 1e-3
-    double penalty_mu;       ///< penalty weight mu of the first round (x10 per round), > 0;
-                             ///< 0 = the default 1
+    double penalty_mu;       ///< penalty weight of the first round in units of the loss's scale
+                             ///< (mu = penalty_mu sum_j w_j; x10 per round), > 0; 0 = the
+                             ///< default 1
     int64_t reserved[12];    ///< must be zero
 } ps_options;
 
@@ -307,12 +322,41 @@ int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
             double *f, double *grad);
 
 /**
+ * ps_eval and, into grad_g[nt][3], dF/dG_k: the gradient of F with respect
+ * to the gradient waveform G_k (G/cm) of every axis, designed or not
+ * (per unit of G/cm; docs/model.md). grad[nx] may be NULL, grad_g may
+ * not. For a designed axis a, the part of grad of that axis equals
+ * column a of grad_g. Computed by the CPU backend: with o->backend gpu
+ * PS_ERR_NOT_IMPLEMENTED (the GPU does not compute dF/dG yet), with auto
+ * the CPU runs it.
+ */
+int ps_eval_g(const ps_problem *p, const ps_options *o, const double *x, double *f,
+              double *grad, double *grad_g);
+
+/**
  * The hardware constraints at the pulse x[nx] (physical u, v): peak[nc] =
  * max_k |b_ck| per channel (G) and sar[nq] = SAR_q per VOP (W/kg); either
  * may be NULL (sar is left alone when the problem has no VOPs). The limits
  * are the problem's (ps_problem_describe: b1_max, b1_max_channel, sar_max).
  */
 int ps_constraints(const ps_problem *p, const double *x, double *peak, double *sar);
+
+/**
+ * The gradient constraints (docs/model.md) at x[nx] (physical: after the
+ * pulse, the waveform of each designed axis in G/cm, as results hold it),
+ * per axis a = 0 (x), 1 (y), 2 (z) of the waveform in effect (x's for a
+ * designed axis, the problem's g for the others):
+ *     gpeak[a] = max_k |g_ak|                          (G/cm)
+ *     slew[a]  = max_k |g_ak - g_a,k-1| / dt, g_a,-1 = 0   (G/cm/s)
+ *     gend[a]  = |g_a,Nt-1|, the waveform's last step   (G/cm)
+ * Any of the three may be NULL. The limits are the problem's
+ * (ps_problem_describe: design_g, smax, gmax, g_end): a designed axis
+ * keeps slew[a] < smax exactly, and gpeak[a] <= gmax and, with g_end,
+ * gend[a] = 0 up to the penalty rounds' tolerance. PS_ERR_NULL,
+ * PS_ERR_NONFINITE (x not finite).
+ */
+int ps_gradient_constraints(const ps_problem *p, const double *x, double gpeak[3],
+                            double slew[3], double gend[3]);
 
 /** Final magnetization M_Nt for pulse x[nx] into m[ns][3]. */
 int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,

@@ -19,9 +19,11 @@
 #include "ps_config.h"
 
 /* One evaluation on the chosen backend: f, and grad and m where not NULL,
- * at x with the steps the RF mask holds set to zero. */
+ * at x with the steps the RF mask holds set to zero. With grad_g (dF/dG,
+ * then m is NULL) the CPU's alone: the GPU does not compute it yet. */
 static int evaluate_once(const ps_problem *p, const ps_options *o,
-                         const double *x, double *f, double *grad, double *m)
+                         const double *x, double *f, double *grad, double *m,
+                         double *grad_g)
 {
     ps_options opt;
     int st = ps_take_options(o, &opt);
@@ -42,11 +44,20 @@ static int evaluate_once(const ps_problem *p, const ps_options *o,
         ps_design_hold(p, held);
         x = held;
     }
-    st = PS_ERR_NO_GPU;
-    if (use == PS_BACKEND_GPU)
+    st = PS_ERR_NOT_IMPLEMENTED;
+    if (use == PS_BACKEND_GPU && !grad_g)
         st = ps_gpu_eval(p, &opt, x, f, grad, m);
-    if (use != PS_BACKEND_GPU || (opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st)))
-        st = ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad, m);
+    if (use != PS_BACKEND_GPU || (opt.backend == PS_BACKEND_AUTO && ps_gpu_can_fall_back(st))) {
+        if (grad_g) {
+            double *g = grad ? grad : malloc(nx * sizeof *g);
+            st = g ? ps_objective_cpu_pulse_g(p, opt.precision, opt.threads, x, f, g, grad_g)
+                   : PS_ERR_NO_MEMORY;
+            if (g != grad)
+                free(g);
+        } else {
+            st = ps_objective_cpu_pulse(p, opt.precision, opt.threads, x, f, grad, m);
+        }
+    }
     free(held);
     return st;
 }
@@ -56,7 +67,15 @@ int ps_eval(const ps_problem *p, const ps_options *o, const double *x,
 {
     if (!p || !x || !f)
         return PS_ERR_NULL;
-    return evaluate_once(p, o, x, f, grad, NULL);
+    return evaluate_once(p, o, x, f, grad, NULL, NULL);
+}
+
+int ps_eval_g(const ps_problem *p, const ps_options *o, const double *x, double *f,
+              double *grad, double *grad_g)
+{
+    if (!p || !x || !f || !grad_g)
+        return PS_ERR_NULL;
+    return evaluate_once(p, o, x, f, grad, NULL, grad_g);
 }
 
 int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
@@ -65,10 +84,11 @@ int ps_simulate(const ps_problem *p, const ps_options *o, const double *x,
     double f;
     if (!p || !x || !m)
         return PS_ERR_NULL;
-    return evaluate_once(p, o, x, &f, NULL, m);
+    return evaluate_once(p, o, x, &f, NULL, m, NULL);
 }
 
-int ps_constraints(const ps_problem *p, const double *x, double *peak, double *sar)
+/* The checks of the constraints' functions: p and x given, x[nx] finite. */
+static int check_point(const ps_problem *p, const double *x)
 {
     if (!p || !x)
         return PS_ERR_NULL;
@@ -76,11 +96,41 @@ int ps_constraints(const ps_problem *p, const double *x, double *peak, double *s
     for (size_t i = 0; i < nx; i++)
         if (!isfinite(x[i]))
             return PS_ERR_NONFINITE;
+    return PS_CONVERGED;
+}
+
+int ps_constraints(const ps_problem *p, const double *x, double *peak, double *sar)
+{
+    int st = check_point(p, x);
+    if (st)
+        return st;
     if (peak)
         ps_peak_values(p->nc, p->nt, x, peak);
     if (sar && p->nq) {
         const ps_sar S = ps_problem_sar(p);
         ps_sar_values(&S, p->nt, x, sar);
+    }
+    return PS_CONVERGED;
+}
+
+int ps_gradient_constraints(const ps_problem *p, const double *x, double gpeak[3],
+                            double slew[3], double gend[3])
+{
+    int st = check_point(p, x);
+    if (st)
+        return st;
+    for (size_t a = 0, i = 0; a < 3; a++) {
+        /* a designed axis's waveform from x (the i-th after the pulse), else p's */
+        const int designed = p->design_g >> a & 1u;
+        const double *g = designed ? x + PS_X_G(p->nc, p->nt, i++, 0) : p->g + a;
+        double v[3];
+        ps_gradient_values(p->nt, p->dt, g, designed ? 1 : 3, v);
+        if (gpeak)
+            gpeak[a] = v[0];
+        if (slew)
+            slew[a] = v[1];
+        if (gend)
+            gend[a] = v[2];
     }
     return PS_CONVERGED;
 }
@@ -166,6 +216,41 @@ const char *ps_loss_name(ps_loss loss)
     if ((int)loss < 0 || (int)loss > 3)
         return NULL;
     return loss_names[loss];
+}
+
+static const char axis_letters[3] = {'x', 'y', 'z'};
+
+int ps_design_g_parse(const char *name, unsigned *axes)
+{
+    if (!name || !axes)
+        return PS_ERR_NULL;
+    unsigned bits = 0;
+    size_t a = 0; /* the next axis a letter may name: each once, in order */
+    for (const char *c = name; *c; c++) {
+        while (a < 3 && *c != axis_letters[a])
+            a++;
+        if (a == 3)
+            return PS_ERR_GRADIENT;
+        bits |= 1u << a++;
+    }
+    if (!bits)
+        return PS_ERR_GRADIENT;
+    *axes = bits;
+    return PS_CONVERGED;
+}
+
+int ps_design_g_name(unsigned axes, char *buf, size_t len)
+{
+    if (!buf)
+        return PS_ERR_NULL;
+    if (len < 4 || axes & ~(unsigned)(PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z))
+        return len < 4 ? PS_ERR_SIZE : PS_ERR_GRADIENT;
+    size_t n = 0;
+    for (size_t a = 0; a < 3; a++)
+        if (axes >> a & 1u)
+            buf[n++] = axis_letters[a];
+    buf[n] = '\0';
+    return PS_CONVERGED;
 }
 
 int ps_have_cuda(void)

@@ -71,4 +71,22 @@ static inline int tu_compare(const char *what, const double *got,
     return ok;
 }
 
+/*
+ * The gradient constraints' values of one axis's waveform g[k stride]
+ * (k = 0..nt-1, G/cm), written out independently of the library's:
+ * out[0] = max |g_k|, out[1] = max |g_k - g_{k-1}| / dt with g_{-1} = 0,
+ * out[2] = |g_{nt-1}|.
+ */
+static inline void tu_waveform_values(const double *g, size_t nt, size_t stride, double dt,
+                                      double out[3])
+{
+    out[0] = out[1] = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        double gk = g[k * stride], prev = k ? g[(k - 1) * stride] : 0.0;
+        out[0] = fmax(out[0], fabs(gk));
+        out[1] = fmax(out[1], fabs(gk - prev) / dt);
+    }
+    out[2] = fabs(g[(nt - 1) * stride]);
+}
+
 #endif /* PS_TESTS_TEST_UTIL_H */

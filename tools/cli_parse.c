@@ -193,6 +193,8 @@ int ps_cli_exit_code(int status)
     case PS_ERR_CHECKPOINT:
     case PS_ERR_CHANNELS:
     case PS_ERR_SAR:
+    case PS_ERR_GRADIENT:
+    case PS_ERR_RF_MASK:
         return PS_EXIT_INPUT;
     case PS_ERR_NO_GPU:
     case PS_ERR_GPU_UNSUPPORTED:
@@ -562,6 +564,10 @@ static const struct {
     {"T", "inversion"},
     {"P", "ptx2d"},
     {"U", "ptx2d:nsub=31,nb0=7,b0off=100"},
+    /* with the gradient designed too: the same problems, x and y designed */
+    {"SG", "spiral2d:n=32,nt=1000," PS_BENCH_DESIGN_G},
+    {"MG", "spiral2d:n=128,nt=5000," PS_BENCH_DESIGN_G},
+    {"PG", "ptx2d:" PS_BENCH_DESIGN_G},
 };
 
 int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
@@ -635,13 +641,15 @@ static void usage_exit_codes(FILE *f)
           "  1    solve ended without convergence (max iterations, max\n"
           "       evaluations or time limit), or converged with a constraint\n"
           "       still violated after the last penalty round (status 8: the\n"
-          "       result is written, its SAR above sar_max (1 + constraint-tol))\n"
+          "       result is written, its SAR above sar_max (1 + constraint-tol),\n"
+          "       or its gradient past gmax or g_end)\n"
           "  2    usage error (bad command, option or value)\n"
           "  3    input error (bad or unwritable file, bad preset, invalid problem,\n"
           "       refused checkpoint)\n"
           "  4    solver error (line-search failure, non-finite objective)\n"
           "  5    backend unavailable (--backend gpu and no usable GPU; bench\n"
-          "       without a GPU unless --backend cpu)\n"
+          "       without a GPU unless --backend cpu; eval --backend gpu, whose\n"
+          "       dF/dG only the CPU computes)\n"
           "  6    tune without a usable GPU (nothing to measure on)\n"
           "  130  cancelled by SIGINT or SIGTERM (the best point is still written)\n",
           f);
@@ -784,16 +792,21 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "\n"
               "Evaluate the objective F and its exact gradient at one pulse.\n"
               "Prints F and the gradient norm (with several channels also the\n"
-              "peak |b_ck| of each, with local SAR VOPs each SAR_q and sar_max;\n"
-              "F has no penalty term); writes the problem with /pulse/b1,\n"
+              "peak |b_ck| of each, with local SAR VOPs each SAR_q and sar_max,\n"
+              "with designed gradient axes max |g|, max |slew| and |g(T)| of each,\n"
+              "with an RF mask its free steps; F has no penalty term); writes the\n"
+              "problem with /pulse/b1 (and the designed axes' /pulse/g),\n"
               "/eval/gradient [Nt,2] (dF/du, dF/dv; [Nc,Nt,2] with several\n"
-              "channels), attribute f on /eval, and the final magnetization\n"
-              "/result/m [Ns,3]. PROBLEM is an HDF5 problem file or a preset\n"
-              "spec.\n"
+              "channels), /eval/gradient_g [Nt,3] (dF/dG, every axis: computed\n"
+              "on the CPU; --backend gpu exits 5), attribute f on /eval, and the\n"
+              "final magnetization /result/m [Ns,3]. PROBLEM is an HDF5 problem\n"
+              "file or a preset spec.\n"
               "\n"
               "options:\n"
               "      --x FILE        take the pulse from FILE's /pulse/b1 [Nt,2]\n"
-              "                      ([Nc,Nt,2]; default: the problem's start pulse)\n"
+              "                      ([Nc,Nt,2]; designed gradient axes: their\n"
+              "                      columns of /pulse/g; default: the problem's\n"
+              "                      start)\n"
               "  -o, --output FILE   output file (default NAME_eval.h5)\n"
               "      --backend B     auto | cpu | gpu (default auto)\n"
               "      --precision P   single | double spin loop (default single)\n"
@@ -864,6 +877,10 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "                        P  ptx2d (8 channels)\n"
                 "                        U  ptx2d:nsub=31,nb0=7,b0off=100 (8 channels,\n"
                 "                           390,000 spins: a universal pulse)\n"
+                "                        SG, MG, PG  S, M and P with the gradient's x\n"
+                "                           and y designed too (" PS_BENCH_DESIGN_G "):\n"
+                "                           --sizes M,MG compares a fixed and a\n"
+                "                           designed gradient\n"
                 "                      or preset specs and problem files; a key=value\n"
                 "                      item continues the spec before it\n"
                 "                      (S,spiral2d:n=64,nt=500 is two sizes)\n"

@@ -75,6 +75,11 @@ typedef struct ps_cli {
     char **argv;
 } ps_cli;
 
+/* The keys the benchmark sizes SG, MG and PG add to S, M and P: the x and
+ * y gradient designed with the pulse at 150 T/m/s and 40 mT/m, ending at
+ * zero. */
+#define PS_BENCH_DESIGN_G "design_g=xy,smax=15000,gmax=4,g_end=1"
+
 /* One benchmark size: its label (S, M, L, T, or the spec) and its
  * PRESET|FILE argument. */
 typedef struct ps_bench_size {
@@ -85,7 +90,9 @@ typedef struct ps_bench_size {
 /*
  * Split a --sizes list: S, M, L and T name the benchmark sizes of
  * docs/presets.md (spiral2d:n=32,nt=1000; spiral2d:n=128,nt=5000;
- * spiral2d:n=256,nt=5000; inversion); any other item starts a preset spec
+ * spiral2d:n=256,nt=5000; inversion), P and U the pTx ones (ptx2d;
+ * ptx2d:nsub=31,nb0=7,b0off=100), SG, MG and PG those of S, M and P with
+ * the gradient designed (PS_BENCH_DESIGN_G added); any other item starts a preset spec
  * or names a problem file, and an item key=value continues the spec
  * before it (so "S,spiral2d:n=64,nt=500" is two sizes). Returns the number
  * of sizes (1..max) or -1 with a message in err[errlen].

@@ -75,6 +75,16 @@ typedef struct ps_cli_constraints {
     int have_values;                /* peak[] and sar[] are those of the pulse */
     double peak[PS_MAX_CHANNELS];   /* max_k |b_ck| per channel, G */
     double sar[PS_MAX_VOPS];        /* SAR_q, W/kg */
+    /* the gradient design (ps_problem_desc) and the values at x
+     * (ps_gradient_constraints) of the designed axes, in the order x, y, z */
+    unsigned design_g;              /* PS_AXIS_* bits (0: the gradient is fixed) */
+    char axes[4];                   /* their name, "xy" */
+    size_t ng;                      /* how many */
+    double smax, gmax;              /* G/cm/s; G/cm (0: none) */
+    int g_end;                      /* 1: they return to zero at the last step */
+    double gpeak[3], slew[3], gend[3]; /* per designed axis: max |g| (G/cm), max |slew|
+                                        * (G/cm/s), |g(T)| (G/cm), with have_values */
+    size_t nt, rf_free;             /* steps, and those the RF mask leaves free */
 } ps_cli_constraints;
 
 /* The limits of p and, when x is not NULL, the values at x (solver layout)
@@ -87,9 +97,16 @@ int ps_cli_constraint_values(const ps_problem *p, const double *x, ps_cli_constr
  * Nc, "peak_b1": [..]` (max_k |b_ck| of each channel, G; null without x),
  * `"b1_max": [..]` (the peak limit per channel, null without one), `"nq":
  * Nq, "sar": [..]` (SAR_q of each VOP, W/kg; null without VOPs or x) and
- * `"sar_max": X` (null without VOPs); and as text lines, labels padded to
- * `width`: with several channels "channels" and "peak |b1|" (G per
- * channel, and the limits), with VOPs "SAR" (W/kg per VOP, and sar_max).
+ * `"sar_max": X` (null without VOPs), `"design_g": "xy"` (null without
+ * designed axes), `"peak_g"`, `"peak_slew"`, `"end_g"` (per designed axis:
+ * max |g| in G/cm, max |slew| in G/cm/s, |g(T)| in G/cm; null without
+ * designed axes or x), `"gmax"`, `"smax"` (null when not set), `"g_end"`
+ * (true, false) and `"rf_free_steps"` (the steps the RF mask leaves free,
+ * Nt without one); and as text lines, labels padded to `width`: with
+ * several channels "channels" and "peak |b1|" (G per channel, and the
+ * limits), with VOPs "SAR" (W/kg per VOP, and sar_max), with designed
+ * axes "gradient", "max |g|", "max slew" and "|g(T)|" (per axis, with the
+ * limits), with an RF mask "RF free" (steps).
  */
 void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x);
 void ps_cli_text_channels(FILE *f, int width, const ps_problem *p, const double *x);

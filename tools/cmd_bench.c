@@ -64,6 +64,8 @@ typedef struct bench_size {
     ps_bench_size sz;
     ps_problem *p;        /* its problem, loaded before anything is printed */
     size_t ns, nt, nx;    /* spins, steps, unknowns */
+    size_t nc;            /* transmit channels */
+    char axes[4];         /* the gradient axes designed with the pulse ("": none) */
     double eval_s;        /* GPU: median in-kernel time of one evaluation (0: none) */
     double eval_launch_s; /* GPU: median time of one evaluation launch */
     double cpu_eval_s;    /* CPU: median time of one ps_eval (0: none) */
@@ -266,11 +268,12 @@ static void profile_phases(const ps_problem *p, const ps_options *o, bench_size 
 static void print_size(FILE *f, const bench_size *b, int64_t iters)
 {
     const bench_row *pr = persistent_row(b);
-    fprintf(f, "\nsize %s  %s  (Ns %zu, Nt %zu, Nc %zu, n %zu)\n", b->sz.label, b->sz.spec, b->ns, b->nt,
-            b->nx / (2 * b->nt), b->nx);
-    if (b->nx > 2 * b->nt && b->eval_s > 0.0)
+    fprintf(f, "\nsize %s  %s  (Ns %zu, Nt %zu, Nc %zu, n %zu%s%s%s)\n", b->sz.label, b->sz.spec,
+            b->ns, b->nt, b->nc, b->nx, b->axes[0] ? ", gradient " : "", b->axes,
+            b->axes[0] ? " designed" : "");
+    if (b->nc > 1 && b->eval_s > 0.0)
         fprintf(f, "  per channel: %.2f ps of the evaluation per spin-step and channel\n",
-                1e12 * b->eval_s / ((double)b->ns * (double)b->nt * (double)(b->nx / (2 * b->nt))));
+                1e12 * b->eval_s / ((double)b->ns * (double)b->nt * (double)b->nc));
     if (b->device[0])
         fprintf(f, "  gpu launch:  %s\n", b->device);
     if (b->eval_s > 0.0)
@@ -394,7 +397,13 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
         ps_json_string(f, b->sz.label);
         fputs(", \"spec\": ", f);
         ps_json_string(f, b->sz.spec);
-        fprintf(f, ", \"ns\": %zu, \"nt\": %zu", b->ns, b->nt);
+        fprintf(f, ", \"ns\": %zu, \"nt\": %zu, \"nc\": %zu, \"n\": %zu", b->ns, b->nt, b->nc,
+                b->nx);
+        fputs(", \"design_g\": ", f);
+        if (b->axes[0])
+            ps_json_string(f, b->axes);
+        else
+            fputs("null", f);
         fputs(", \"device\": ", f);
         ps_json_string(f, b->device);
         fputs(", \"eval_point\": \"final pulse of the persistent (cpu: its own) run\"", f);
@@ -671,6 +680,10 @@ int ps_cmd_bench(const ps_cli *cli)
         b->ns = ps_problem_ns(p);
         b->nt = ps_problem_nt(p);
         b->nx = ps_problem_nx(p);
+        b->nc = ps_problem_nc(p);
+        ps_problem_desc d;
+        if (ps_problem_describe(p, &d) != 0 || ps_design_g_name(d.design_g, b->axes, sizeof b->axes))
+            b->axes[0] = '\0';
         size_t n = b->nx;
 
         if (run_gpu) {

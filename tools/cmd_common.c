@@ -244,11 +244,47 @@ int ps_cli_constraint_values(const ps_problem *p, const double *x, ps_cli_constr
         out->limit[c] = d.b1_max_channel ? d.b1_max_channel[c] : d.b1_max;
     out->sar_max = d.sar_max;
     out->tr = d.tr;
+    out->design_g = d.design_g;
+    ps_design_g_name(d.design_g, out->axes, sizeof out->axes);
+    out->ng = strlen(out->axes);
+    out->smax = d.smax;
+    out->gmax = d.gmax;
+    out->g_end = d.g_end;
+    out->nt = d.nt;
+    for (size_t k = 0; k < d.nt; k++)
+        out->rf_free += !d.rf_mask || d.rf_mask[k] != 0.0;
     if (!x)
         return 0;
+    double gp[3], sl[3], ge[3];
     st = ps_constraints(p, x, out->peak, out->sar);
+    if (!st)
+        st = ps_gradient_constraints(p, x, gp, sl, ge);
+    for (size_t a = 0, i = 0; a < 3 && !st; a++)
+        if (d.design_g >> a & 1u) { /* the designed axes, in order */
+            out->gpeak[i] = gp[a];
+            out->slew[i] = sl[a];
+            out->gend[i++] = ge[a];
+        }
     out->have_values = st == 0;
     return st;
+}
+
+/* A JSON array of v[n], or null when `have` is 0. */
+static void json_array_or_null(FILE *f, const double *v, size_t n, int have)
+{
+    if (have)
+        json_array(f, v, n);
+    else
+        fputs("null", f);
+}
+
+/* A JSON number, or null when it is not set (not > 0). */
+static void json_limit(FILE *f, double v)
+{
+    if (v > 0.0)
+        ps_json_number(f, v);
+    else
+        fputs("null", f);
 }
 
 void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x)
@@ -275,6 +311,23 @@ void ps_cli_json_channels(FILE *f, const ps_problem *p, const double *x)
         ps_json_number(f, k.sar_max);
     else
         fputs("null", f);
+    fputs(",\n  \"design_g\": ", f);
+    if (k.ng)
+        ps_json_string(f, k.axes);
+    else
+        fputs("null", f);
+    fputs(",\n  \"peak_g\": ", f);
+    json_array_or_null(f, k.gpeak, k.ng, k.ng && k.have_values);
+    fputs(",\n  \"gmax\": ", f);
+    json_limit(f, k.gmax);
+    fputs(",\n  \"peak_slew\": ", f);
+    json_array_or_null(f, k.slew, k.ng, k.ng && k.have_values);
+    fputs(",\n  \"smax\": ", f);
+    json_limit(f, k.smax);
+    fputs(",\n  \"end_g\": ", f);
+    json_array_or_null(f, k.gend, k.ng, k.ng && k.have_values);
+    fprintf(f, ",\n  \"g_end\": %s,\n  \"rf_free_steps\": %zu", k.g_end ? "true" : "false",
+            k.rf_free);
 }
 
 void ps_cli_text_channels(FILE *f, int width, const ps_problem *p, const double *x)
@@ -298,6 +351,22 @@ void ps_cli_text_channels(FILE *f, int width, const ps_problem *p, const double 
         text_values(f, k.sar, k.nq, "W/kg");
         fprintf(f, ", sar_max %.4g W/kg\n", k.sar_max);
     }
+    if (k.ng) {
+        fprintf(f, "%-*s%s designed\n", width, "gradient", k.axes);
+        if (k.have_values) {
+            fprintf(f, "%-*s", width, "max |g|");
+            text_values(f, k.gpeak, k.ng, "G/cm");
+            if (k.gmax > 0.0)
+                fprintf(f, ", gmax %.4g G/cm", k.gmax);
+            fprintf(f, "\n%-*s", width, "max slew");
+            text_values(f, k.slew, k.ng, "G/cm/s");
+            fprintf(f, ", smax %.4g G/cm/s\n%-*s", k.smax, width, "|g(T)|");
+            text_values(f, k.gend, k.ng, "G/cm");
+            fputs(k.g_end ? ", g_end: to return to 0\n" : "\n", f);
+        }
+    }
+    if (k.rf_free < k.nt)
+        fprintf(f, "%-*s%zu of %zu steps\n", width, "RF free", k.rf_free, k.nt);
 }
 
 const char *ps_cli_backend_name(ps_backend b)

@@ -213,10 +213,11 @@ static void print_text(const ps_cli *cli, const ps_options *o, const ps_problem 
             ps_cli_precision_name(o->precision));
     fprintf(f, "fell back    %s\n", r->fell_back ? "yes" : "no");
     ps_cli_text_channels(f, 13, p, x);
-    if (ps_problem_nq(p)) { /* the penalty rounds of the SAR limit */
+    if (ps_problem_penalized(p)) { /* the penalty rounds of the SAR and gradient limits */
         fprintf(f, "rounds       %d\n", r->rounds);
         fprintf(f, "mu           %.4g\n", r->mu);
-        fprintf(f, "violation    %.3e (relative, SAR above sar_max)\n", r->violation);
+        fprintf(f, "violation    %.3e (relative: SAR above sar_max, |g| above gmax, |g(T)| "
+                   "over gmax)\n", r->violation);
     }
     fprintf(f, "output       %s\n", out ? out : "(not written)");
     if (cli->resume)

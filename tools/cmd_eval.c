@@ -1,6 +1,10 @@
 /*
  * persolve eval PROBLEM [--x FILE]: F and its exact gradient at one pulse,
- * the final magnetization, and the eval file (/eval/gradient, f, /result/m).
+ * dF/dG (the gradient with respect to the gradient waveform, every axis),
+ * the final magnetization, and the eval file (/eval/gradient,
+ * /eval/gradient_g, f, /result/m). F, the gradient and M come from the
+ * backend chosen; dF/dG from ps_eval_g, which the CPU computes (with
+ * --backend auto also when a GPU ran the rest; --backend gpu refuses it).
  */
 #include "cmd.h"
 
@@ -16,7 +20,7 @@ int ps_cmd_eval(const ps_cli *cli)
     ps_options o = cli->opts;
     ps_cli_log log;
     ps_problem *p = NULL;
-    double *x = NULL, *g = NULL, *m = NULL;
+    double *x = NULL, *g = NULL, *gg = NULL, *m = NULL;
     char base[256], out[4096], err[1024];
     int code;
 
@@ -31,15 +35,16 @@ int ps_cmd_eval(const ps_cli *cli)
     size_t ns = ps_problem_ns(p), nt = ps_problem_nt(p), nx = ps_problem_nx(p);
     x = malloc(nx * sizeof(double));
     g = malloc(nx * sizeof(double));
+    gg = malloc(3 * nt * sizeof(double));
     m = malloc(3 * ns * sizeof(double));
-    if (!x || !g || !m) {
+    if (!x || !g || !gg || !m) {
         ps_cli_error("out of memory");
         code = PS_EXIT_SOLVER;
         goto done;
     }
     int st;
     if (cli->x_file) {
-        st = ps_h5_read_pulse(cli->x_file, ps_problem_nc(p), nt, x, err, sizeof err);
+        st = ps_h5_read_x(cli->x_file, p, x, err, sizeof err);
         if (st != 0) {
             ps_cli_error("--x: %s", err);
             code = PS_EXIT_INPUT;
@@ -80,6 +85,16 @@ int ps_cmd_eval(const ps_cli *cli)
     st = ps_eval(p, &o, x, &f, g);
     if (st == 0)
         st = ps_simulate(p, &o, x, m);
+    double fg;
+    int gst = st == 0 ? ps_eval_g(p, &o, x, &fg, NULL, gg) : 0;
+    if (gst == PS_ERR_NOT_IMPLEMENTED) {
+        ps_cli_error("evaluation: dF/dG (/eval/gradient_g) is computed by the CPU backend "
+                     "only: %s with --backend gpu (--backend auto computes it on the CPU)",
+                     ps_strerror(gst));
+        code = PS_EXIT_BACKEND;
+        goto done;
+    }
+    st = st ? st : gst;
     if (st != 0) {
         ps_cli_error("evaluation failed: %s%s%s", ps_strerror(st),
                      log.msg[0] ? ": " : "", log.msg);
@@ -101,7 +116,7 @@ int ps_cmd_eval(const ps_cli *cli)
         goto done;
     }
 
-    st = ps_h5_write_eval(out, p, x, f, g, m, err, sizeof err);
+    st = ps_h5_write_eval(out, p, x, f, g, gg, m, err, sizeof err);
     if (st != 0) {
         ps_cli_error("%s", err);
         code = PS_EXIT_INPUT;
@@ -137,6 +152,7 @@ int ps_cmd_eval(const ps_cli *cli)
     code = PS_EXIT_OK;
 done:
     free(m);
+    free(gg);
     free(g);
     free(x);
     ps_problem_free(p);

@@ -32,6 +32,11 @@ int ps_cmd_preset(const ps_cli *cli)
                 printf(", %zu channels", ps_problem_nc(p));
             if (ps_problem_nq(p))
                 printf(", %zu VOPs", ps_problem_nq(p));
+            ps_problem_desc d;
+            char axes[4];
+            if (ps_problem_describe(p, &d) == 0 && d.design_g &&
+                ps_design_g_name(d.design_g, axes, sizeof axes) == 0)
+                printf(", gradient %s designed", axes);
             putchar('\n');
         }
     }

@@ -115,8 +115,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
                    o->max_evaluations, o->gtol, o->ftol, o->c1, o->c2, o->time_limit,
                    ps_options_fnoise(o));
     if (mode == MODE_SOLVE && ps_problem_penalized(p)) /* SAR, gradient limits */
-        ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o),
-                             ps_options_penalty_mu(o));
+        ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o), ps_penalty_mu0(p, o));
 
     /* device buffers */
     CUDA_TRY(o, cudaMalloc(&d_spin, ns * SP_STRIDE * sizeof(R)), PS_ERR_GPU_MEMORY);

@@ -5,7 +5,8 @@
  *
  *   form_gradient    start of every evaluation, every block: the designed
  *                    waveforms g_ik at x + alpha d, the slews
- *                    dt s_k = dt smax (2/pi) atan(kappa_i x_k) in parallel
+ *                    dt s_k = dt smax (2/pi) atan(t_k) of the slew
+ *                    variables t_k = kappa_i (x_k - x_{k-1}) in parallel
  *                    and g_k = sum_{j<=k} dt s_j by a fixed-order block
  *                    scan in double (the same bits in every block and every
  *                    variant, for a given block size); the block's own gdt
@@ -24,8 +25,10 @@
  *                    each block turns its partial rows into their reverse
  *                    cumulative sums, so that reduce_gradient's sum over
  *                    the blocks is R_k = sum_{j>=k} dF/dg_j at once.
- *   reduce_gradient  (cuda/reduce.cuh) per designed index the sum over
- *                    blocks, then dF/dx_k = ps_slew_grad(R_k) (at the
+ *   reduce_gradient  (cuda/reduce.cuh) per designed index k the sums over
+ *                    the blocks at k and k + 1, R_k and R_{k+1}, then
+ *                    dF/dt_k = ps_slew_grad(t_k, R_k) and
+ *                    dF/dx_k = kappa_i (dF/dt_k - dF/dt_{k+1}) (at the
  *                    physical point, MODE_EVAL: dF/dg_k itself);
  *                    eval_scalars adds mu times the penalty to f and takes
  *                    the largest violation with the SAR's.
@@ -91,11 +94,18 @@ __device__ inline double block_scan(double v, double &carry, double *scr)
     return before + v;
 }
 
+/* The coordinate j of the point x + alpha d (d may be NULL). */
+__device__ __forceinline__ double point_at(const double *x, const double *d, double alpha, int j)
+{
+    return d ? ps_trial_coord(x[j], alpha, d[j]) : x[j];
+}
+
 /*
  * ---- the designed waveforms of an evaluation (every block) ----
  * At x + alpha d (d may be NULL): g_ik of every designed axis i (in the
- * optimizer's variables the cumulative sum of dt s_k, at the physical
- * point x's tail itself), the block's gdt [nt][3] (R), its row of a.gpen
+ * optimizer's variables the cumulative sum of dt s_k, s_k of
+ * t_k = kappa_i (x_k - x_{k-1}), model/design.h; at the physical point
+ * x's tail itself), the block's gdt [nt][3] (R), its row of a.gpen
  * (the penalty of each axis's limits at mu = 1, per step by
  * ps_gradient_penalty over one step, the end condition with the last;
  * then the largest violation), and with grad the designed part of the
@@ -125,11 +135,11 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
                 const int k = k0 + t, ix = PS_X_G(a.nc, nt, i, k);
                 double v = 0.0;
                 if (k < nt) {
-                    v = x[ix];
-                    if (d)
-                        v = ps_trial_coord(v, alpha, d[ix]);
-                    if (des.slew)
-                        v = des.dt * ps_slew_of_t(des.smax, kappa * v);
+                    v = point_at(x, d, alpha, ix);
+                    if (des.slew) {
+                        const double xprev = k > 0 ? point_at(x, d, alpha, ix - 1) : 0.0;
+                        v = des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, v, xprev));
+                    }
                 }
                 const double g = des.slew ? block_scan(v, carry, scr) : v;
                 if (k < nt) {

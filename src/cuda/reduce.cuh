@@ -10,6 +10,7 @@
 
 #include "cuda/args.cuh"
 #include "cuda/constraints.cuh"
+#include "cuda/gradient.cuh"
 #include "cuda/sums.cuh"
 
 namespace ps_gpu {
@@ -46,9 +47,11 @@ __device__ __forceinline__ int reduce_items(const args &a)
  * shape (all variants run this with the same one). With channels (NCH)
  * the block takes (channel, chunk) pairs q = block + i grid, channel
  * q / chunks, in that order. DG (designed gradient axes): the items
- * q >= nq_rf after them are (designed axis, chunk) pairs, each index's sum
- * over the blocks' rows being R_k (cuda/gradient.cuh), then the atan chain
- * rule ps_slew_grad (at the physical point, dF/dg_k itself).
+ * q >= nq_rf after them are (designed axis, chunk) pairs: at each index k
+ * the sums over the blocks' rows at k and k + 1 are R_k and R_{k+1}
+ * (cuda/gradient.cuh), then the chain rule of model/design.h,
+ * dF/dx_k = kappa (dF/dt_k - dF/dt_{k+1}) (at the physical point,
+ * dF/dg_k = R_k itself).
  */
 template <int NCH, int DG = 0>
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
@@ -101,22 +104,34 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
     for (int q = (int)blockIdx.x + ((int)blockIdx.x < nq ? (nq - (int)blockIdx.x + G - 1) / G * G : 0);
          DG && q < reduce_items<NCH, DG>(a); q += G) {
         const int i = (q - nq) / chunks, k = (q - nq - i * chunks) * 32 + lane;
-        const bool ok = k < nt;
+        const bool ok = k < nt, ok1 = k + 1 < nt;
         const int ix = PS_X_G(a.nc, nt, i, k);
-        double r = 0.0;
+        double r = 0.0, r1 = 0.0; /* R_k, R_{k+1} (the same bits as lane + 1's R_k) */
         if (ok)
-            for (int b = warp; b < G; b += nw)
+            for (int b = warp; b < G; b += nw) {
                 r += a.gpart[(size_t)b * a.n + ix];
+                if (ok1)
+                    r1 += a.gpart[(size_t)b * a.n + ix + 1];
+            }
         wsum[(warp * 2) * 32 + lane] = r;
+        wsum[(warp * 2 + 1) * 32 + lane] = r1;
         __syncthreads();
         if (warp == 0 && ok) {
-            r = 0.0;
-            for (int w = 0; w < nw; w++)
+            r = r1 = 0.0;
+            for (int w = 0; w < nw; w++) {
                 r += wsum[(w * 2) * 32 + lane];
-            double xv = x[ix];
-            if (d)
-                xv = ps_trial_coord(xv, alpha, d[ix]);
-            const double gv = a.des.slew ? ps_slew_grad(a.des.smax, des_kappa(a.des, i), a.des.dt, xv, r) : r;
+                r1 += wsum[(w * 2 + 1) * 32 + lane];
+            }
+            double gv = r;
+            if (a.des.slew) { /* dF/dt_k and dF/dt_{k+1} (0 past the last step), then the difference's rule */
+                const double kappa = des_kappa(a.des, i), xk = point_at(x, d, alpha, ix);
+                const double tk = ps_slew_t(kappa, xk, k > 0 ? point_at(x, d, alpha, ix - 1) : 0.0);
+                const double gt = ps_slew_grad(a.des.smax, a.des.dt, tk, r);
+                const double gt1 =
+                    ok1 ? ps_slew_grad(a.des.smax, a.des.dt, ps_slew_t(kappa, point_at(x, d, alpha, ix + 1), xk), r1)
+                        : 0.0;
+                gv = kappa * (gt - gt1);
+            }
             gout[ix] = gv;
             if (d)
                 acc[0] += gv * d[ix];

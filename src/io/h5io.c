@@ -415,7 +415,8 @@ static hssize_t h5_attr_count(hid_t attr, int *rank)
 /*
  * Open the attribute `name` of loc (the object `owner` names in messages,
  * "/sar/vop: attribute tr: ..."; NULL for the root group) and check that
- * it is of class `cls` and holds one element, or with most > 1 a vector
+ * it is of class `cls` (H5T_NO_CLASS: a number, integer or float) and
+ * holds one element, or with most > 1 a vector
  * [n] of 1 <= n <= most elements (a one-element attribute of any rank is
  * one value). `cls_text` and `shape_text` say what was expected in the
  * messages. Returns 0 with *attr = -1 when it is absent and not required;
@@ -447,7 +448,7 @@ static int h5_open_attr(hid_t loc, const h5ctx *c, const char *owner, const char
     }
     *type = H5Aget_type(*attr);
     H5T_class_t got = *type >= 0 ? H5Tget_class(*type) : H5T_NO_CLASS;
-    if (got != cls) {
+    if (cls == H5T_NO_CLASS ? got != H5T_INTEGER && got != H5T_FLOAT : got != cls) {
         status = h5_fail(c, PS_ERR_FILE,
                          "%s%sattribute %s: wrong type: expected %s, got %s", on, sep, name,
                          cls_text, h5_class_name(got));
@@ -469,19 +470,19 @@ fail:
     return status;
 }
 
-/* Read the float attribute `name` of loc (owner as h5_open_attr) into
- * out[most]: one value, or with most > 1 a vector of up to most; *count
- * is the number read, 0 if it is absent. */
-static int h5_read_attr_doubles(hid_t loc, const h5ctx *c, const char *owner,
-                                const char *name, int required, const char *shape_text,
-                                double *out, size_t most, size_t *count)
+/* Read the attribute `name` of loc (owner, cls and cls_text as
+ * h5_open_attr) as float64 into out[most]: one value, or with most > 1 a
+ * vector of up to most; *count is the number read, 0 if it is absent. */
+static int h5_read_attr_values(hid_t loc, const h5ctx *c, const char *owner, const char *name,
+                               int required, H5T_class_t cls, const char *cls_text,
+                               const char *shape_text, double *out, size_t most, size_t *count)
 {
     hid_t attr, type;
     char why[200];
     size_t n = 0;
     *count = 0;
-    int status = h5_open_attr(loc, c, owner, name, required, H5T_FLOAT, "float64",
-                              shape_text, most, &attr, &type, &n);
+    int status = h5_open_attr(loc, c, owner, name, required, cls, cls_text, shape_text, most,
+                              &attr, &type, &n);
     if (status || attr < 0)
         return status;
     if (H5Aread(attr, H5T_NATIVE_DOUBLE, out) < 0)
@@ -492,6 +493,15 @@ static int h5_read_attr_doubles(hid_t loc, const h5ctx *c, const char *owner,
     h5_close_id(&type, H5Tclose);
     h5_close_id(&attr, H5Aclose);
     return status;
+}
+
+/* The same for a float attribute. */
+static int h5_read_attr_doubles(hid_t loc, const h5ctx *c, const char *owner,
+                                const char *name, int required, const char *shape_text,
+                                double *out, size_t most, size_t *count)
+{
+    return h5_read_attr_values(loc, c, owner, name, required, H5T_FLOAT, "float64", shape_text,
+                               out, most, count);
 }
 
 /* Read the float root attribute `name`; *present = 0 if it is absent. */
@@ -653,7 +663,8 @@ static const char *h5_field_location(const char *msg)
         {"loss", "attribute loss"}, {"ns", "/spins/r"}, {"nt", "/pulse/g"},
         {"nc", "/spins/b1map"}, {"nq", "/sar/vop"},
         {"sar_max", "/sar/vop: attribute sar_max"}, {"tr", "/sar/vop: attribute tr"},
-        {"b1_max_channel", "attribute b1_max"},
+        {"b1_max_channel", "attribute b1_max"}, {"design_g", "attribute design_g"},
+        {"smax", "attribute smax"}, {"gmax", "attribute gmax"}, {"g_end", "attribute g_end"},
     };
     const char *p = msg;
     while (*p) {
@@ -742,6 +753,39 @@ static int h5_read_b1max(hid_t file, const h5ctx *c, ps_problem_desc *d,
     return 0;
 }
 
+/*
+ * The gradient design, root attributes: design_g (a string naming the axes,
+ * ps_design_g_parse), smax and gmax (numbers, integer or float), g_end (a
+ * number, 0 or 1), each optional here (ps_problem_validate says which
+ * need which).
+ */
+static int h5_read_gradient(hid_t file, const h5ctx *c, ps_problem_desc *d)
+{
+    char axes[64];
+    int present = 0;
+    int st = h5_read_attr_string(file, c, "design_g", axes, sizeof axes, &present);
+    if (st)
+        return st;
+    if (present && ps_design_g_parse(axes, &d->design_g) != 0)
+        return h5_fail(c, PS_ERR_GRADIENT,
+                       "attribute design_g: '%s' is not a set of gradient axes (expected x, y, "
+                       "z or several of them in that order: xy, xz, yz, xyz)", axes);
+    static const char *const names[3] = {"smax", "gmax", "g_end"};
+    double v[3] = {0.0, 0.0, 0.0};
+    for (int i = 0; i < 3; i++) {
+        size_t n = 0;
+        if ((st = h5_read_attr_values(file, c, NULL, names[i], 0, H5T_NO_CLASS,
+                                      "a number (integer or float)", "a scalar", &v[i], 1, &n)))
+            return st;
+    }
+    if (v[2] != 0.0 && v[2] != 1.0)
+        return h5_fail(c, PS_ERR_GRADIENT, "attribute g_end: g_end = %g must be 0 or 1", v[2]);
+    d->smax = v[0];
+    d->gmax = v[1];
+    d->g_end = (int)v[2];
+    return 0;
+}
+
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen)
 {
@@ -820,6 +864,8 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                      "mls or z)", loss);
         goto done;
     }
+    if ((st = h5_read_gradient(file, &c, &d)))
+        goto done;
 
     /* a B1 scale is the b1map of one channel: one or the other */
     if (d.b1map && d.b1scale) {
@@ -891,6 +937,45 @@ int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *er
             ps_design_x_of_rows(nc, nt, b1, x);
     }
     free(b1);
+    H5Fclose(file);
+    return st;
+}
+
+int ps_h5_read_x(const char *path, const ps_problem *p, double *x, char *err, size_t errlen)
+{
+    h5ctx c = {path, err, errlen};
+    ps_problem_desc d;
+    double *g = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    if (!p || !x)
+        return PS_ERR_NULL;
+    int st = ps_problem_describe(p, &d);
+    if (!st)
+        st = ps_h5_read_pulse(path, PS_NC_OF(&d), d.nt, x, err, errlen);
+    if (st || !d.design_g)
+        return st;
+    h5_quiet();
+    hid_t file = h5_open_read(&c, &st);
+    if (file < 0)
+        return st;
+    size_t one = 1;
+    st = h5_read_array(file, &c, "/pulse/g", 1, d.nt, "Nt", 3, PS_CH_NONE, &one,
+                       "the problem's", &g, NULL);
+    for (size_t a = 0, i = 0; a < 3 && !st; a++) {
+        if (!(d.design_g >> a & 1u))
+            continue;
+        for (size_t k = 0; k < d.nt && !st; k++) {
+            const double v = g[3 * k + a];
+            if (!isfinite(v))
+                st = h5_fail(&c, PS_ERR_NONFINITE,
+                             "/pulse/g: row %zu is not finite on the designed axis %c (%g)", k,
+                             "xyz"[a], v);
+            x[PS_X_G(PS_NC_OF(&d), d.nt, i, k)] = v;
+        }
+        i++;
+    }
+    free(g);
     H5Fclose(file);
     return st;
 }
@@ -1030,6 +1115,42 @@ static double *h5_rows_from_x(const double *x, size_t nc, size_t nt)
     return b;
 }
 
+/* The gradient waveform [nt][3] of a pulse x in solver layout: d's, each
+ * designed axis's column taken from x (the i-th waveform after the pulse,
+ * model/design.h). */
+static double *h5_g_of_x(const ps_problem_desc *d, const double *x)
+{
+    double *g = malloc(3 * d->nt * sizeof(double));
+    if (!g)
+        return NULL;
+    memcpy(g, d->g, 3 * d->nt * sizeof(double));
+    for (size_t a = 0, i = 0; a < 3; a++) {
+        if (!(d->design_g >> a & 1u))
+            continue;
+        for (size_t k = 0; k < d->nt; k++)
+            g[3 * k + a] = x[PS_X_G(PS_NC_OF(d), d->nt, i, k)];
+        i++;
+    }
+    return g;
+}
+
+/* The gradient design's root attributes, with designed axes: design_g
+ * (the axes' name), smax, gmax (when set) and g_end (int32). */
+static int h5_write_gradient(hid_t file, const h5ctx *c, const ps_problem_desc *d)
+{
+    char axes[4];
+    if (!d->design_g)
+        return 0;
+    int st = ps_design_g_name(d->design_g, axes, sizeof axes);
+    if (st)
+        return h5_fail(c, st, "attribute design_g: %u names no axes", d->design_g);
+    if ((st = h5_write_attr_string(file, c, "design_g", axes)) ||
+        (st = h5_write_attr_double(file, c, "smax", d->smax)) ||
+        (d->gmax > 0.0 && (st = h5_write_attr_double(file, c, "gmax", d->gmax))))
+        return st;
+    return h5_write_attr_int(file, c, "g_end", d->g_end);
+}
+
 /* The real scalars' root attributes: the optional ones that are set
  * (finite), or those every problem has (its gamma_bar is never 0). */
 static int h5_write_reals(hid_t file, const h5ctx *c, const ps_problem_desc *d,
@@ -1047,13 +1168,15 @@ static int h5_write_reals(hid_t file, const h5ctx *c, const ps_problem_desc *d,
 
 /*
  * The problem's groups and root attributes. x (solver layout) replaces the
- * problem's start pulse as /pulse/b1 when not NULL.
+ * problem's start pulse as /pulse/b1 when not NULL, and the designed axes'
+ * columns of /pulse/g with its waveforms.
  */
 static int h5_write_problem_body(hid_t file, const h5ctx *c,
-                                 const ps_problem_desc *d, const double *x)
+                                 const ps_problem_desc *desc, const double *x)
 {
     int st = 0;
     double *start = NULL; /* x as rows (u_k, v_k) */
+    ps_problem_desc dx = *desc, *d = &dx; /* its g x's where designed */
     hid_t spins = h5_group(file, c, "/spins", &st);
     hid_t pulse = spins >= 0 ? h5_group(file, c, "/pulse", &st) : -1;
     hid_t sar = pulse >= 0 && d->vop ? h5_group(file, c, "/sar", &st) : -1;
@@ -1063,6 +1186,10 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
         start = h5_rows_from_x(x, PS_NC_OF(d), d->nt);
         if (!start) {
             st = h5_fail(c, PS_ERR_NO_MEMORY, "/pulse/b1: out of memory");
+            goto done;
+        }
+        if (d->design_g && !(dx.g = h5_g_of_x(desc, x))) {
+            st = h5_fail(c, PS_ERR_NO_MEMORY, "/pulse/g: out of memory");
             goto done;
         }
     }
@@ -1084,7 +1211,7 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
     const char *loss = ps_loss_name(d->loss);
     if ((st = h5_write_reals(file, c, d, 0)) ||
         (st = h5_write_attr_string(file, c, "loss", loss ? loss : "full")) ||
-        (st = h5_write_reals(file, c, d, 1)))
+        (st = h5_write_reals(file, c, d, 1)) || (st = h5_write_gradient(file, c, d)))
         goto done;
     /* one peak limit per channel: b1_max [Nc] where b1_max alone would be
      * (a scalar) */
@@ -1105,6 +1232,8 @@ static int h5_write_problem_body(hid_t file, const h5ctx *c,
     }
 done:
     free(start);
+    if (dx.g != desc->g)
+        free((double *)dx.g);
     h5_close_id(&sar, H5Gclose);
     h5_close_id(&pulse, H5Gclose);
     h5_close_id(&spins, H5Gclose);
@@ -1225,12 +1354,71 @@ static const char *h5_backend_name(ps_backend b)
 /* Columns of /result/history. */
 #define H5_HISTORY_COLS 7
 
+/* The dataset `name` [n] of loc with, when `limit` is not NULL, the
+ * float64 attribute `limit` = v on it. */
+static int h5_write_limited(hid_t loc, const h5ctx *c, const char *name, size_t n,
+                            const double *data, const char *limit, double v)
+{
+    char why[200];
+    int st = h5_write_array(loc, c, name, n, 0, data);
+    if (st || !limit)
+        return st;
+    hid_t ds = H5Dopen2(loc, name, H5P_DEFAULT);
+    if (ds < 0)
+        return h5_fail(c, PS_ERR_FILE, "/result/constraints/%s: cannot reopen: %s", name,
+                       h5_reason(why));
+    st = h5_write_attr_double(ds, c, limit, v);
+    H5Dclose(ds);
+    return st;
+}
+
+/*
+ * The gradient constraints of the designed axes at x (ps_gradient_constraints),
+ * in /result/constraints (group g): attribute design_g (the axes' name) and,
+ * one value per designed axis in the order x, y, z, peak_g [Ng] = max |g|
+ * (G/cm; attribute gmax when set), peak_slew [Ng] = max |slew| (G/cm/s;
+ * attribute smax) and end_g [Ng] = |g(T)| (G/cm; attribute g_end).
+ */
+static int h5_write_gradient_report(hid_t g, const h5ctx *c, const ps_problem *p,
+                                    const ps_problem_desc *d, const double *x)
+{
+    double v[3][3], rows[3][3]; /* [what][axis], [what][designed axis] */
+    char axes[4];
+    int st = ps_gradient_constraints(p, x, v[0], v[1], v[2]);
+    if (!st)
+        st = ps_design_g_name(d->design_g, axes, sizeof axes);
+    if (st)
+        return h5_fail(c, st, "/result/constraints: the gradient of the result: %s",
+                       ps_strerror(st));
+    size_t ng = 0;
+    for (size_t a = 0; a < 3; a++)
+        if (d->design_g >> a & 1u) {
+            for (int w = 0; w < 3; w++)
+                rows[w][ng] = v[w][a];
+            ng++;
+        }
+    if ((st = h5_write_attr_string(g, c, "design_g", axes)) ||
+        (st = h5_write_limited(g, c, "peak_g", ng, rows[0], d->gmax > 0.0 ? "gmax" : NULL,
+                               d->gmax)) ||
+        (st = h5_write_limited(g, c, "peak_slew", ng, rows[1], "smax", d->smax)) ||
+        (st = h5_write_limited(g, c, "end_g", ng, rows[2], NULL, 0.0)))
+        return st;
+    hid_t ds = H5Dopen2(g, "end_g", H5P_DEFAULT);
+    if (ds < 0)
+        return h5_fail(c, PS_ERR_FILE, "/result/constraints/end_g: cannot reopen");
+    st = h5_write_attr_int(ds, c, "g_end", d->g_end);
+    H5Dclose(ds);
+    return st;
+}
+
 /*
  * /result/constraints: the penalty rounds (attributes rounds, mu,
  * violation), the peak |b_ck| of every channel of the result x (peak_b1
  * [Nc], G) with the limits (b1_max [Nc]) when the problem has a peak
- * limit, and with VOPs SAR_q of x (sar [Nq], W/kg) with its limit
- * (attribute sar_max of sar).
+ * limit, with VOPs SAR_q of x (sar [Nq], W/kg) with its limit (attribute
+ * sar_max of sar), the steps where the RF is free (attribute
+ * rf_free_steps: Nt without an RF mask) and with designed gradient axes
+ * their constraints (h5_write_gradient_report).
  */
 static int h5_write_constraints(hid_t res, const h5ctx *c, const ps_problem *p,
                                 const ps_problem_desc *d, const double *x, const ps_result *r)
@@ -1253,19 +1441,15 @@ static int h5_write_constraints(hid_t res, const h5ctx *c, const ps_problem *p,
         (st = h5_write_array(g, c, "peak_b1", nc, 0, peak)) ||
         (peak_limit && (st = h5_write_array(g, c, "b1_max", nc, 0, limit))))
         goto done;
-    if (d->nq) {
-        char why[200];
-        if ((st = h5_write_array(g, c, "sar", d->nq, 0, sar)))
-            goto done;
-        hid_t ds = H5Dopen2(g, "sar", H5P_DEFAULT);
-        if (ds < 0) {
-            st = h5_fail(c, PS_ERR_FILE, "/result/constraints/sar: cannot reopen: %s",
-                         h5_reason(why));
-            goto done;
-        }
-        st = h5_write_attr_double(ds, c, "sar_max", d->sar_max);
-        H5Dclose(ds);
-    }
+    if (d->nq && (st = h5_write_limited(g, c, "sar", d->nq, sar, "sar_max", d->sar_max)))
+        goto done;
+    int64_t free_steps = 0;
+    for (size_t k = 0; k < d->nt; k++)
+        free_steps += !d->rf_mask || d->rf_mask[k] != 0.0;
+    if ((st = h5_write_attr_int64(g, c, "rf_free_steps", free_steps)))
+        goto done;
+    if (d->design_g)
+        st = h5_write_gradient_report(g, c, p, d, x);
 done:
     H5Gclose(g);
     return st;
@@ -1351,7 +1535,7 @@ done:
 }
 
 int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
-                     double f, const double *grad, const double *m,
+                     double f, const double *grad, const double *grad_g, const double *m,
                      char *err, size_t errlen)
 {
     h5ctx c = {path, err, errlen};
@@ -1379,6 +1563,7 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
     /* the shape of /pulse/b1: [Nt,2], or [Nc,Nt,2] for several channels */
     if ((st = h5_write_channels(ev, &c, "gradient", PS_CH_OUTER, PS_NC_OF(&d), d.nt, 2,
                                 rows)) ||
+        (grad_g && (st = h5_write_array(ev, &c, "gradient_g", d.nt, 3, grad_g))) ||
         (st = h5_write_attr_double(ev, &c, "f", f)))
         goto done;
     res = h5_group(o.file, &c, "/result", &st);

@@ -1,6 +1,7 @@
 /*
  * The constraints of a problem on the host (model/constraints.h): its SAR
- * constraint, the SAR and peak values of a whole pulse.
+ * constraint, the SAR and peak values of a whole pulse, the amplitude,
+ * slew and last value of a gradient waveform.
  */
 #include <math.h>
 
@@ -38,4 +39,18 @@ void ps_peak_values(size_t nc, size_t nt, const double *b, double *peak)
             m = fmax(m, hypot(b[PS_X_U(nt, c, k)], b[PS_X_V(nt, c, k)]));
         peak[c] = m;
     }
+}
+
+void ps_gradient_values(size_t nt, double dt, const double *g, size_t stride, double out[3])
+{
+    double peak = 0.0, slew = 0.0, prev = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        const double gk = g[k * stride];
+        peak = fmax(peak, fabs(gk));
+        slew = fmax(slew, fabs(gk - prev) / dt);
+        prev = gk;
+    }
+    out[0] = peak;
+    out[1] = slew;
+    out[2] = fabs(prev);
 }

@@ -163,4 +163,9 @@ void ps_sar_values(const ps_sar *S, size_t nt, const double *b, double *sar);
  * into peak[nc]. */
 void ps_peak_values(size_t nc, size_t nt, const double *b, double *peak);
 
+/* The limits' values of one axis's waveform g[k stride] (k = 0..nt-1, G/cm)
+ * of steps dt (s): out[0] = max_k |g_k| (G/cm), out[1] = max_k |g_k -
+ * g_{k-1}| / dt with g_{-1} = 0 (G/cm/s), out[2] = |g_{nt-1}| (G/cm). */
+void ps_gradient_values(size_t nt, double dt, const double *g, size_t stride, double out[3]);
+
 #endif /* PS_SRC_MODEL_CONSTRAINTS_H */

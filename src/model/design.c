@@ -62,7 +62,7 @@ static void each_axis(const ps_problem *p, const double *in, double *out, int to
         if (to_g)
             ps_slew_waveform(p->smax, kappa, p->dt, nt, a, o);
         else
-            ps_slew_variables(p->smax, kappa, p->dt, nt, a, o);
+            ps_slew_variables(p->smax, kappa, p->dt, p->gmax, nt, a, o);
     }
 }
 
@@ -85,7 +85,7 @@ double ps_slew_scale(const ps_problem_desc *d, size_t a)
         rmax = fmax(rmax, fabs(d->r[3 * j + a]));
     if (!(rmax > 0.0))
         rmax = 1.0;
-    return 1.0 / (rmax * d->dt * d->smax * (double)d->nt);
+    return 1.0 / (rmax * d->dt * d->smax);
 }
 
 void ps_design_hold(const ps_problem *p, double *x)

@@ -232,17 +232,21 @@ PS_HD void ps_design_step_grad(const ps_design *d, int c, int k, double p, doubl
  * to the waveform g' of the variables so far (g'_{-1} = 0), clipped to
  * 0.9 smax (strictly inside the limit, where atan is not yet flat):
  * t_k = tan((pi/2) s_k / smax). Where g's slew is within 0.9 smax, g' = g;
- * elsewhere g' follows g as fast as 0.9 smax allows.
+ * elsewhere g' follows g as fast as 0.9 smax allows. With gmax, g is
+ * clipped to |g| <= gmax first: the start meets both limits (not g_end).
  *
- * Scale. The optimizer's variable of a slew is x = t / kappa_a, with
- *     kappa_a = 1 / (rmax_a dt smax Nt)       (rmax_a = max_j |r_ja|, 1 cm if 0)
- * A unit of x_k then moves the gradient of the steps after k by at most
- * dt smax (2/pi) kappa_a and the phase of any spin at the pulse's end by at
- * most (2/pi) gamma dt rad: the turn 1 G of RF gives in a step, the scale
- * of the RF variables. Unscaled, the slew variables' gradient is 10 to
- * 1000 times the RF's and L-BFGS crawls (docs/algorithm.md).
- * ps_slew_waveform, ps_slew_variables and ps_slew_backward take x and
- * kappa.
+ * The optimizer's variables. The slew variables are a scaled difference
+ * of the optimizer's x (a linear change of variables, x_{-1} = 0):
+ *     t_k = kappa_a (x_k - x_{k-1}),   kappa_a = 1 / (rmax_a dt smax)
+ * (rmax_a = max_j |r_ja|, 1 cm if 0). Where the slews are well inside
+ * the limit, g_k ~ dt smax (2/pi) kappa_a x_k: x is the waveform itself,
+ * scaled so that a unit of x_k turns any spin at step k by at most
+ * (2/pi) gamma dt rad, as 1 G of RF does. Both matter to L-BFGS, whose
+ * first Hessian guess is one scalar: in t itself the slew variables'
+ * gradient is 10 to 1000 times the RF's, and a penalty on g (gmax, g_end)
+ * has the Hessian C^T C of the cumulative sum C, conditioned like Nt^2;
+ * in x it is nearly diagonal. The chain rule back to x:
+ *     dF/dx_k = kappa_a (dF/dt_k - dF/dt_{k+1})      (dF/dt_Nt = 0)
  */
 
 /* s of one slew variable t, and ds/dt. */
@@ -264,44 +268,59 @@ PS_HD double ps_t_of_slew(double smax, double s)
     return tan((3.14159265358979323846 / 2.0) * s / smax);
 }
 
-/* One axis's waveform g[nt] from its variables x[nt] (t = kappa x; in step
- * order). */
+/* t_k of step k from x_k and x_{k-1} (0 for k = 0). */
+PS_HD double ps_slew_t(double kappa, double x, double xprev)
+{
+    return kappa * (x - xprev);
+}
+
+/* One axis's waveform g[nt] from its variables x[nt] (in step order). */
 PS_HD void ps_slew_waveform(double smax, double kappa, double dt, size_t nt, const double *x, double *g)
 {
-    double acc = 0.0;
+    double acc = 0.0, xprev = 0.0;
     for (size_t k = 0; k < nt; k++) {
-        acc += dt * ps_slew_of_t(smax, kappa * x[k]);
+        const double xk = x[k];
+        acc += dt * ps_slew_of_t(smax, ps_slew_t(kappa, xk, xprev));
         g[k] = acc;
+        xprev = xk;
     }
 }
 
-/* The variables x[nt] of a start waveform g[nt] (above; x may equal g). */
-PS_HD void ps_slew_variables(double smax, double kappa, double dt, size_t nt, const double *g, double *x)
+/* The variables x[nt] of a start waveform g[nt] (above; x may equal g),
+ * the waveform clipped to |g| <= gmax first when gmax > 0 (so that the
+ * start meets the amplitude limit too). */
+PS_HD void ps_slew_variables(double smax, double kappa, double dt, double gmax, size_t nt, const double *g,
+                             double *x)
 {
-    double prev = 0.0; /* g' of the steps so far, as ps_slew_waveform sums it */
+    double prev = 0.0, xprev = 0.0; /* g' of the steps so far, as ps_slew_waveform sums it */
     for (size_t k = 0; k < nt; k++) {
-        const double gk = g[k];
-        x[k] = ps_t_of_slew(smax, (gk - prev) / dt) / kappa;
-        prev += dt * ps_slew_of_t(smax, kappa * x[k]);
+        double gk = g[k];
+        if (gmax > 0.0)
+            gk = gk > gmax ? gmax : gk < -gmax ? -gmax : gk;
+        x[k] = xprev + ps_t_of_slew(smax, (gk - prev) / dt) / kappa;
+        prev += dt * ps_slew_of_t(smax, ps_slew_t(kappa, x[k], xprev));
+        xprev = x[k];
     }
 }
 
-/* dF/dx_k from R_k = sum_{i>=k} dF/dg_i (the reverse cumulative sum) at
- * x_k: the atan chain rule, dt R_k kappa ds/dt. */
-PS_HD double ps_slew_grad(double smax, double kappa, double dt, double x, double R)
+/* dF/dt_k from R_k = sum_{i>=k} dF/dg_i (the reverse cumulative sum) at
+ * t_k: the atan chain rule, dt R_k ds/dt. */
+PS_HD double ps_slew_grad(double smax, double dt, double t, double R)
 {
-    return dt * R * kappa * ps_slew_dt(smax, kappa * x);
+    return dt * R * ps_slew_dt(smax, t);
 }
 
 /* dF/dx[nt] from dF/dg[nt] at x (gx may equal gg): the reverse cumulative
- * sum from the last step, then the atan chain rule. */
+ * sum from the last step, the atan chain rule, then the difference's. */
 PS_HD void ps_slew_backward(double smax, double kappa, double dt, size_t nt, const double *x, const double *gg,
                             double *gx)
 {
-    double acc = 0.0;
+    double acc = 0.0, gt_next = 0.0; /* dF/dt_{k+1} */
     for (size_t k = nt; k-- > 0;) {
         acc += gg[k];
-        gx[k] = ps_slew_grad(smax, kappa, dt, x[k], acc);
+        const double gt = ps_slew_grad(smax, dt, ps_slew_t(kappa, x[k], k ? x[k - 1] : 0.0), acc);
+        gx[k] = kappa * (gt - gt_next);
+        gt_next = gt;
     }
 }
 

@@ -24,7 +24,7 @@ typedef struct preset_param {
 } preset_param;
 
 /* Parameters of one preset, the NULL key that ends them included. */
-#define PRESET_PARAMS 20
+#define PRESET_PARAMS 24
 
 /* A preset's builder fills d from the parameters; a status other than
  * PS_CONVERGED may come with its own message in err (else ps_preset_create
@@ -467,14 +467,23 @@ static int build_ptx2d(const preset_param *prm, ps_problem_desc *d,
 /* Keys common to every preset: lambda (>= 0) and b1_max (> 0, 0 = none). */
 #define COMMON_PARAMS {"lambda", 0.0, 0, 0, 0}, {"b1_max", 0.0, 0, 0, 0}
 
+/* Keys of the presets with a gradient: the designed axes (a name, "xy",
+ * held as their PS_AXIS_* bits; 0: none), smax (G/cm/s, > 0), gmax (G/cm,
+ * >= 0, 0 = none) and g_end (0 or 1), the fields of the same names. */
+#define GRADIENT_PARAMS                                                       \
+    {"design_g", 0.0, 0, 0, 0}, {"smax", 0.0, 0, 1, 0}, {"gmax", 0.0, 0, 0, 0}, \
+        {"g_end", 0.0, 0, 0, 0}
+
 static const preset_def presets[] = {
     {"spiral2d",
      {{"n", 64, 1, 1, 0}, {"nt", 2000, 1, 1, 0}, {"fov", 24, 0, 1, 0}, {"dt", 4e-6, 0, 1, 0},
-      {"flip", 30, 0, 0, 0}, {"res", 1.5, 0, 1, 0}, COMMON_PARAMS, {NULL, 0, 0, 0, 0}},
+      {"flip", 30, 0, 0, 0}, {"res", 1.5, 0, 1, 0}, COMMON_PARAMS, GRADIENT_PARAMS,
+      {NULL, 0, 0, 0, 0}},
      build_spiral2d},
     {"slice1d",
      {{"nz", 400, 1, 1, 0}, {"nt", 500, 1, 1, 0}, {"dt", 4e-6, 0, 1, 0}, {"thk", 0.5, 0, 1, 0},
-      {"tbw", 4, 0, 1, 0}, {"trans", 0.1, 0, 0, 0}, COMMON_PARAMS, {NULL, 0, 0, 0, 0}},
+      {"tbw", 4, 0, 1, 0}, {"trans", 0.1, 0, 0, 0}, COMMON_PARAMS, GRADIENT_PARAMS,
+      {NULL, 0, 0, 0, 0}},
      build_slice1d},
     {"inversion",
      {{"ndf", 201, 1, 1, 0}, {"nb1", 10, 1, 1, 0}, {"nt", 375, 1, 1, 0}, {"dt", 4e-6, 0, 1, 0},
@@ -486,7 +495,7 @@ static const preset_def presets[] = {
       {"res", 4, 0, 1, 0}, {"ring", 14.4, 0, 1, 0}, {"height", 2, 0, 0, 0},
       {"wave", 12, 0, 1, 0}, {"obj", 10, 0, 1, 0}, {"b0", 30, 0, 0, 0},
       {"nsub", 1, 1, 1, 0}, {"nb0", 1, 1, 1, 0}, {"b0off", 0, 0, 0, 0},
-      {"sar", 0, 0, 0, 0}, COMMON_PARAMS, {NULL, 0, 0, 0, 0}},
+      {"sar", 0, 0, 0, 0}, COMMON_PARAMS, GRADIENT_PARAMS, {NULL, 0, 0, 0, 0}},
      build_ptx2d},
 };
 
@@ -555,6 +564,16 @@ static int parse_overrides(const char *name, const char *list,
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': unknown key '%s' (keys: %s)",
                         name, key, keys);
         }
+        if (strcmp(key, "design_g") == 0) { /* the one value that is a name */
+            unsigned axes;
+            if (ps_design_g_parse(val, &axes) != PS_CONVERGED)
+                return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': design_g='%s' "
+                                     "must name gradient axes: x, y, z or several of them in "
+                                     "that order (xy, xz, yz, xyz)", name, val);
+            q->value = axes;
+            p += n + (p[n] == ',');
+            continue;
+        }
         char *stop;
         errno = 0;
         double v = strtod(val, &stop);
@@ -575,9 +594,13 @@ static int parse_overrides(const char *name, const char *list,
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be > 0", name,
                         key, val);
         if ((strcmp(key, "lambda") == 0 || strcmp(key, "b1_max") == 0 ||
-             strcmp(key, "trans") == 0 || strcmp(key, "b0off") == 0) && v < 0)
+             strcmp(key, "trans") == 0 || strcmp(key, "b0off") == 0 ||
+             strcmp(key, "gmax") == 0) && v < 0)
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': %s=%s must be >= 0", name,
                         key, val);
+        if (strcmp(key, "g_end") == 0 && v != 0.0 && v != 1.0)
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': g_end=%s must be 0 "
+                                 "or 1", name, val);
         if (strcmp(key, "flip") == 0 && fabs(v) > 360.0)
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': flip=%s must be within "
                         "[-360, 360] degrees", name, val);
@@ -621,6 +644,10 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
         d.lambda = param(prm, "lambda");
         double bm = param(prm, "b1_max");
         d.b1_max = bm > 0 ? bm : PS_B1MAX_NONE;
+        d.design_g = (unsigned)param(prm, "design_g");
+        d.smax = param(prm, "smax");
+        d.gmax = param(prm, "gmax");
+        d.g_end = (int)param(prm, "g_end");
         char msg[200];
         st = ps_problem_validate(&d, msg, sizeof msg);
         if (st) /* the parameters given make an invalid problem */

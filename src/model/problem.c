@@ -420,6 +420,16 @@ size_t ps_problem_nq(const ps_problem *p)
     return p ? p->nq : 0;
 }
 
+double ps_problem_loss_scale(const ps_problem *p)
+{
+    double W = 0.0;
+    for (size_t j = 0; p->w && j < p->ns; j++)
+        W += p->w[j];
+    if (!p->w)
+        W = (double)p->ns;
+    return W > 0.0 ? W : 1.0;
+}
+
 int ps_problem_penalized(const ps_problem *p)
 {
     return p && (p->nq > 0 || (p->design_g && (p->gmax > 0.0 || p->g_end)));

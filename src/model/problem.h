@@ -31,7 +31,7 @@ struct ps_problem {
     unsigned design_g;      /* designed gradient axes (PS_AXIS_* bits), 0: none */
     double smax, gmax;      /* their slew (G/cm/s) and amplitude (G/cm, 0: none) limits */
     int g_end;              /* 1: the designed axes end at zero */
-    double slew_scale[3];   /* per axis a: kappa_a, the slew variable t = kappa_a x of the
+    double slew_scale[3];   /* per axis a: kappa_a, the slew variable t_k = kappa_a (x_k - x_{k-1}) of the
                                optimizer's (model/design.h); derived at creation */
 };
 
@@ -40,6 +40,10 @@ static inline size_t ps_problem_ng(const ps_problem *p)
 {
     return (size_t)((p->design_g & 1u) + (p->design_g >> 1 & 1u) + (p->design_g >> 2 & 1u));
 }
+
+/* The loss's scale, sum_j w_j (ns without weights; 1 when every weight is
+ * 0): a unit of the penalty weight is worth a spin's loss. */
+double ps_problem_loss_scale(const ps_problem *p);
 
 /* 1 if the problem has a peak limit (b1_max or one per channel). */
 static inline int ps_problem_has_b1max(const ps_problem *p)

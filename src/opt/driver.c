@@ -65,7 +65,7 @@ int ps_driver_init(ps_driver *c, const ps_minimizer *mz, const ps_options *o,
                    o->c1, o->c2, o->time_limit, ps_options_fnoise(o));
     if (mz->constrained)
         ps_solver_set_rounds(&c->s, ps_options_max_rounds(o), ps_options_constraint_tol(o),
-                             ps_options_penalty_mu(o));
+                             mz->mu0 > 0.0 ? mz->mu0 : ps_options_penalty_mu(o));
     return PS_CONVERGED;
 }
 

@@ -32,6 +32,8 @@ typedef struct ps_minimizer {
      * (f0, dg0, alpha) and phi(alpha), phi'(alpha) */
     void (*on_accept)(void *ctx, const ps_linesearch *ls, double f, double dg);
     void *ctx_accept;
+    double mu0;            /* the first round's penalty weight (constrained; 0: the options'
+                              penalty_mu) */
 } ps_minimizer;
 
 /* A suspendable solve: the solver state machine and its vectors. */

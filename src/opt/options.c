@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "model/problem.h"
 #include "opt/options.h"
 #include "opt/solver.h"
 #include "tune/gpu_options.h"
@@ -108,6 +109,11 @@ double ps_options_constraint_tol(const ps_options *o)
 double ps_options_penalty_mu(const ps_options *o)
 {
     return o->penalty_mu > 0.0 ? o->penalty_mu : PS_DEFAULT_PENALTY_MU;
+}
+
+double ps_penalty_mu0(const ps_problem *p, const ps_options *o)
+{
+    return ps_options_penalty_mu(o) * ps_problem_loss_scale(p);
 }
 
 double ps_options_fnoise(const ps_options *o)

@@ -17,5 +17,9 @@ double ps_options_fnoise(const ps_options *o);
 int ps_options_max_rounds(const ps_options *o);
 double ps_options_constraint_tol(const ps_options *o);
 double ps_options_penalty_mu(const ps_options *o);
+/* The first round's penalty weight for p: penalty_mu in units of the
+ * loss's scale, mu0 = penalty_mu sum_j w_j (model/problem.h,
+ * ps_problem_loss_scale; docs/algorithm.md). */
+double ps_penalty_mu0(const ps_problem *p, const ps_options *o);
 
 #endif /* PS_SRC_OPTIONS_H */

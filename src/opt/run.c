@@ -35,6 +35,7 @@
 #include "opt/backend.h"
 #include "opt/checkpoint.h"
 #include "opt/driver.h"
+#include "opt/options.h"
 #include "opt/run.h"
 #include "opt/run_impl.h"
 
@@ -223,7 +224,8 @@ int ps_run_impl_create(const ps_problem *p, const ps_options *o,
     if (r->x0 && z) {
         memcpy(r->x0, x0, n * sizeof(double));
         ps_design_x_of_pulse(p, x0, z);
-        ps_minimizer mz = {n, ps_problem_penalized(p), ps_run_bloch_eval, &r->ctx, NULL, NULL};
+        ps_minimizer mz = {n, ps_problem_penalized(p), ps_run_bloch_eval, &r->ctx, NULL, NULL,
+                           ps_penalty_mu0(p, o)};
         st = ps_driver_init(&r->drv, &mz, &r->o, z);
     }
     free(z);

@@ -366,6 +366,25 @@ PS_HD void ps_solver_trial(ps_solver *s, double f, double dg, double viol)
 }
 
 /*
+ * The tolerance of a stopping test, tol, or, while the current point
+ * violates a constraint and rounds remain, the looser loose 10^-round
+ * when larger: an inexact inner solve, tightened round by round as the
+ * weight grows (Conn, Gould and Toint 1991; Nocedal and Wright 2006,
+ * 17.4), so that a round whose weight is still too small to meet the
+ * constraints does not spend the iterations of a full solve.
+ */
+#define PS_ROUND_GTOL 1e-2 /* a violated round's gradient test, first round */
+#define PS_ROUND_FTOL 1e-3 /* and its decrease test */
+PS_HD double ps_solver_round_tol(const ps_solver *s, double tol, double loose)
+{
+    if (!s->constrained || !(s->viol > s->ctol) || s->round + 1 >= s->max_rounds)
+        return tol;
+    for (int r = 0; r < s->round; r++)
+        loose *= 0.1;
+    return fmax(tol, loose);
+}
+
+/*
  * UPDATE: the accepted point's f and the batched dots (PS_RED_LEN layout);
  * its violation is the trial's. Then the stopping tests, within the round
  * (g_0, k counted from the round's start r):
@@ -382,13 +401,14 @@ PS_HD void ps_solver_update_tests(ps_solver *s, double f)
     s->viol = s->viol_t;
     s->iteration++;
     s->fhist[s->iteration % (s->past + 1)] = f;
-    if (s->gnorm <= s->gtol * s->gnorm0) {
+    if (s->gnorm <= ps_solver_round_tol(s, s->gtol, PS_ROUND_GTOL) * s->gnorm0) {
         ps_solver_converged(s, PS_ST_CONVERGED);
         return;
     }
     if (s->iteration - s->round_iter >= s->past) {
         double fold = s->fhist[(s->iteration - s->past) % (s->past + 1)];
-        if (s->ftol > 0.0 && fold - f <= fmax(s->ftol, s->fnoise) * fmax(fabs(f), 1e-300)) {
+        const double ftol = ps_solver_round_tol(s, s->ftol, PS_ROUND_FTOL);
+        if (ftol > 0.0 && fold - f <= fmax(ftol, s->fnoise) * fmax(fabs(f), 1e-300)) {
             ps_solver_converged(s, PS_ST_CONVERGED_FTOL);
             return;
         }

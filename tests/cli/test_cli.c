@@ -27,6 +27,7 @@
 #include <hdf5.h>
 
 #include "persolve.h"
+#include "../test_util.h" /* by this file's folder: the cli and gpu builds both find it */
 
 extern char **environ;
 
@@ -1536,7 +1537,9 @@ static void test_sar_design(void **state)
     assert_code(r, 0);
     assert_true(status == PS_CONVERGED || status == PS_CONVERGED_FTOL);
     assert_true(rounds >= 2);
-    assert_true(mu == pow(10.0, rounds - 1)); /* mu0 = 1, x10 a round */
+    /* mu0 = the loss's scale (the spins: weights 1), x10 a round */
+    const double ns = json_number(r->out, "ns");
+    assert_true(ns > 0 && mu == ns * pow(10.0, rounds - 1));
     assert_true(ratio <= 1.0 + 1e-3);
     assert_true(viol <= 1e-3);
     assert_true(fabs(viol - fmax(0.0, ratio - 1.0)) <= 1e-12);
@@ -1592,35 +1595,36 @@ static void test_sar_design(void **state)
     assert_code(r, 1);
     assert_contains(r->out, "SAR          ");
     assert_contains(r->out, "W/kg, sar_max ");
-    assert_true(text_number(r->out, "rounds ") == 1);
-    assert_true(text_number(r->out, "mu ") == 1);
+    const double trounds = text_number(r->out, "rounds ");
+    assert_true(trounds >= 1 && text_number(r->out, "mu ") == ns * pow(10.0, trounds - 1));
     r = run("eval", res, "-o", "cli_sar_e1.h5", NULL);
     assert_code(r, 0);
     assert_contains(r->out, "SAR       ");
 }
 
-/* One penalty round is not enough: the solve converges with the SAR
- * still above its limit, status 8, exit 1, and the result is written. */
+/* One light penalty round is not enough: the solve converges with the
+ * SAR still above its limit, status 8, exit 1, and the result is written. */
 static void test_sar_constraint_violated(void **state)
 {
     (void)state;
     unlink("cli_sar_v.h5");
-    run_result *r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1",
-                        "-o", "cli_sar_v.h5", "--json", NULL);
+    run_result *r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1", "--penalty-mu",
+                        "0.01", "-o", "cli_sar_v.h5", "--json", NULL);
     assert_code(r, 1);
     assert_true(json_number(r->out, "status") == PS_CONSTRAINT_VIOLATED);
     assert_true(json_number(r->out, "exit_code") == 1);
     assert_true(json_number(r->out, "rounds") == 1);
-    assert_true(json_number(r->out, "mu") == 1);
+    const double ns = json_number(r->out, "ns"); /* the loss's scale: weights 1 */
+    assert_true(ns > 0 && json_number(r->out, "mu") == 0.01 * ns);
     double viol = json_number(r->out, "violation");
     assert_true(viol > 1e-3);
     assert_true(fabs(viol - (sar_ratio(r->out) - 1.0)) <= 1e-12);
     assert_true(h5_attr("cli_sar_v.h5", "/result", "status") == PS_CONSTRAINT_VIOLATED);
     /* a looser tolerance and a heavier first round are taken */
     r = run("design", SAR_PROBLEM, "--backend", "cpu", "--max-rounds", "1", "--penalty-mu",
-            "1000", "--constraint-tol", "0.05", "-o", "cli_sar_v.h5", "--json", NULL);
-    assert_true(json_number(r->out, "mu") == 1000);
-    printf("mu 1000, tol 0.05: violation %g\n", json_number(r->out, "violation"));
+            "10", "--constraint-tol", "0.05", "-o", "cli_sar_v.h5", "--json", NULL);
+    assert_true(json_number(r->out, "mu") == 10 * ns);
+    printf("mu %g, tol 0.05: violation %g\n", 10 * ns, json_number(r->out, "violation"));
     assert_true(json_number(r->out, "violation") < viol);
 }
 
@@ -1707,6 +1711,247 @@ static void test_sar_file_resume(void **state)
     assert_contains(r->err, "penalty_mu");
 }
 
+/* ---- gradient design, dF/dG and the RF mask --------------------------- */
+
+#define GD_SPEC "spiral2d:n=8,nt=200,design_g=xy,smax=15000,gmax=4,g_end=1"
+#define GD_NT 200
+
+/* The string attribute `name` of object `obj` of path into buf[len]. */
+static void h5_attr_string(const char *path, const char *obj, const char *name, char *buf,
+                           size_t len)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t a = H5Aopen_by_name(f, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    hid_t t = H5Aget_type(a);
+    assert_int_equal(H5Tget_class(t), H5T_STRING);
+    char *v = NULL;
+    assert_true(H5Tis_variable_str(t) > 0);
+    assert_true(H5Aread(a, t, &v) >= 0);
+    snprintf(buf, len, "%s", v);
+    H5free_memory(v);
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Fclose(f);
+}
+
+/* Replace the root attribute `name` of path by the string v. */
+static void h5_set_attr_string(const char *path, const char *name, const char *v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    if (H5Aexists(f, name) > 0)
+        H5Adelete(f, name);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(v) + 1);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0 && H5Awrite(a, t, v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+
+/* |a - b| <= rtol |b| */
+static void assert_close(const char *what, double a, double b, double rtol)
+{
+    if (!(fabs(a - b) <= rtol * fabs(b))) {
+        printf("%s: %.17g, expected %.17g (rtol %g)\n", what, a, b, rtol);
+        fail();
+    }
+}
+
+static void test_gradient_design(void **state)
+{
+    (void)state;
+    const char *prob = "cli_gd.h5", *res = "cli_gd_r.h5";
+    unlink(res);
+    run_result *r = run("preset", GD_SPEC, "-o", prob, NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "gradient xy designed");
+    char axes[16];
+    h5_attr_string(prob, "/", "design_g", axes, sizeof axes);
+    assert_string_equal(axes, "xy");
+    assert_true(h5_attr(prob, "/", "smax") == 15000.0);
+    assert_true(h5_attr(prob, "/", "gmax") == 4.0);
+    assert_true(h5_attr(prob, "/", "g_end") == 1.0);
+    const double dt = h5_attr(prob, "/", "dt");
+    double *g0 = h5_read(prob, "/pulse/g", GD_NT, 3);
+
+    r = run("design", prob, "--backend", "cpu", "--max-iters", "20", "--json", "-o", res, NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    assert_contains(r->out, "\"design_g\": \"xy\"");
+    assert_contains(r->out, "\"g_end\": true");
+    assert_true(json_number(r->out, "gmax") == 4.0);
+    assert_true(json_number(r->out, "smax") == 15000.0);
+    assert_true(json_number(r->out, "rf_free_steps") == GD_NT);
+    double peak[2], slew[2], end[2];
+    json_numbers(r->out, "peak_g", peak, 2);
+    json_numbers(r->out, "peak_slew", slew, 2);
+    json_numbers(r->out, "end_g", end, 2);
+    /* the designed x and y in /pulse/g, z the problem's; the report is theirs */
+    double *g = h5_read(res, "/pulse/g", GD_NT, 3);
+    double moved = 0.0;
+    for (int a = 0; a < 2; a++) {
+        double v[3];
+        tu_waveform_values(g + a, GD_NT, 3, dt, v);
+        printf("axis %d: max |g| %g, max slew %g, |g(T)| %g\n", a, v[0], v[1], v[2]);
+        assert_close("peak_g", peak[a], v[0], 1e-15);
+        assert_close("peak_slew", slew[a], v[1], 1e-15);
+        assert_close("end_g", end[a], v[2], 1e-15);
+        assert_true(v[0] > 0.0 && v[1] > 0.0 && v[1] < 15000.0);
+        for (size_t k = 0; k < GD_NT; k++)
+            moved = fmax(moved, fabs(g[3 * k + a] - g0[3 * k + a]));
+    }
+    assert_true(moved > 1e-6); /* the design moved the waveforms */
+    for (size_t k = 0; k < GD_NT; k++)
+        assert_true(g[3 * k + 2] == g0[3 * k + 2]);
+    double *fpeak = h5_read_n(res, "/result/constraints/peak_g", 1, (const hsize_t[]){2});
+    double *fslew = h5_read_n(res, "/result/constraints/peak_slew", 1, (const hsize_t[]){2});
+    double *fend = h5_read_n(res, "/result/constraints/end_g", 1, (const hsize_t[]){2});
+    for (int a = 0; a < 2; a++)
+        assert_true(fpeak[a] == peak[a] && fslew[a] == slew[a] && fend[a] == end[a]);
+    assert_true(h5_attr(res, "/result/constraints/peak_g", "gmax") == 4.0);
+    assert_true(h5_attr(res, "/result/constraints/peak_slew", "smax") == 15000.0);
+    assert_true(h5_attr(res, "/result/constraints/end_g", "g_end") == 1.0);
+    assert_true(h5_attr(res, "/result/constraints", "rf_free_steps") == GD_NT);
+    h5_attr_string(res, "/result/constraints", "design_g", axes, sizeof axes);
+    assert_string_equal(axes, "xy");
+    free(fpeak);
+    free(fslew);
+    free(fend);
+
+    /* the text summary says the same */
+    r = run("design", prob, "--backend", "cpu", "--max-iters", "20", "-o", "cli_gd_t.h5", NULL);
+    assert_contains(r->out, "gradient     xy designed");
+    assert_contains(r->out, "max |g|      ");
+    assert_contains(r->out, "gmax 4 G/cm");
+    assert_contains(r->out, "smax 1.5e+04 G/cm/s");
+    assert_contains(r->out, "g_end: to return to 0");
+    assert_contains(r->out, "rounds       ");
+
+    /* eval at the result, its waveforms included (--x) */
+    r = run("eval", prob, "--x", res, "-o", "cli_gd_e.h5", "--json", NULL);
+    assert_code(r, 0);
+    double *ge = h5_read("cli_gd_e.h5", "/pulse/g", GD_NT, 3);
+    assert_int_equal(memcmp(ge, g, 3 * GD_NT * sizeof *g), 0);
+    double epeak[2];
+    json_numbers(r->out, "peak_g", epeak, 2);
+    assert_true(epeak[0] == peak[0] && epeak[1] == peak[1]);
+    free(h5_read("cli_gd_e.h5", "/eval/gradient_g", GD_NT, 3));
+    free(ge);
+    free(g);
+    free(g0);
+
+    /* malformed design attributes and keys are named */
+    h5_set_attr_string(prob, "design_g", "yx");
+    r = run("design", prob, "--backend", "cpu", "-o", "cli_gd_x.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "attribute design_g: 'yx'");
+    r = run("eval", "spiral2d:n=8,nt=20,design_g=xy", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "smax = 0 must be finite and > 0");
+    r = run("preset", "slice1d:design_g=q,smax=1e4", "-o", "cli_gd_x.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "design_g='q'");
+}
+
+/* /eval/gradient_g of a problem whose gradient is fixed (two channels, a
+ * start pulse that tips the spins, so that G turns them): dF/dG_k against
+ * central differences of F in G, the file's /pulse/g moved by +-h. */
+static void test_eval_gradient_g(void **state)
+{
+    (void)state;
+    const char *prob = "cli_gg.h5";
+    const size_t nt = 40;
+    run_result *r = run("preset", "ptx2d:n=8,nc=2,nt=40", "-o", prob, NULL);
+    assert_code(r, 0);
+    r = run("eval", prob, "--backend", "cpu", "--precision", "double", "-o", "cli_gg_e.h5", NULL);
+    assert_code(r, 0);
+    double *gg = h5_read("cli_gg_e.h5", "/eval/gradient_g", nt, 3);
+    double scale = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        assert_true(gg[3 * k + 2] == 0.0); /* every spin at z = 0 */
+        scale = fmax(scale, fmax(fabs(gg[3 * k]), fabs(gg[3 * k + 1])));
+    }
+    printf("max |dF/dG| %g\n", scale);
+    assert_true(scale > 1e-3);
+    double *g = h5_read(prob, "/pulse/g", nt, 3);
+    static const size_t at[4][2] = {{0, 0}, {13, 1}, {27, 0}, {39, 1}};
+    const double h = 1e-4;
+    for (int i = 0; i < 4; i++) {
+        const size_t k = at[i][0], a = at[i][1];
+        double f[2];
+        for (int side = 0; side < 2; side++) {
+            h5_set(prob, "/pulse/g", nt, 3, k, a, g[3 * k + a] + (side ? -h : h));
+            r = run("eval", prob, "--backend", "cpu", "--precision", "double", "-o",
+                    "cli_gg_d.h5", NULL);
+            assert_code(r, 0);
+            f[side] = text_number(r->out, "F ");
+        }
+        h5_set(prob, "/pulse/g", nt, 3, k, a, g[3 * k + a]);
+        const double ref = (f[0] - f[1]) / (2.0 * h), got = gg[3 * k + a];
+        printf("dF/dG[%zu][%zu]: %.10g, central difference %.10g\n", k, a, got, ref);
+        if (!(fabs(got - ref) <= 1e-4 * fabs(ref) + 1e-6 * scale))
+            fail();
+    }
+    free(g);
+    free(gg);
+}
+
+/* An RF mask in a problem file: the design holds the masked steps at zero
+ * and keeps the mask in its result; a bad mask is named. */
+static void test_rf_mask(void **state)
+{
+    (void)state;
+    const char *prob = "cli_mask.h5", *res = "cli_mask_r.h5";
+    const size_t nt = 40;
+    run_result *r = run("preset", "slice1d:nz=30,nt=40", "-o", prob, NULL);
+    assert_code(r, 0);
+    double mask[40];
+    for (size_t k = 0; k < nt; k++)
+        mask[k] = k < 6 || k >= 36 ? 0.0 : 1.0;
+    hid_t f = H5Fopen(prob, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    const hsize_t dims[1] = {nt};
+    h5_put(f, "/pulse/rf_mask", 1, dims, mask);
+    H5Fclose(f);
+
+    r = run("design", prob, "--backend", "cpu", "--max-iters", "5", "--json", "-o", res, NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    assert_true(json_number(r->out, "rf_free_steps") == 30);
+    assert_contains(r->out, "\"design_g\": null");
+    double *m = h5_read_n(res, "/pulse/rf_mask", 1, dims);
+    assert_int_equal(memcmp(m, mask, sizeof mask), 0);
+    free(m);
+    assert_true(h5_attr(res, "/result/constraints", "rf_free_steps") == 30);
+    double *b1 = h5_read(res, "/pulse/b1", nt, 2);
+    double inside = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        if (mask[k] == 0.0)
+            assert_true(b1[2 * k] == 0.0 && b1[2 * k + 1] == 0.0);
+        else
+            inside = fmax(inside, fabs(b1[2 * k]));
+    }
+    assert_true(inside > 0.0);
+    free(b1);
+    r = run("eval", res, "-o", "cli_mask_e.h5", NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "RF free   30 of 40 steps");
+
+    mask[3] = 0.5;
+    f = H5Fopen(prob, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "/pulse/rf_mask", H5P_DEFAULT);
+    assert_true(ds >= 0 && H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, mask) >= 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+    r = run("design", prob, "--backend", "cpu", "-o", "cli_mask_x.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "/pulse/rf_mask: rf_mask[3] = 0.5 must be 0 or 1");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1755,6 +2000,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sar_constraint_violated),
         cmocka_unit_test(test_sar_options),
         cmocka_unit_test(test_sar_file_resume),
+        cmocka_unit_test(test_gradient_design),
+        cmocka_unit_test(test_eval_gradient_g),
+        cmocka_unit_test(test_rf_mask),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),
         cmocka_unit_test(test_tune),

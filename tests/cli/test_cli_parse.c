@@ -236,6 +236,21 @@ static void test_bench_options(void **state)
     assert_string_equal(sz[2].spec, "slice1d");
     assert_string_equal(sz[3].spec, "p.h5");
     assert_string_equal(sz[4].label, "T");
+    /* the sizes with the gradient designed: their plain size's spec and the keys */
+    n = ps_cli_bench_sizes("M,MG,P,PG,SG,S", sz, PS_BENCH_MAX_SIZES, why, sizeof why);
+    assert_int_equal(n, 6);
+    static const char *const labels[6] = {"M", "MG", "P", "PG", "SG", "S"};
+    for (int i = 0; i < 6; i++)
+        assert_string_equal(sz[i].label, labels[i]);
+    assert_string_equal(sz[1].spec, "spiral2d:n=128,nt=5000,design_g=xy,smax=15000,gmax=4,g_end=1");
+    assert_string_equal(sz[3].spec, "ptx2d:design_g=xy,smax=15000,gmax=4,g_end=1");
+    assert_string_equal(sz[4].spec, "spiral2d:n=32,nt=1000,design_g=xy,smax=15000,gmax=4,g_end=1");
+    assert_string_equal(sz[0].spec, "spiral2d:n=128,nt=5000");
+    assert_string_equal(sz[2].spec, "ptx2d");
+    /* a key=value after a named size with a gradient continues its spec */
+    n = ps_cli_bench_sizes("MG,gmax=3", sz, PS_BENCH_MAX_SIZES, why, sizeof why);
+    assert_int_equal(n, 1);
+    assert_string_equal(sz[0].spec, "spiral2d:n=128,nt=5000,design_g=xy,smax=15000,gmax=4,g_end=1,gmax=3");
     assert_int_equal(ps_cli_bench_sizes("S,M,L", sz, 2, why, sizeof why), -1);
     assert_non_null(strstr(why, "more than 2"));
 }
@@ -399,7 +414,8 @@ static void test_exit_codes(void **state)
     static const int input[] = {PS_ERR_NULL, PS_ERR_SIZE, PS_ERR_NONFINITE,
                                 PS_ERR_DT, PS_ERR_NEGATIVE, PS_ERR_RELAXATION,
                                 PS_ERR_LOSS, PS_ERR_B1MAX, PS_ERR_PRESET,
-                                PS_ERR_FILE, PS_ERR_CHANNELS, PS_ERR_SAR};
+                                PS_ERR_FILE, PS_ERR_CHANNELS, PS_ERR_SAR,
+                                PS_ERR_GRADIENT, PS_ERR_RF_MASK};
     for (size_t i = 0; i < sizeof input / sizeof input[0]; i++)
         assert_int_equal(ps_cli_exit_code(input[i]), 3);
     assert_int_equal(ps_cli_exit_code(PS_ERR_CHECKPOINT), 3);

@@ -301,8 +301,9 @@ static void solve_sar(void **state)
 }
 
 /* The host loop and the CUDA graph against the persistent kernel through
- * the SAR penalty's rounds (a loose decrease test: short rounds), bit for
- * bit, in both precisions. */
+ * the SAR penalty's rounds (a loose decrease test and a light first
+ * weight: short rounds, several of them), bit for bit, in both
+ * precisions. */
 static void variants_sar(void **state)
 {
     const size_t ns = 250, nt = 70, nc = 4, n = 2 * nc * nt;
@@ -313,6 +314,7 @@ static void variants_sar(void **state)
         o.max_iterations = 300;
         o.ftol = 1e-3;
         o.past = 3;
+        o.penalty_mu = 1e-3;
         assert_true(variants_same(p, &o, x0, n, "SAR 4 channels") >= 3);
         ps_problem_free(p);
         free(x0);

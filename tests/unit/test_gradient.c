@@ -567,6 +567,13 @@ static void test_fd_designed_axes(void **state)
             assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
             memcpy(x, rp.x, nrf * sizeof *x); /* the random pulse, the problem's g */
             ps_design_x_of_pulse(p, x, z);
+            { /* the start is clipped to gmax: move the waveforms off the penalty's kink */
+                double zmax = 0.0;
+                for (size_t i = nrf; i < nx; i++)
+                    zmax = fmax(zmax, fabs(z[i]));
+                for (size_t i = nrf; i < nx; i++)
+                    z[i] += 0.02 * zmax * tu_uniform(&seed, -1.0, 1.0);
+            }
             char what[160];
             snprintf(what, sizeof what, "designed %s nc %d %s (gmax, g_end), z and t", v ? "xyz" : "xy", v ? 3 : 1,
                      ps_loss_name((ps_loss)loss));
@@ -595,6 +602,119 @@ static void test_fd_designed_axes(void **state)
             ps_problem_free(p);
             ref_problem_free(&rp);
         }
+}
+
+/*
+ * The RF mask: the held steps are constants. In the optimizer's variables
+ * (evaluated with the held steps zeroed, as every start and evaluation
+ * has them) and at the physical pulse (ps_eval, which zeroes them itself)
+ * the gradient against central differences, exactly zero at the held
+ * steps; ps_eval of an x with garbage at the held steps equals ps_eval of
+ * the same x with zeros there, bit for bit; one channel and three (the
+ * latter with b1_max, designed axes and active gmax/g_end penalties).
+ */
+static int eval_z_held(const ps_problem *p, const double *x, double *f, double *grad)
+{
+    const size_t n = ps_problem_nx(p);
+    double *h = malloc(n * sizeof *h);
+    assert_non_null(h);
+    memcpy(h, x, n * sizeof *h);
+    ps_design_hold(p, h);
+    int st = ps_objective_cpu_penalty(p, PS_PRECISION_DOUBLE, 1, gd_mu, h, f, grad, NULL, NULL);
+    free(h);
+    return st;
+}
+
+static void test_fd_rf_mask(void **state)
+{
+    (void)state;
+    uint64_t seed = 9100;
+    for (int v = 0; v < 2; v++) {
+        ref_problem_opts ro = {.ns = NS, .nt = NT, .loss = v ? PS_LOSS_MLS : PS_LOSS_XY, .relax = 1,
+                               .lambda = 0.1, .b1_max = v ? B1MAX : PS_B1MAX_NONE, .zero_spin = 1,
+                               .nc = v ? 3 : 0, .seed = seed++};
+        ref_problem rp;
+        assert_int_equal(ref_problem_random(&ro, &rp), 0);
+        double mask[NT];
+        size_t held = 0;
+        for (size_t k = 0; k < NT; k++) {
+            mask[k] = (k % 5 == 1 || (k >= 30 && k < 36)) ? 0.0 : 1.0; /* scattered and a block */
+            held += mask[k] == 0.0;
+        }
+        ps_problem_desc d = rp.d;
+        d.rf_mask = mask;
+        double rows[2 * 3 * NT]; /* the random pulse as the start, nonzero at the held steps too */
+        ps_design_rows_of_x(v ? 3 : 1, NT, rp.x, rows);
+        d.b1 = rows;
+        if (v) { /* designed x, penalties active */
+            d.design_g = PS_AXIS_X;
+            double smax = 0.0, peak = 0.0, prev = 0.0;
+            for (size_t k = 0; k < NT; k++) {
+                smax = fmax(smax, fabs(d.g[3 * k] - prev) / d.dt);
+                peak = fmax(peak, fabs(d.g[3 * k]));
+                prev = d.g[3 * k];
+            }
+            d.smax = 2.0 * smax;
+            d.gmax = 0.7 * peak;
+            d.g_end = 1;
+        }
+        ps_problem *p = NULL;
+        assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+        const size_t nc = v ? 3 : 1, nx = ps_problem_nx(p);
+        double *x = malloc(4 * nx * sizeof *x), *z = x + nx, *g1 = x + 2 * nx, *g2 = x + 3 * nx;
+        assert_non_null(x);
+        /* x0 holds the masked steps at zero although the start pulse has values there */
+        assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
+        size_t zeroed = 0; /* held steps whose start pulse was not zero */
+        for (size_t c = 0; c < nc; c++)
+            for (size_t k = 0; k < NT; k++) {
+                const double u = x[PS_X_U(NT, c, k)], v2 = x[PS_X_V(NT, c, k)];
+                if (mask[k] == 0.0) {
+                    assert_true(u == 0.0 && v2 == 0.0);
+                    zeroed += rp.x[PS_X_U(NT, c, k)] != 0.0;
+                } else {
+                    assert_true(u == rp.x[PS_X_U(NT, c, k)] && v2 == rp.x[PS_X_V(NT, c, k)]);
+                }
+            }
+        assert_true(zeroed > held / 2);
+        ps_design_x_of_pulse(p, x, z);
+        if (v) { /* the start is clipped to gmax: move the waveform off the penalty's kink */
+            double zmax = 0.0;
+            for (size_t i = 2 * nc * NT; i < nx; i++)
+                zmax = fmax(zmax, fabs(z[i]));
+            for (size_t i = 2 * nc * NT; i < nx; i++)
+                z[i] += 0.02 * zmax * tu_uniform(&seed, -1.0, 1.0);
+        }
+        char what[128];
+        gd_mu = v ? 1.7 : 0.0;
+        snprintf(what, sizeof what, "rf_mask (%zu held) nc %zu%s, z", held, nc, v ? " designed x" : "");
+        assert_true(fd_check(what, p, eval_z_held, z, nx) <= FD_TOL);
+        snprintf(what, sizeof what, "rf_mask (%zu held) nc %zu%s, pulse", held, nc, v ? " designed x" : "");
+        assert_true(fd_check(what, p, eval_pulse, x, nx) <= FD_TOL);
+        /* exactly zero at the held steps, in both variables */
+        double f1, f2;
+        tu_poison(g1, nx);
+        assert_int_equal(eval_z_held(p, z, &f1, g1), PS_CONVERGED);
+        tu_poison(g2, nx);
+        assert_int_equal(eval_pulse(p, x, &f2, g2), PS_CONVERGED);
+        for (size_t c = 0; c < nc; c++)
+            for (size_t k = 0; k < NT; k++)
+                if (mask[k] == 0.0)
+                    assert_true(g1[PS_X_U(NT, c, k)] == 0.0 && g1[PS_X_V(NT, c, k)] == 0.0 &&
+                                g2[PS_X_U(NT, c, k)] == 0.0 && g2[PS_X_V(NT, c, k)] == 0.0);
+        /* garbage at the held steps changes nothing */
+        memcpy(z, x, nx * sizeof *x);
+        for (size_t c = 0; c < nc; c++)
+            for (size_t k = 0; k < NT; k++)
+                if (mask[k] == 0.0)
+                    z[PS_X_U(NT, c, k)] = z[PS_X_V(NT, c, k)] = 0.37 + (double)k;
+        assert_int_equal(eval_pulse(p, z, &f1, g1), PS_CONVERGED);
+        assert_true(f1 == f2);
+        assert_memory_equal(g1, g2, nx * sizeof *g1);
+        free(x);
+        ps_problem_free(p);
+        ref_problem_free(&rp);
+    }
 }
 
 /* The finite-difference check can fail: ps_eval's gradient with one
@@ -712,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_fd_sar),
         cmocka_unit_test(test_fd_gradient_g),
         cmocka_unit_test(test_fd_designed_axes),
+        cmocka_unit_test(test_fd_rf_mask),
         cmocka_unit_test(test_fd_check_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -539,9 +539,12 @@ static void test_eval_file(void **state)
     full_problem fp;
     char err[512];
     ps_problem *p = create_full(&fp, 13);
-    double x[2 * NT], grad[2 * NT], m[NS * 3];
+    double x[2 * NT], grad[2 * NT], m[NS * 3], gg[NT * 3];
     random_outputs(6, 2 * NT, x, grad, m);
-    assert_int_equal(ps_h5_write_eval(path, p, x, 0.75, grad, m, err, sizeof err), 0);
+    uint64_t s = 21;
+    for (size_t i = 0; i < NT * 3; i++)
+        gg[i] = tu_uniform(&s, -5, 5);
+    assert_int_equal(ps_h5_write_eval(path, p, x, 0.75, grad, gg, m, err, sizeof err), 0);
     assert_no_open_handles();
 
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -552,6 +555,9 @@ static void test_eval_file(void **state)
         assert_true(g[2 * k] == grad[k]);          /* dF/du_k */
         assert_true(g[2 * k + 1] == grad[NT + k]); /* dF/dv_k */
     }
+    double *rg = read_dset(f, "/eval/gradient_g", 2, NT, 3);
+    assert_same(rg, gg, NT * 3, "/eval/gradient_g");
+    free(rg);
     hid_t ev = H5Gopen2(f, "/eval", H5P_DEFAULT);
     assert_true(ev >= 0);
     assert_true(read_attr_d(ev, "f") == 0.75);
@@ -1046,7 +1052,7 @@ static void write_result_and_eval(const char *rpath, const char *epath, const ps
     char err[512];
     int st = ps_h5_write_result(rpath, p, x, m, r, err, sizeof err);
     if (!st)
-        st = ps_h5_write_eval(epath, p, x, 0.5, grad, m, err, sizeof err);
+        st = ps_h5_write_eval(epath, p, x, 0.5, grad, NULL, m, err, sizeof err);
     if (st)
         printf("%s\n", err);
     assert_int_equal(st, 0);
@@ -1714,6 +1720,317 @@ static void test_b1max_forms(void **state)
     expect_read_error(path, PS_ERR_FILE, "attribute b1_max: wrong type", "integer");
 }
 
+/* ---- gradient design and RF mask ------------------------------------- */
+
+/* The full problem with the axes `axes` designed (smax 2e4 G/cm/s, gmax
+ * 0.8 G/cm, g_end) and an RF mask holding steps 1 and 3 at zero; mask[NT]
+ * is the caller's storage. */
+static ps_problem *create_designed(full_problem *fp, uint64_t seed, unsigned axes, double *mask)
+{
+    make_full(fp, seed);
+    for (size_t k = 0; k < NT; k++)
+        mask[k] = k == 1 || k == 3 ? 0.0 : 1.0;
+    fp->d.rf_mask = mask;
+    fp->d.design_g = axes;
+    fp->d.smax = 2e4;
+    fp->d.gmax = 0.8;
+    fp->d.g_end = 1;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&fp->d, &p), PS_CONVERGED);
+    return p;
+}
+
+static void write_designed(const char *path)
+{
+    full_problem fp;
+    double mask[NT];
+    write_and_free(path, create_designed(&fp, 51, PS_AXIS_X | PS_AXIS_Z, mask));
+}
+
+static void test_roundtrip_gradient(void **state)
+{
+    (void)state;
+    const char *path = "io_grad.h5";
+    full_problem fp;
+    double mask[NT];
+    char sbuf[64];
+    ps_problem *p = create_designed(&fp, 41, PS_AXIS_X | PS_AXIS_Z, mask);
+    write_kept(path, p);
+    ps_problem *q = read_same(path, p);
+    ps_problem_desc b;
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    assert_int_equal(b.design_g, PS_AXIS_X | PS_AXIS_Z);
+    assert_true(b.smax == 2e4 && b.gmax == 0.8 && b.g_end == 1);
+    assert_same(b.rf_mask, mask, NT, "rf_mask");
+    assert_same(b.g, fp.g, NT * 3, "g");
+    assert_int_equal(ps_problem_nx(q), 2 * NT + 2 * NT);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    read_attr_s(f, "design_g", sbuf, sizeof sbuf);
+    assert_string_equal(sbuf, "xz");
+    assert_true(read_attr_d(f, "smax") == 2e4);
+    assert_true(read_attr_d(f, "gmax") == 0.8);
+    assert_int_equal(read_attr_i(f, "g_end"), 1);
+    double *rm = read_dset(f, "/pulse/rf_mask", 1, NT, 0);
+    assert_same(rm, mask, NT, "/pulse/rf_mask");
+    free(rm);
+    H5Fclose(f);
+    ps_problem_free(q);
+    ps_problem_free(p);
+
+    /* every subset of the axes; without gmax and g_end no gmax attribute */
+    for (unsigned axes = 1; axes < 8; axes++) {
+        make_full(&fp, 42 + axes);
+        fp.d.design_g = axes;
+        fp.d.smax = 1.5e4;
+        assert_int_equal(ps_problem_create(&fp.d, &p), PS_CONVERGED);
+        write_kept(path, p);
+        q = read_same(path, p);
+        assert_int_equal(ps_problem_describe(q, &b), 0);
+        assert_int_equal(b.design_g, axes);
+        assert_true(b.smax == 1.5e4 && b.gmax == 0.0 && b.g_end == 0);
+        assert_null(b.rf_mask);
+        f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        assert_int_equal(H5Aexists(f, "gmax"), 0);
+        assert_int_equal(read_attr_i(f, "g_end"), 0);
+        assert_int_equal(H5Lexists(f, "/pulse/rf_mask", H5P_DEFAULT), 0);
+        H5Fclose(f);
+        ps_problem_free(q);
+        ps_problem_free(p);
+    }
+
+    /* numbers written as integers (h5py's for a Python int) are read too */
+    write_designed(path);
+    const double v15 = 15000.0, v4 = 4.0, v0 = 0.0;
+    set_attr_n(path, "/", "smax", H5T_STD_I64LE, 0, NULL, &v15);
+    set_attr_n(path, "/", "gmax", H5T_STD_I32LE, 0, NULL, &v4);
+    set_attr_n(path, "/", "g_end", H5T_STD_I64LE, 0, NULL, &v0);
+    char err[512];
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    assert_true(b.smax == 15000.0 && b.gmax == 4.0 && b.g_end == 0);
+    ps_problem_free(q);
+    /* a fixed-length string names the axes as well */
+    set_root_attr_string(path, "design_g", "y");
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    assert_int_equal(b.design_g, PS_AXIS_Y);
+    ps_problem_free(q);
+    assert_no_open_handles();
+}
+
+static void test_gradient_malformed(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_grad.h5";
+    const double two[2] = {1e4, 2e4};
+    const hsize_t n2[1] = {2};
+    static const char *const bad_axes[] = {"yx", "", "xx", "w", "x,y", "XY"};
+    for (size_t i = 0; i < sizeof bad_axes / sizeof bad_axes[0]; i++) {
+        write_designed(path);
+        set_root_attr_string(path, "design_g", bad_axes[i]);
+        char want[64];
+        snprintf(want, sizeof want, "'%s' is not a set of gradient axes", bad_axes[i]);
+        expect_read_error(path, PS_ERR_GRADIENT, "attribute design_g", want);
+    }
+    write_designed(path);
+    set_root_attr_double(path, "design_g", 3.0);
+    expect_read_error(path, PS_ERR_FILE, "attribute design_g: wrong type", "string");
+
+    write_designed(path);
+    set_root_attr_string(path, "smax", "fast");
+    expect_read_error(path, PS_ERR_FILE, "attribute smax: wrong type", "integer or float");
+    write_designed(path);
+    set_attr_n(path, "/", "smax", H5T_IEEE_F64LE, 1, n2, two);
+    expect_read_error(path, PS_ERR_FILE, "attribute smax: wrong shape", "2 values");
+    write_designed(path);
+    delete_attr(path, "/", "smax");
+    expect_read_error(path, PS_ERR_GRADIENT, "attribute smax", "smax = 0 must be finite and > 0");
+    /* values the validation refuses, named by their attribute */
+    static const struct {
+        const char *attr;
+        double v;
+        int status;
+        const char *msg;
+    } bad_values[] = {
+        {"smax", NAN, PS_ERR_NONFINITE, "smax is NaN"},
+        {"smax", -1.0, PS_ERR_GRADIENT, "smax = -1 must be finite and > 0"},
+        {"gmax", -1.0, PS_ERR_GRADIENT, "gmax = -1 must be"},
+        {"g_end", 0.5, PS_ERR_GRADIENT, "g_end = 0.5 must be 0 or 1"},
+        {"g_end", 2.0, PS_ERR_GRADIENT, "g_end = 2 must be 0 or 1"},
+    };
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        char where[64];
+        write_designed(path);
+        set_root_attr_double(path, bad_values[i].attr, bad_values[i].v);
+        snprintf(where, sizeof where, "attribute %s: ", bad_values[i].attr);
+        expect_read_error(path, bad_values[i].status, where, bad_values[i].msg);
+    }
+    write_designed(path);
+    delete_attr(path, "/", "gmax");
+    expect_read_error(path, PS_ERR_GRADIENT, "attribute g_end", "g_end needs gmax");
+    /* limits without designed axes */
+    write_designed(path);
+    delete_attr(path, "/", "design_g");
+    expect_read_error(path, PS_ERR_GRADIENT, "attribute smax", "without design_g");
+    write_full(path);
+    set_root_attr_double(path, "gmax", 4.0);
+    expect_read_error(path, PS_ERR_GRADIENT, "attribute gmax", "without design_g");
+}
+
+static void test_rf_mask_malformed(void **state)
+{
+    (void)state;
+    const char *path = "io_bad_mask.h5";
+    write_designed(path);
+    replace_dset(path, "/pulse/rf_mask", H5T_IEEE_F64LE, 1, NT + 1, 0, 1.0);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/rf_mask: wrong shape", "expected [Nt] = [5], got [6]");
+    write_designed(path);
+    replace_dset(path, "/pulse/rf_mask", H5T_IEEE_F64LE, 2, NT, 1, 1.0);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/rf_mask: wrong shape", "got [5,1]");
+    write_designed(path);
+    replace_dset(path, "/pulse/rf_mask", H5T_STD_I32LE, 1, NT, 0, 1.0);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/rf_mask: wrong type", "integer");
+    write_designed(path);
+    poke(path, "/pulse/rf_mask", 3, 0.5);
+    expect_read_error(path, PS_ERR_RF_MASK, "/pulse/rf_mask: ", "rf_mask[3] = 0.5 must be 0 or 1");
+    write_designed(path);
+    poke(path, "/pulse/rf_mask", 2, -1.0);
+    expect_read_error(path, PS_ERR_RF_MASK, "/pulse/rf_mask: ", "rf_mask[2] = -1 must be 0 or 1");
+    write_designed(path);
+    poke(path, "/pulse/rf_mask", 4, NAN);
+    expect_read_error(path, PS_ERR_NONFINITE, "/pulse/rf_mask: ", "rf_mask[4] is NaN");
+    /* a mask of zeros and ones alone is fine; so is one without designed axes */
+    write_full(path);
+    replace_dset(path, "/pulse/rf_mask", H5T_IEEE_F64LE, 1, NT, 0, 0.0);
+    poke(path, "/pulse/rf_mask", 2, 1.0);
+    char err[512];
+    ps_problem *q = NULL;
+    assert_int_equal(ps_h5_read_problem(path, &q, err, sizeof err), 0);
+    ps_problem_desc b;
+    assert_int_equal(ps_problem_describe(q, &b), 0);
+    for (size_t k = 0; k < NT; k++)
+        assert_true(b.rf_mask[k] == (k == 2 ? 1.0 : 0.0));
+    ps_problem_free(q);
+    assert_no_open_handles();
+}
+
+static void test_gradient_result_and_eval(void **state)
+{
+    (void)state;
+    const char *rpath = "io_grad_result.h5", *epath = "io_grad_eval.h5";
+    full_problem fp;
+    double mask[NT];
+    char err[512], sbuf[64];
+    ps_problem *p = create_designed(&fp, 61, PS_AXIS_Y | PS_AXIS_Z, mask);
+    const size_t nx = ps_problem_nx(p), nrf = 2 * NT;
+    assert_int_equal(nx, nrf + 2 * NT);
+    double x[4 * NT], grad[4 * NT], m[NS * 3], gg[NT * 3];
+    random_outputs(71, nx, x, grad, m);
+    for (size_t i = 0; i < NT * 3; i++)
+        gg[i] = 0.25 * (double)i - 1.0;
+    ps_result r;
+    memset(&r, 0, sizeof r);
+    r.status = PS_CONVERGED;
+    r.rounds = 3;
+    r.mu = 100.0;
+    r.violation = 1e-4;
+    int st = ps_h5_write_result(rpath, p, x, m, &r, err, sizeof err);
+    if (!st)
+        st = ps_h5_write_eval(epath, p, x, 0.5, grad, gg, m, err, sizeof err);
+    if (st)
+        printf("%s\n", err);
+    assert_int_equal(st, 0);
+    assert_no_open_handles();
+
+    /* /pulse/g: x the problem's, y and z x's waveforms */
+    double want_g[NT * 3];
+    for (size_t k = 0; k < NT; k++) {
+        want_g[3 * k] = fp.g[3 * k];
+        want_g[3 * k + 1] = x[nrf + k];
+        want_g[3 * k + 2] = x[nrf + NT + k];
+    }
+    const char *both[2] = {rpath, epath};
+    for (int i = 0; i < 2; i++) {
+        hid_t f = H5Fopen(both[i], H5F_ACC_RDONLY, H5P_DEFAULT);
+        double *g = read_dset(f, "/pulse/g", 2, NT, 3);
+        assert_same(g, want_g, NT * 3, "/pulse/g");
+        free(g);
+        double *rm = read_dset(f, "/pulse/rf_mask", 1, NT, 0);
+        assert_same(rm, mask, NT, "/pulse/rf_mask");
+        free(rm);
+        H5Fclose(f);
+    }
+    /* the report: per designed axis y, z */
+    hid_t f = H5Fopen(rpath, H5F_ACC_RDONLY, H5P_DEFAULT);
+    double *pg = read_dset(f, "/result/constraints/peak_g", 1, 2, 0);
+    double *ps = read_dset(f, "/result/constraints/peak_slew", 1, 2, 0);
+    double *pe = read_dset(f, "/result/constraints/end_g", 1, 2, 0);
+    assert_non_null(pg);
+    assert_non_null(ps);
+    assert_non_null(pe);
+    for (int i = 0; i < 2; i++) {
+        double want[3];
+        tu_waveform_values(x + nrf + (size_t)i * NT, NT, 1, fp.d.dt, want);
+        printf("axis %c: %g %g %g\n", "yz"[i], pg[i], ps[i], pe[i]);
+        assert_true(pg[i] == want[0] && ps[i] == want[1] && pe[i] == want[2]);
+    }
+    free(pg);
+    free(ps);
+    free(pe);
+    hid_t cg = H5Gopen2(f, "/result/constraints", H5P_DEFAULT);
+    read_attr_s(cg, "design_g", sbuf, sizeof sbuf);
+    assert_string_equal(sbuf, "yz");
+    assert_int_equal(read_attr_i(cg, "rf_free_steps"), NT - 2);
+    assert_int_equal(read_attr_i(cg, "rounds"), 3);
+    H5Gclose(cg);
+    H5Fclose(f);
+    double lim;
+    read_attr_vec(rpath, "/result/constraints/peak_g", "gmax", &lim, 1);
+    assert_true(lim == 0.8);
+    read_attr_vec(rpath, "/result/constraints/peak_slew", "smax", &lim, 1);
+    assert_true(lim == 2e4);
+    read_attr_vec(rpath, "/result/constraints/end_g", "g_end", &lim, 1);
+    assert_true(lim == 1.0);
+    f = H5Fopen(epath, H5F_ACC_RDONLY, H5P_DEFAULT);
+    double *rg = read_dset(f, "/eval/gradient_g", 2, NT, 3);
+    assert_same(rg, gg, NT * 3, "/eval/gradient_g");
+    free(rg);
+    H5Fclose(f);
+
+    /* the whole point reads back from either file, the waveforms included */
+    for (int i = 0; i < 2; i++) {
+        double xr[4 * NT];
+        tu_poison(xr, nx);
+        st = ps_h5_read_x(both[i], p, xr, err, sizeof err);
+        if (st)
+            printf("%s\n", err);
+        assert_int_equal(st, 0);
+        assert_same(xr, x, nx, "x read back");
+    }
+    /* a result file is a problem that starts from the result, g included */
+    ps_problem *q = NULL;
+    assert_int_equal(ps_h5_read_problem(rpath, &q, err, sizeof err), 0);
+    double x0[4 * NT];
+    assert_int_equal(ps_problem_x0(q, x0), 0);
+    assert_same(x0 + nrf, x + nrf, 2 * NT, "designed waveforms of x0");
+    ps_problem_free(q);
+    /* a waveform that is not finite on a designed axis, named */
+    poke(rpath, "/pulse/g", 3 * 2 + 2, INFINITY);
+    double xr[4 * NT];
+    memset(err, 'x', sizeof err);
+    st = ps_h5_read_x(rpath, p, xr, err, sizeof err);
+    printf("%s\n", err);
+    assert_int_equal(st, PS_ERR_NONFINITE);
+    assert_msg(err, rpath);
+    assert_msg(err, "/pulse/g: row 2 is not finite on the designed axis z");
+    /* on an axis not designed, it is not read */
+    poke(rpath, "/pulse/g", 3 * 2 + 2, 0.0);
+    poke(rpath, "/pulse/g", 3 * 4, NAN);
+    assert_int_equal(ps_h5_read_x(rpath, p, xr, err, sizeof err), 0);
+    assert_no_open_handles();
+    ps_problem_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1738,6 +2055,10 @@ int main(void)
         cmocka_unit_test(test_sar_result_and_eval),
         cmocka_unit_test(test_sar_malformed),
         cmocka_unit_test(test_b1max_forms),
+        cmocka_unit_test(test_roundtrip_gradient),
+        cmocka_unit_test(test_gradient_malformed),
+        cmocka_unit_test(test_rf_mask_malformed),
+        cmocka_unit_test(test_gradient_result_and_eval),
     };
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     return cmocka_run_group_tests(tests, NULL, NULL);

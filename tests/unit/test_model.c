@@ -945,7 +945,7 @@ static void test_slew_parametrization(void **state)
         g[k] = prev + dt * s[k];
         prev = g[k];
     }
-    ps_slew_variables(smax, kappa, dt, N, g, t);
+    ps_slew_variables(smax, kappa, dt, 0.0, N, g, t);
     ps_slew_waveform(smax, kappa, dt, N, t, g2);
     double worst = 0.0, gmax = 0.0;
     for (int k = 0; k < N; k++) {
@@ -957,13 +957,31 @@ static void test_slew_parametrization(void **state)
     /* clipping: a jump of 2 smax dt in one step is followed at 0.9 smax
      * over the next two steps */
     double jump[3] = {0.0, 2.0 * smax * dt, 2.0 * smax * dt}, tj[3], sj;
-    ps_slew_variables(smax, kappa, dt, 3, jump, tj);
-    sj = ps_slew_of_t(smax, kappa * tj[1]);
-    printf("clipped start slew %.6f smax, next %.6f smax\n", sj / smax, ps_slew_of_t(smax, kappa * tj[2]) / smax);
+    ps_slew_variables(smax, kappa, dt, 0.0, 3, jump, tj);
+    /* the slews of the variables: t_k = kappa (x_k - x_{k-1}) */
+    sj = ps_slew_of_t(smax, ps_slew_t(kappa, tj[1], tj[0]));
+    const double sj2 = ps_slew_of_t(smax, ps_slew_t(kappa, tj[2], tj[1]));
+    printf("clipped start slew %.6f smax, next %.6f smax\n", sj / smax, sj2 / smax);
     assert_true(fabs(sj - 0.9 * smax) <= 1e-12 * smax);
-    assert_true(fabs(ps_slew_of_t(smax, kappa * tj[2]) - 0.9 * smax) <= 1e-12 * smax);
-    ps_slew_variables(smax, kappa, dt, 3, (const double[3]){0.0, -jump[1], 0.0}, tj);
-    assert_true(fabs(ps_slew_of_t(smax, kappa * tj[1]) + 0.9 * smax) <= 1e-12 * smax);
+    assert_true(fabs(sj2 - 0.9 * smax) <= 1e-12 * smax);
+    ps_slew_variables(smax, kappa, dt, 0.0, 3, (const double[3]){0.0, -jump[1], 0.0}, tj);
+    assert_true(fabs(ps_slew_of_t(smax, ps_slew_t(kappa, tj[1], tj[0])) + 0.9 * smax) <= 1e-12 * smax);
+    /* with gmax the start is clipped to it: the round trip's waveform is g
+     * within gmax, gmax where g is above it (the slews here allow that) */
+    const double gm = 0.5 * gmax;
+    ps_slew_variables(smax, kappa, dt, gm, N, g, t);
+    ps_slew_waveform(smax, kappa, dt, N, t, g2);
+    size_t clipped = 0;
+    for (int k = 0; k < N; k++) {
+        const double want = fmin(gm, fmax(-gm, g[k]));
+        clipped += want != g[k];
+        assert_true(fabs(g2[k]) <= gm * (1.0 + 1e-12));
+        if (k == 0 || fabs(want - fmin(gm, fmax(-gm, g[k - 1]))) <= 0.8 * smax * dt)
+            assert_true(fabs(g2[k] - want) <= 1e-12 * gmax);
+    }
+    printf("gmax clipping: %zu of %d steps clipped\n", clipped, N);
+    assert_true(clipped > 0);
+    ps_slew_variables(smax, kappa, dt, 0.0, N, g, t); /* the unclipped start again */
     /* any t: |s| < smax, also where atan rounds to pi/2 it stays <= smax */
     const double ts[] = {0.0, 1.0, -3.0, 1e3, -1e8, 1e300, -1e300};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)

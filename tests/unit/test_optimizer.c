@@ -126,7 +126,7 @@ static void test_rosenbrock(size_t n)
         one[i] = 1.0;
     }
     wolfe_check w = {0, 0};
-    ps_minimizer mz = {n, 0, rosenbrock, &n, check_wolfe, &w};
+    ps_minimizer mz = {n, 0, rosenbrock, &n, check_wolfe, &w, 0.0};
     ps_options o = opts();
     ps_result r;
     int st = ps_minimize_cpu(&mz, &o, x, &r);
@@ -161,7 +161,7 @@ static void quadratic_cond_1e4(void **state)
     quad q = make_quad(n, 1e4);
     double *x = calloc(n, sizeof *x);
     wolfe_check w = {0, 0};
-    ps_minimizer mz = {n, 0, quadratic, &q, check_wolfe, &w};
+    ps_minimizer mz = {n, 0, quadratic, &q, check_wolfe, &w, 0.0};
     ps_options o = opts();
     ps_result r;
     int st = ps_minimize_cpu(&mz, &o, x, &r);
@@ -221,7 +221,7 @@ static void penalty_rounds(void **state)
         b.a[i] *= 2.0 / sqrt(norm);
     for (int limit = 0; limit < 2; limit++) {
         double x[50] = {0};
-        ps_minimizer mz = {b.n, 1, ball_penalty, &b, NULL, NULL};
+        ps_minimizer mz = {b.n, 1, ball_penalty, &b, NULL, NULL, 0.0};
         ps_options o = opts();
         o.max_rounds = limit ? 2 : 0; /* the default 8, then 2 */
         ps_result r;
@@ -268,7 +268,7 @@ static int run_quad(ps_options *o, quad *q, double *x, ps_result *r)
 {
     for (size_t i = 0; i < q->n; i++)
         x[i] = 0.0;
-    ps_minimizer mz = {q->n, 0, quadratic, q, NULL, NULL};
+    ps_minimizer mz = {q->n, 0, quadratic, q, NULL, NULL, 0.0};
     return ps_minimize_cpu(&mz, o, x, r);
 }
 
@@ -402,7 +402,7 @@ static void nan_trial_shrinks(void **state)
     double *x = calloc(n, sizeof *x), *c = malloc(n * sizeof *c);
     for (size_t i = 0; i < n; i++)
         c[i] = 0.5 / sqrt((double)n);
-    ps_minimizer mz = {n, 0, nan_outside_ball, &b, NULL, NULL};
+    ps_minimizer mz = {n, 0, nan_outside_ball, &b, NULL, NULL, 0.0};
     ps_options o = opts();
     ps_result r;
     int st = ps_minimize_cpu(&mz, &o, x, &r);

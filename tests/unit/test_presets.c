@@ -1006,6 +1006,79 @@ static void test_bad_ptx2d(void **state)
     ps_problem_free(p);
 }
 
+/* The gradient design keys of spiral2d, slice1d and ptx2d: none designed
+ * by default; design_g names the axes, smax, gmax and g_end set the limits,
+ * and nothing else of the problem changes. */
+static void test_gradient_keys(void **state)
+{
+    (void)state;
+    static const char *const base[3] = {"spiral2d:n=8,nt=40", "slice1d:nz=20,nt=30",
+                                        "ptx2d:n=16,nc=2,nt=20"};
+    static const struct {
+        const char *keys;
+        unsigned axes;
+        double smax, gmax;
+        int g_end;
+    } cases[] = {
+        {"design_g=xy,smax=15000,gmax=4,g_end=1", PS_AXIS_X | PS_AXIS_Y, 15000, 4, 1},
+        {"design_g=z,smax=2e4", PS_AXIS_Z, 2e4, 0, 0},
+        {"design_g=xyz,smax=1e4,gmax=2.5,g_end=0", 7, 1e4, 2.5, 0},
+        {"design_g=yz,smax=3e4,gmax=1", PS_AXIS_Y | PS_AXIS_Z, 3e4, 1, 0},
+        {"design_g=xz,smax=5e3,gmax=3,g_end=1", PS_AXIS_X | PS_AXIS_Z, 5e3, 3, 1},
+    };
+    for (int i = 0; i < 3; i++) {
+        ps_problem_desc d0, d;
+        ps_problem *p0 = make(base[i], &d0);
+        assert_int_equal(d0.design_g, 0);
+        assert_true(d0.smax == 0.0 && d0.gmax == 0.0 && d0.g_end == 0);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            char spec[160];
+            snprintf(spec, sizeof spec, "%s,%s", base[i], cases[c].keys);
+            ps_problem *p = make(spec, &d);
+            printf("%s: design_g %u smax %g gmax %g g_end %d\n", spec, d.design_g, d.smax,
+                   d.gmax, d.g_end);
+            assert_int_equal(d.design_g, cases[c].axes);
+            assert_true(d.smax == cases[c].smax && d.gmax == cases[c].gmax);
+            assert_int_equal(d.g_end, cases[c].g_end);
+            /* the rest is the preset without the keys: the start gradient and pulse */
+            assert_int_equal(d.ns, d0.ns);
+            assert_int_equal(d.nt, d0.nt);
+            assert_int_equal(memcmp(d.g, d0.g, 3 * d.nt * sizeof *d.g), 0);
+            assert_int_equal(memcmp(d.b1, d0.b1, 2 * ps_problem_nc(p) * d.nt * sizeof *d.b1), 0);
+            size_t ng = (cases[c].axes & 1) + (cases[c].axes >> 1 & 1) + (cases[c].axes >> 2 & 1);
+            assert_int_equal(ps_problem_nx(p), (2 * ps_problem_nc(p) + ng) * d.nt);
+            ps_problem_free(p);
+        }
+        ps_problem_free(p0);
+    }
+}
+
+/* Bad gradient design keys: named with their values. */
+static void test_bad_gradient_keys(void **state)
+{
+    (void)state;
+    bad("spiral2d:design_g=yx,smax=1e4", "design_g='yx' must name gradient axes");
+    bad("slice1d:design_g=,smax=1e4", "design_g=''");
+    bad("ptx2d:design_g=1,smax=1e4", "design_g='1'");
+    bad("spiral2d:design_g=xx,smax=1e4", "design_g='xx'");
+    bad("spiral2d:design_g=w", "design_g='w'");
+    bad("spiral2d:design_g=xy,smax=-1", "smax=-1 must be > 0");
+    bad("spiral2d:design_g=xy,smax=0", "smax=0 must be > 0");
+    bad("spiral2d:design_g=xy,smax=fast", "smax='fast' is not a number");
+    bad("slice1d:design_g=z,smax=1e4,gmax=-4", "gmax=-4 must be >= 0");
+    bad("slice1d:design_g=z,smax=1e4,gmax=4,g_end=2", "g_end=2 must be 0 or 1");
+    bad("slice1d:design_g=z,smax=1e4,gmax=4,g_end=0.5", "g_end=0.5 must be 0 or 1");
+    /* combinations the problem refuses, named with the parameters given */
+    bad("spiral2d:design_g=xy", "smax = 0 must be finite and > 0");
+    bad("spiral2d:smax=15000", "smax given without design_g");
+    bad("ptx2d:gmax=4", "gmax given without design_g");
+    bad("slice1d:design_g=z,smax=1e4,g_end=1", "g_end needs gmax");
+    bad("slice1d:design_g=z,smax=1e4,g_end=1", "design_g=z,smax=1e4,g_end=1");
+    /* inversion has no gradient to design */
+    bad("inversion:design_g=x,smax=1e4", "unknown key 'design_g'");
+    bad("inversion:smax=1e4", "unknown key 'smax'");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1023,6 +1096,8 @@ int main(void)
         cmocka_unit_test(test_common_keys),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_bad_presets),
+        cmocka_unit_test(test_gradient_keys),
+        cmocka_unit_test(test_bad_gradient_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
