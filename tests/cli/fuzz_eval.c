@@ -596,6 +596,8 @@ int main(int argc, char **argv)
     const int long_run = !strcmp(argv[2], "--long");
     const char *dir = argv[long_run ? 4 : 3];
     long per_attack = long_run ? strtol(argv[3], NULL, 10) : 0;
+    if (!exe || !dir)
+        return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     mkdir(dir, 0755);
     char file[4096], out[4096], errpath[4096];
