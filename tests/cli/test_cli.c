@@ -2043,7 +2043,13 @@ static void test_corrupt_string_heap(void **state)
     r = run("eval", "cli_heap.h5", "-o", "cli_heap_eval.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "cli_heap.h5: corrupt file");
+#ifndef __SANITIZE_ADDRESS__
     assert_one_line(r->err);
+#else
+    /* AddressSanitizer reports libhdf5's bad read in the reading process
+     * first; persolve's own message is still the one last line */
+    assert_one_line(strstr(r->err, "persolve: cli_heap.h5: corrupt file"));
+#endif
     r = run("design", "cli_heap.h5", "--max-iters", "1", "-o", "cli_heap_r.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "corrupt file");
