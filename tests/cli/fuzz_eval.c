@@ -666,6 +666,9 @@ int main(int argc, char **argv)
     }
 
     long counts[A_COUNT][R_COUNT] = {{0}};
+    /* among the clean errors: files on which the reading process crashed
+     * or looped (libhdf5's faults, contained) */
+    long child_crash[A_COUNT] = {0}, child_loop[A_COUNT] = {0};
     long failures = 0;
     char err[8192];
     const double t0 = now();
@@ -676,6 +679,10 @@ int main(int argc, char **argv)
         }
         int r = run_eval(exe, file, out, errpath, err, sizeof err);
         counts[att[i]][r]++;
+        if (r == R_CLEAN) {
+            child_crash[att[i]] += strstr(err, "crashed the HDF5 library") != NULL;
+            child_loop[att[i]] += strstr(err, "did not finish within") != NULL;
+        }
         if (r >= R_CRASH) {
             failures++;
             printf("FAIL %s seed %llu: %s\n%s", attack_names[att[i]],
@@ -687,8 +694,8 @@ int main(int argc, char **argv)
             rename(file, keep);
         }
     }
-    printf("%-10s %7s %12s %8s %10s %6s %5s %8s\n", "attack", "tried", "clean error", "success",
-           "contained", "crash", "hang", "unclean");
+    printf("%-10s %7s %12s %8s %10s %6s %5s %8s  (clean errors: reader crashed, looped)\n",
+           "attack", "tried", "clean error", "success", "contained", "crash", "hang", "unclean");
     long tot[R_COUNT] = {0}, tried = 0;
     for (int a = 0; a < A_COUNT; a++) {
         long t = 0;
@@ -698,9 +705,10 @@ int main(int argc, char **argv)
         }
         tried += t;
         if (t)
-            printf("%-10s %7ld %12ld %8ld %10ld %6ld %5ld %8ld\n", attack_names[a], t,
+            printf("%-10s %7ld %12ld %8ld %10ld %6ld %5ld %8ld  (%ld, %ld)\n", attack_names[a], t,
                    counts[a][R_CLEAN], counts[a][R_SUCCESS], counts[a][R_CONTAINED],
-                   counts[a][R_CRASH], counts[a][R_HANG], counts[a][R_UNCLEAN]);
+                   counts[a][R_CRASH], counts[a][R_HANG], counts[a][R_UNCLEAN], child_crash[a],
+                   child_loop[a]);
     }
     printf("%-10s %7ld %12ld %8ld %10ld %6ld %5ld %8ld\n", "all", tried, tot[R_CLEAN],
            tot[R_SUCCESS], tot[R_CONTAINED], tot[R_CRASH], tot[R_HANG], tot[R_UNCLEAN]);
