@@ -83,6 +83,23 @@ void ps_cli_preset_base(const char *spec, char *base, size_t len);
 int ps_cli_output_path(const char *given, const char *base, const char *suffix,
                        int replaced, char *buf, size_t len);
 
+/*
+ * A text file written whole or not at all: its contents are collected in
+ * memory (open_memstream) and ps_cli_memfile_commit puts them in place of
+ * path through a temporary file beside it, synced and renamed
+ * (common/atomic_file.h), so a full disk leaves the old file and one
+ * message. ps_cli_memfile_open returns the stream (NULL: out of memory).
+ */
+typedef struct ps_cli_memfile {
+    FILE *f;
+    char *buf;
+    size_t len;
+} ps_cli_memfile;
+FILE *ps_cli_memfile_open(ps_cli_memfile *m);
+/* Returns an exit code (PS_EXIT_OK, or PS_EXIT_INPUT with the message
+ * printed). */
+int ps_cli_memfile_commit(ps_cli_memfile *m, const char *path);
+
 /* JSON: a quoted, escaped string; a number (non-finite as null). */
 void ps_json_string(FILE *f, const char *s);
 void ps_json_number(FILE *f, double v);

@@ -8,11 +8,13 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "io/h5io.h"
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0. */
@@ -239,6 +241,36 @@ int ps_cli_output_path(const char *given, const char *base, const char *suffix,
             ps_cli_error("%s: cannot write: %s", buf, strerror(errno));
             return PS_EXIT_INPUT;
         }
+    }
+    return PS_EXIT_OK;
+}
+
+FILE *ps_cli_memfile_open(ps_cli_memfile *m)
+{
+    m->buf = NULL;
+    m->len = 0;
+    m->f = open_memstream(&m->buf, &m->len);
+    return m->f;
+}
+
+int ps_cli_memfile_commit(ps_cli_memfile *m, const char *path)
+{
+    int bad = !m->f || fclose(m->f) != 0;
+    m->f = NULL;
+    char tmp[4096 + PS_TEMP_SUFFIX_MAX];
+    ps_replace_step step = bad ? PS_REPLACE_CREATE
+                               : ps_replace_file(path, 0644, m->buf, m->len, tmp, sizeof tmp);
+    int e = errno;
+    free(m->buf);
+    m->buf = NULL;
+    if (bad) {
+        ps_cli_error("%s: cannot write: out of memory", path);
+        return PS_EXIT_INPUT;
+    }
+    if (step != PS_REPLACE_DONE) {
+        ps_cli_error("%s: cannot write: %s (the file is left as it was)", path,
+                     e ? strerror(e) : "no progress");
+        return PS_EXIT_INPUT;
     }
     return PS_EXIT_OK;
 }
