@@ -116,7 +116,14 @@ int ps_cmd_eval(const ps_cli *cli)
         goto done;
     }
 
-    st = ps_h5_write_eval(out, p, x, f, g, gg, m, err, sizeof err);
+    char opts[512], cmdline[4096], created[32];
+    snprintf(opts, sizeof opts, "backend=%s precision=%s threads=%d strict=%d x=%s",
+             ps_cli_backend_name(o.backend), ps_cli_precision_name(o.precision), o.threads,
+             cli->strict, cli->x_file ? cli->x_file : "none");
+    ps_cli_command_line(cli, cmdline, sizeof cmdline);
+    ps_cli_utc_now(created, sizeof created);
+    ps_h5_result_info info = {gnorm, NULL, cli->input, cmdline, opts, created};
+    st = ps_h5_write_eval_info(out, p, x, f, g, gg, m, &info, err, sizeof err);
     if (st != 0) {
         ps_cli_error("%s", err);
         code = PS_EXIT_INPUT;

@@ -1849,6 +1849,13 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
                      double f, const double *grad, const double *grad_g, const double *m,
                      char *err, size_t errlen)
 {
+    return ps_h5_write_eval_info(path, p, x, f, grad, grad_g, m, NULL, err, errlen);
+}
+
+int ps_h5_write_eval_info(const char *path, const ps_problem *p, const double *x, double f,
+                          const double *grad, const double *grad_g, const double *m,
+                          const ps_h5_result_info *info, char *err, size_t errlen)
+{
     h5ctx c = {path, err, errlen, NULL};
     ps_problem_desc d;
     h5out o;
@@ -1875,7 +1882,8 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
     if ((st = h5_write_channels(ev, &c, "gradient", PS_CH_OUTER, PS_NC_OF(&d), d.nt, 2,
                                 rows)) ||
         (grad_g && (st = h5_write_array(ev, &c, "gradient_g", d.nt, 3, grad_g))) ||
-        (st = h5_write_attr_double(ev, &c, "f", f)))
+        (st = h5_write_attr_double(ev, &c, "f", f)) ||
+        (info && (st = h5_write_info(ev, &c, info))))
         goto done;
     res = h5_group(o.file, &c, "/result", &st);
     if (st)

@@ -135,6 +135,12 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
                      double f, const double *grad, const double *grad_g, const double *m,
                      char *err, size_t errlen);
 
+/* ps_h5_write_eval with the provenance of ps_h5_write_result_info on
+ * /eval (info NULL: none; its gnorm_physical is |grad F| of the pulse). */
+int ps_h5_write_eval_info(const char *path, const ps_problem *p, const double *x, double f,
+                          const double *grad, const double *grad_g, const double *m,
+                          const ps_h5_result_info *info, char *err, size_t errlen);
+
 /* Read /pulse/b1 of nc channels of nt steps ([nt,2] for nc = 1, a rank-3
  * [1,nt,2] too; [nc,nt,2] for several) of any file into x[2*nc*nt]. */
 int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *err,

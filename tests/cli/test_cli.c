@@ -2267,6 +2267,15 @@ static void test_reports(void **state)
     assert_true(buf[4] == '-' && buf[10] == 'T' && buf[19] == 'Z');
     h5_attr_string(res, "/result", "build_id", buf, sizeof buf);
     assert_true(strncmp(buf, version, strlen(version)) == 0);
+    /* an eval file records the same on /eval, its |grad F| too */
+    h5_attr_string("cli_rep_eval.h5", "/eval", "input", buf, sizeof buf);
+    assert_string_equal(buf, res);
+    h5_attr_string("cli_rep_eval.h5", "/eval", "options", buf, sizeof buf);
+    assert_contains(buf, "precision=double");
+    h5_attr_string("cli_rep_eval.h5", "/eval", "persolve_version", buf, sizeof buf);
+    assert_string_equal(buf, version);
+    assert_close("/eval gnorm_physical", h5_attr("cli_rep_eval.h5", "/eval", "gnorm_physical"),
+                 gphys, 1e-9);
     unlink(res);
     /* a parameter that overflows is named so */
     r = run("eval", "spiral2d:n=8,nt=50,fov=1e308", NULL);
