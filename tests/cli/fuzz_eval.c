@@ -5,6 +5,7 @@
  *   fuzz_eval PERSOLVE SEEDS WORKDIR        the seed list SEEDS: lines
  *                                           "ATTACK FIRST LAST"
  *   fuzz_eval PERSOLVE --long N WORKDIR     N seeds of every attack
+ *   fuzz_eval --write ATTACK SEED FILE      write the file of one seed
  *
  * Each (attack, seed) regenerates the same file: a small valid problem
  * written with the HDF5 API (one channel, or two with a B1 map, VOPs and a
@@ -604,6 +605,16 @@ static int attack_index(const char *name)
 
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "--write")) {
+        int a = attack_index(argv[2]);
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        if (a < 0 || generate(a, strtoull(argv[3], NULL, 10), argv[4])) {
+            fprintf(stderr, "fuzz_eval --write: cannot write %s %s to %s\n", argv[2], argv[3],
+                    argv[4]);
+            return 2;
+        }
+        return 0;
+    }
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: fuzz_eval PERSOLVE SEEDS WORKDIR | PERSOLVE --long N WORKDIR\n");
         return 2;

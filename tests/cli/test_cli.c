@@ -42,6 +42,7 @@ extern char **environ;
 #endif
 
 static const char *persolve_exe;
+static const char *fuzz_exe; /* fuzz_eval, which writes broken files (NULL: not given) */
 
 /* Columns of /result/history: iteration, f, gnorm, step, evaluations,
  * seconds, penalty round. */
@@ -2067,6 +2068,52 @@ static void test_corrupt_string_heap(void **state)
     free(b);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A file on which libhdf5 loops (fuzz_eval's heap attack, seed 6): the
+ * reading process is killed at the time limit, and a signal while it
+ * reads ends persolve at once. */
+static void test_reader_loops(void **state)
+{
+    (void)state;
+    if (!fuzz_exe) {
+        skip();
+        return;
+    }
+    pid_t w;
+    const char *const gen[] = {"--write", "heap", "6", "cli_loop.h5", NULL};
+    const char *argv[8] = {fuzz_exe};
+    for (int i = 0; gen[i]; i++)
+        argv[i + 1] = gen[i];
+    assert_int_equal(posix_spawn(&w, fuzz_exe, NULL, NULL, (char *const *)argv, environ), 0);
+    assert_int_equal(wait_code(w), 0);
+    const double t0 = now_s();
+    run_result *r = run("eval", "cli_loop.h5", "-o", "cli_loop_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_loop.h5: corrupt file: reading it did not finish within 10 s");
+    assert_true(now_s() - t0 < 30.0);
+    /* SIGTERM while the design reads it: exit 130 at once, nothing written */
+    unlink("cli_loop_r.h5");
+    const char *args[] = {"design", "cli_loop.h5", "-o", "cli_loop_r.h5", NULL};
+    pid_t pid = spawn_cli(args);
+    sleep_s(1.0);
+    const double t1 = now_s();
+    kill(pid, SIGTERM);
+    int code = wait_bounded(pid, 5.0);
+    r = malloc(sizeof *r);
+    collect(r, code, args);
+    assert_code(r, 130);
+    assert_true(now_s() - t1 < 5.0);
+    assert_contains(r->err, "reading cancelled");
+    assert_false(file_exists("cli_loop_r.h5"));
+    free(r);
+}
+
 static void test_special_inputs(void **state)
 {
     (void)state;
@@ -2291,6 +2338,7 @@ int main(int argc, char **argv)
         return 2;
     }
     persolve_exe = argv[1];
+    fuzz_exe = argc > 2 ? argv[2] : NULL;
     /* the tune cache of these runs: its own, never the user's */
     setenv("PERSOLVE_CACHE_DIR", "cli_tune_cache", 1);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -2340,6 +2388,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tune),
         cmocka_unit_test(test_corrupt_string_heap),
         cmocka_unit_test(test_special_inputs),
+        cmocka_unit_test(test_reader_loops),
         cmocka_unit_test(test_output_unwritable),
         cmocka_unit_test(test_unknown_names),
         cmocka_unit_test(test_bad_limits_and_types),
