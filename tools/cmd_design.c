@@ -142,11 +142,11 @@ static const char *gnorm_test(const ps_problem *p)
         return "physical";
     const int peak = d.b1_max_channel != NULL || isfinite(d.b1_max);
     if (peak && d.design_g)
-        return "optimizer's variables (reparametrized for b1_max and the designed gradient)";
+        return "optimizer's variables, reparametrized for b1_max and the designed gradient";
     if (peak)
-        return "optimizer's variables (reparametrized for b1_max)";
+        return "optimizer's variables, reparametrized for b1_max";
     if (d.design_g)
-        return "optimizer's variables (the designed gradient's scaled slews)";
+        return "optimizer's variables, the designed gradient's scaled slews";
     return "physical";
 }
 

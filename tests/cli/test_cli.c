@@ -2285,8 +2285,8 @@ static void test_reports(void **state)
     /* the test's norm is the optimizer's; |grad F| is reported as eval
      * computes it */
     double gphys = json_number(r->out, "gnorm_physical"), gtest = json_number(r->out, "gnorm");
-    assert_contains(r->out, "\"gnorm_test\": \"optimizer's variables (reparametrized for "
-                            "b1_max)\"");
+    assert_contains(r->out, "\"gnorm_test\": \"optimizer's variables, reparametrized for "
+                            "b1_max\"");
     assert_true(isfinite(gphys) && gphys != gtest);
     assert_close("/result gnorm_physical", h5_attr(res, "/result", "gnorm_physical"), gphys,
                  1e-15);
