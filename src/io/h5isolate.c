@@ -215,7 +215,9 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
     }
     if (pid == 0) {
         close(fds[0]);
-        signal(SIGINT, SIG_DFL);
+        /* a Ctrl-C reaches the whole process group: the parent decides
+         * (it kills this process when it cancels, and dies with it) */
+        signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
 #ifdef __linux__
@@ -286,6 +288,8 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
             nanosleep(&ts, NULL);
         }
     }
+    if (!st && cancel && *cancel) /* a signal ended the child too */
+        st = iso_fail(path, err, errlen, PS_CANCELLED, "%s", "reading cancelled (signal)");
     if (st)
         return st;
     if (timed_out) {
