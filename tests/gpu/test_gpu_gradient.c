@@ -40,8 +40,8 @@ static int held(size_t k)
 }
 
 /*
- * p with the designed axes `axes` (PS_AXIS_* bits): smax twice the largest
- * slew of the problem's waveform (so that its start is not clipped), gmax
+ * p with the designed axes `axes` (PS_AXIS_* bits, 0: none): smax twice
+ * the largest slew of the problem's waveform (its start not clipped), gmax
  * gfrac times its peak (0: none), g_end, and with mask the RF mask of
  * held(). Frees p.
  */
@@ -61,7 +61,7 @@ static ps_problem *with_design(ps_problem *p, unsigned axes, double gfrac, int g
     for (size_t k = 0; k < nt; k++)
         m[k] = held(k) ? 0.0 : 1.0;
     d.design_g = axes;
-    d.smax = 2.0 * smax;
+    d.smax = axes ? 2.0 * smax : 0.0;
     d.gmax = gfrac * peak;
     d.g_end = g_end;
     d.rf_mask = mask ? m : NULL;
