@@ -7,9 +7,10 @@
  *                    waveforms g_ik at x + alpha d, the slews
  *                    dt s_k = dt smax (2/pi) atan(t_k) of the slew
  *                    variables t_k = kappa_i (x_k - x_{k-1}) in parallel
- *                    and g_k = sum_{j<=k} dt s_j by a fixed-order block
- *                    scan in double (the same bits in every block and every
- *                    variant, for a given block size); the block's own gdt
+ *                    (each thread a chunk of consecutive steps) and
+ *                    g_k = sum_{j<=k} dt s_j by one fixed-order block scan
+ *                    in double for all axes (the same bits in every block
+ *                    and every variant, for a given block size); the block's own gdt
  *                    copy [nt][3] in the spin loop's precision (the
  *                    problem's gdt on the fixed axes, dt gamma g_k on the
  *                    designed ones), which the spin loops read instead of
@@ -56,7 +57,7 @@ __device__ __forceinline__ double des_kappa(const ps_design &des, int i)
 /* Doubles of the evaluation's scratch for the designed axes (shared
  * memory, 16-byte aligned, after the gradient staging):
  * [0, 64) block_partials' [warps][4], [64, 68) its sums, [72, 88) the
- * warps' violations; the block scan uses [0, warps). */
+ * warps' violations; the block scan uses [0, 3 warps). */
 #define PS_GPU_DG_SCRATCH 96
 
 /* The scratch's place after the staging buffer `end` (cuda/evaluate.cuh). */
@@ -66,32 +67,47 @@ __device__ __forceinline__ double *dg_scratch(void *end)
 }
 
 /*
- * Inclusive scan of v over the block's threads in thread order, plus
- * carry; carry becomes carry + the sum of every thread's v (the same bits
- * in every thread). A fixed order: Hillis-Steele shuffles in each warp,
- * then the warps before in order. Every thread calls it; scr: [warps]
+ * Exclusive scan over the block's threads in thread order of three values
+ * a thread (the designed axes'): v[q] becomes the sum of v[q] of the
+ * threads before it (0 in thread 0). A fixed order, the same bits in every
+ * block for a given block size: Hillis-Steele shuffles in each warp, then
+ * the warps before in order. Every thread calls it; scr: [warps][3]
  * doubles; two barriers.
  */
-__device__ inline double block_scan(double v, double &carry, double *scr)
+__device__ inline void block_scan3(double (&v)[3], double *scr)
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    for (int off = 1; off < 32; off *= 2) {
-        const double y = __shfl_up_sync(0xffffffffu, v, off);
-        if (lane >= off)
-            v += y;
-    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    double inc[3] = {v[0], v[1], v[2]};
+    for (int off = 1; off < 32; off *= 2)
+#pragma unroll
+        for (int q = 0; q < 3; q++) {
+            const double y = __shfl_up_sync(0xffffffffu, inc[q], off);
+            if (lane >= off)
+                inc[q] += y;
+        }
     if (lane == 31)
-        scr[warp] = v;
+        for (int q = 0; q < 3; q++)
+            scr[3 * warp + q] = inc[q];
     __syncthreads();
-    double before = carry, total = carry;
-    for (int w = 0; w < nw; w++) {
-        if (w < warp)
-            before += scr[w];
-        total += scr[w];
+#pragma unroll
+    for (int q = 0; q < 3; q++) {
+        double before = 0.0;
+        for (int w = 0; w < warp; w++)
+            before += scr[3 * w + q];
+        const double prev = __shfl_up_sync(0xffffffffu, inc[q], 1); /* the lane before's inclusive sum */
+        v[q] = lane ? before + prev : before;
     }
-    __syncthreads(); /* scr is read before the next scan writes it */
-    carry = total;
-    return before + v;
+    __syncthreads(); /* scr is read before it is written again */
+}
+
+/* The steps [*k0, *k1) of thread t of tb: contiguous chunks of
+ * ceil(nt / tb) steps in step order (rev: thread t takes chunk tb - 1 - t,
+ * so that thread order is descending step order). */
+__device__ __forceinline__ void thread_steps(int nt, int t, int tb, bool rev, int *k0, int *k1)
+{
+    const int len = (nt + tb - 1) / tb, c = rev ? tb - 1 - t : t;
+    *k0 = min(nt, c * len);
+    *k1 = min(nt, *k0 + len);
 }
 
 /* The coordinate j of the point x + alpha d (d may be NULL). */
@@ -105,14 +121,16 @@ __device__ __forceinline__ double point_at(const double *x, const double *d, dou
  * At x + alpha d (d may be NULL): g_ik of every designed axis i (in the
  * optimizer's variables the cumulative sum of dt s_k, s_k of
  * t_k = kappa_i (x_k - x_{k-1}), model/design.h; at the physical point
- * x's tail itself), the block's gdt [nt][3] (R), its row of a.gpen
- * (the penalty of each axis's limits at mu = 1, per step by
+ * x's tail itself), the block's gdt [nt][3] (R), its row of a.gpen (the
+ * penalty of each axis's limits at mu = 1, per step by
  * ps_gradient_penalty over one step, the end condition with the last;
  * then the largest violation), and with grad the designed part of the
  * block's partial gradient gp preset (block 0: the penalty's gradient at
- * weight mu; the others: 0). Thread t takes the steps t + j tb in order.
- * Every thread calls it; scr: PS_GPU_DG_SCRATCH doubles; ends with a
- * barrier.
+ * weight mu; the others: 0). Thread t takes a chunk of consecutive steps
+ * (thread_steps): dt s_k of its steps into gp (scratch), their sums over
+ * the chunk scanned over the threads (one block scan for every axis),
+ * then g_k = the chunk's prefix + its own running sum. Every thread calls
+ * it; scr: PS_GPU_DG_SCRATCH doubles; ends with a barrier.
  */
 template <typename R>
 __device__ inline void form_gradient(const args &a, const double *x, const double *d, double alpha, double mu,
@@ -121,46 +139,59 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
     const ps_design &des = a.des;
     const int nt = a.nt, tb = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = (tb + 31) >> 5;
     const R *gfix = (const R *)a.gdt;
-    for (int k = t; k < nt; k += tb)
+    int k0, k1;
+    thread_steps(nt, t, tb, false, &k0, &k1);
+    for (int k = k0; k < k1; k++)
         for (int c = 0; c < 3; c++)
             gdt[3 * k + c] = gfix[3 * k + c];
+    /* the chunk's slews dt s_k (into gp, its own elements) and their sums */
+    double off[3] = {0.0, 0.0, 0.0};
+#pragma unroll
+    for (int i = 0; i < 3; i++)
+        if (i < des.ng && des.slew) {
+            const double kappa = des_kappa(des, i);
+            const int x0 = PS_X_G(a.nc, nt, i, 0);
+            double xprev = k0 > 0 ? point_at(x, d, alpha, x0 + k0 - 1) : 0.0;
+            for (int k = k0; k < k1; k++) {
+                const double xk = point_at(x, d, alpha, x0 + k);
+                const double v = des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, xk, xprev));
+                gp[x0 + k] = v;
+                off[i] += v;
+                xprev = xk;
+            }
+        }
+    if (des.slew)
+        block_scan3(off, scr); /* the chunks before: g_{k0 - 1} */
     double pen[3] = {0.0, 0.0, 0.0}, viol = 0.0;
 #pragma unroll
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3; i++)
         if (i < des.ng) {
-            const int ax = des_axis(des, i);
-            const double kappa = des_kappa(des, i);
-            double carry = 0.0;
-            for (int k0 = 0; k0 < nt; k0 += tb) {
-                const int k = k0 + t, ix = PS_X_G(a.nc, nt, i, k);
-                double v = 0.0;
-                if (k < nt) {
-                    v = point_at(x, d, alpha, ix);
-                    if (des.slew) {
-                        const double xprev = k > 0 ? point_at(x, d, alpha, ix - 1) : 0.0;
-                        v = des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, v, xprev));
-                    }
+            const int ax = des_axis(des, i), x0 = PS_X_G(a.nc, nt, i, 0);
+            double acc = off[i];
+            for (int k = k0; k < k1; k++) {
+                double g;
+                if (des.slew) {
+                    acc += gp[x0 + k];
+                    g = acc;
+                } else {
+                    g = point_at(x, d, alpha, x0 + k);
                 }
-                const double g = des.slew ? block_scan(v, carry, scr) : v;
-                if (k < nt) {
-                    gdt[3 * k + ax] = (R)(des.dtg * g);
-                    const int ge = k == nt - 1 ? des.g_end : 0;
-                    pen[i] += ps_gradient_penalty(des.gmax, ge, 1.0, 1, &g, nullptr, &viol);
-                    if (grad) {
-                        double dg = 0.0, unused = 0.0;
-                        if (blockIdx.x == 0)
-                            ps_gradient_penalty(des.gmax, ge, mu, 1, &g, &dg, &unused);
-                        gp[ix] = dg;
-                    }
+                gdt[3 * k + ax] = (R)(des.dtg * g);
+                const int ge = k == nt - 1 ? des.g_end : 0;
+                pen[i] += ps_gradient_penalty(des.gmax, ge, 1.0, 1, &g, nullptr, &viol);
+                if (grad) {
+                    double dg = 0.0, unused = 0.0;
+                    if (blockIdx.x == 0)
+                        ps_gradient_penalty(des.gmax, ge, mu, 1, &g, &dg, &unused);
+                    gp[x0 + k] = dg;
                 }
             }
         }
-    }
     /* the penalties: a fixed-order block sum; the violation: the largest */
     const double vals[4] = {pen[0], pen[1], pen[2], 0.0};
     block_partials(vals, 4, scr, scr + 64);
-    for (int off = 16; off > 0; off /= 2)
-        viol = fmax(viol, __shfl_xor_sync(0xffffffffu, viol, off));
+    for (int o = 16; o > 0; o /= 2)
+        viol = fmax(viol, __shfl_xor_sync(0xffffffffu, viol, o));
     if (lane == 0)
         scr[72 + warp] = viol;
     __syncthreads();
@@ -205,23 +236,33 @@ __device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, cons
 /*
  * ---- reverse cumulative sums (end of an evaluation, every block) ----
  * Each designed row of the block's partial gradient gp becomes
- * R_k = sum_{j>=k} row_j: thread t takes step nt - 1 - (t + j tb), a block
- * scan from the last step. Every thread calls it; scr: [warps] doubles.
+ * R_k = sum_{j>=k} row_j: thread t takes a chunk of consecutive steps,
+ * the chunks in descending order over the threads (thread_steps), so that
+ * one block scan gives each chunk the sum of the rows after it; then its
+ * steps from the last. Every thread calls it; scr: [warps][3] doubles.
  */
 __device__ inline void reverse_rows(const args &a, double *gp, double *scr)
 {
-    const int nt = a.nt, tb = blockDim.x;
-    for (int i = 0; i < a.des.ng; i++) {
-        double carry = 0.0;
-        for (int j0 = 0; j0 < nt; j0 += tb) {
-            const int k = nt - 1 - (j0 + (int)threadIdx.x);
-            const int ix = PS_X_G(a.nc, nt, i, k);
-            const double v = k >= 0 ? gp[ix] : 0.0;
-            const double s = block_scan(v, carry, scr);
-            if (k >= 0)
-                gp[ix] = s;
+    const int nt = a.nt, ng = a.des.ng;
+    int k0, k1;
+    thread_steps(nt, threadIdx.x, blockDim.x, true, &k0, &k1);
+    double off[3] = {0.0, 0.0, 0.0};
+#pragma unroll
+    for (int i = 0; i < 3; i++)
+        if (i < ng)
+            for (int k = k1 - 1; k >= k0; k--)
+                off[i] += gp[PS_X_G(a.nc, nt, i, k)];
+    block_scan3(off, scr);
+#pragma unroll
+    for (int i = 0; i < 3; i++)
+        if (i < ng) {
+            double acc = off[i];
+            for (int k = k1 - 1; k >= k0; k--) {
+                double *e = gp + PS_X_G(a.nc, nt, i, k);
+                acc += *e;
+                *e = acc;
+            }
         }
-    }
 }
 
 /* Shared memory the designed axes add to an evaluation (gdt_len: nt when

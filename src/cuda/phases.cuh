@@ -25,7 +25,11 @@
  *              (its tiles added in tile order).
  * The partial gradients of all blocks are then summed per time step in a
  * fixed order (reduce_gradient): no atomics, so results are bit-identical
- * for a given launch shape.
+ * for a given launch shape. With designed gradient axes (the DG kernels,
+ * cuda/gradient.cuh) every block first forms the waveforms and its own
+ * gdt copy, replay sums dF/dg beside dF/du, dF/dv, and each block leaves
+ * its rows as reverse cumulative sums for the same reduction: no barrier
+ * is added.
  */
 #ifndef PS_SRC_GPU_PHASES_CUH
 #define PS_SRC_GPU_PHASES_CUH

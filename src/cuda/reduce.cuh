@@ -197,7 +197,8 @@ __device__ __forceinline__ double warp_sum_scatter(double (&v)[NV])
  * time, one scattered warp sum of 16 values each, then the warps' sums
  * in warp order: the block's partial of dot q goes to
  * a.rdot[q * grid + block]. Blocks without a chunk write nothing (their
- * dots are not summed: dot_blocks). A fixed order for a fixed launch
+ * dots are not summed: eval_scalars takes those of the first
+ * min(items, grid) blocks). A fixed order for a fixed launch
  * shape, whether it runs after the reduction or alone. Every thread of
  * the block calls it; scratch: [warps][4m] doubles (reduce_smem_bytes);
  * ends with a barrier. With channels (NCH) or designed axes (DG) the
