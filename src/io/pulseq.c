@@ -77,6 +77,10 @@ int ps_pulseq_resample(const double *w, size_t n, double dt, double raster, doub
         double a = (double)i * tr, b = (double)(i + 1) * tr, acc = 0.0;
         while (k < n && (double)(k + 1) * td <= a)
             k++;
+        if (k < n && (double)k * td <= a && b <= (double)(k + 1) * td) {
+            out[i] = w[k]; /* inside one step: its value, exactly */
+            continue;
+        }
         for (size_t j = k; j < n && (double)j * td < b; j++) {
             double lo = fmax(a, (double)j * td), hi = fmin(b, (double)(j + 1) * td);
             if (hi > lo)
