@@ -293,10 +293,12 @@ typedef struct ps_options {
     const struct ps_gpu_options *gpu; ///< GPU launch shape and tune cache (persolve_gpu.h);
                              ///< NULL = automatic: tune cache read, heuristic shape
                              ///< (default NULL)
-    int max_rounds;          ///< penalty rounds for the constraints met by penalty (local SAR),
+    int max_rounds;          ///< penalty rounds for the constraints met by penalty (local SAR,
+                             ///< gmax and g_end of designed gradient axes),
                              ///< 1..64; 0 = the default 8 (docs/algorithm.md)
     double constraint_tol;   ///< relative violation a round may end with: SAR_q <= sar_max
-                             ///< (1 + constraint_tol); >= 0, 0 = the default 1e-3
+                             ///< (1 + constraint_tol), |g| <= gmax (1 + constraint_tol),
+                             ///< |g(T)| <= constraint_tol gmax; >= 0, 0 = the default 1e-3
     double penalty_mu;       ///< penalty weight of the first round in units of the loss's scale
                              ///< (mu = penalty_mu sum_j w_j; x10 per round), > 0; 0 = the
                              ///< default 1
@@ -370,7 +372,8 @@ typedef struct ps_result {
     int status;              ///< the ps_status the solve ended with
     int64_t iterations;      ///< completed iterations
     int64_t evaluations;     ///< objective+gradient evaluations
-    double f;                ///< objective at the returned x
+    double f;                ///< objective at the returned x (with penalty constraints: the last
+                             ///< round's, F plus mu times what is left of the penalty)
     double gnorm;            ///< gradient norm at the returned x (optimizer variables)
     double seconds;          ///< wall time of the solve (transfers included)
     double kernel_seconds;   ///< GPU: time of the solve kernel alone (CUDA events); 0 on the CPU
@@ -382,8 +385,9 @@ typedef struct ps_result {
     int rounds;              ///< penalty rounds run (1 without penalty constraints; 0 before
                              ///< the first evaluation)
     double mu;               ///< penalty weight of the last round (0 without penalty constraints)
-    double violation;        ///< largest relative violation max(0, SAR_q / sar_max - 1) at x
-                             ///< (0 without penalty constraints)
+    double violation;        ///< largest relative violation at x: of max(0, SAR_q / sar_max - 1),
+                             ///< max(0, |g_ak| / gmax - 1) and |g_a(T)| / gmax (0 without penalty
+                             ///< constraints)
 } ps_result;
 
 /** Release what a result owns (history); the struct itself is the caller's. */

@@ -26,7 +26,8 @@ enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_A1, SP_A2, SP_B1, SP_B2, SP_STRIDE 
 /* Everything a phase reads or writes: device pointers and sizes. */
 struct args {
     /* problem */
-    int ns, nt, n;          /* spins, steps, n = 2 nc nt unknowns */
+    int ns, nt, n;          /* spins, steps, n = 2 nc nt + ng nt unknowns (ng designed
+                               gradient axes after the RF: PS_X_G, model/design.h) */
     int sb, segs, ntiles;   /* spins per tile, segments (P), tiles */
     int loss, relax, memory;
     int nc;                 /* channels of the channels kernel (its spinS); 1 otherwise */
@@ -70,6 +71,12 @@ struct args {
     int controller;         /* the block that reads commands and publishes progress */
     double t_base;          /* solve seconds before this launch (a resumed run) */
     double ft_in;           /* f at the accepted trial, for a launch in the UPDATE phase */
+    /* designed gradient axes (the DG kernels, cuda/gradient.cuh) */
+    void *gdtb;             /* [grid][nt][3] R: each block's gdt_k with its designed axes,
+                               when not in shared memory; or NULL */
+    double *gpen;           /* [grid][4] each block's gradient-limit penalty per axis at
+                               mu = 1, then its violation */
+    int stage_gdt;          /* 1: each block's gdt copy in shared memory, 0: in gdtb */
 };
 
 enum { MODE_SOLVE = 0, MODE_EVAL = 1 };

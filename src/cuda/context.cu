@@ -64,12 +64,12 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
                             int mode, const double *x, int want_m, context *c)
 {
     int st = PS_CONVERGED;
-    const size_t ns = p->ns, nt = p->nt, n = PS_DESIGN_NX(p->nc, nt);
+    const size_t ns = p->ns, nt = p->nt, n = ps_problem_nx(p); /* the RF's, then the designed axes' */
     const int m = o->memory;
     args a;
     memset(&a, 0, sizeof a);
     memset(c, 0, sizeof *c);
-    void *d_spin = NULL, *d_gdt = NULL, *d_spinS = NULL;
+    void *d_spin = NULL, *d_gdt = NULL, *d_spinS = NULL, *d_gdtb = NULL;
     double *d_target = NULL, *d_w = NULL, *d_m0 = NULL, *d_vec = NULL, *d_part = NULL, *d_cons = NULL;
     ps_solver *d_state = NULL;
     ps_progress *d_hist = NULL;
@@ -83,8 +83,9 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         return st;
     const int G = cfg.grid, tb = cfg.block;
     const int ntiles = (int)((ns + cfg.sb - 1) / cfg.sb);
-    const int channels = ps_gpu_channels(p);
-    const size_t smem = ps_gpu_dyn_smem(o->precision, cfg.sb, cfg.segs, tb, nt, channels);
+    const int channels = ps_gpu_channels(p), kclass = ps_gpu_kernel_class(p), designed = p->design_g != 0;
+    const size_t smem = ps_gpu_dyn_smem(o->precision, cfg.sb, cfg.segs, tb, nt, kclass);
+    const int stage_gdt = designed && ps_gpu_stage_gdt(o->precision, cfg.sb, cfg.segs, tb, nt, channels);
     /* the constraints: b1max_c [nc], vop [nq][nc][nc][2], bsar [nt][nc][2],
      * spart [nq][G], sarw [G][2 nq] */
     const size_t n_b1 = p->b1_max_channel ? p->nc : 0, n_vop = 2 * p->nq * p->nc * p->nc;
@@ -113,7 +114,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     ps_solver_init(h_state, m, o->past, o->max_linesearch, o->max_iterations,
                    o->max_evaluations, o->gtol, o->ftol, o->c1, o->c2, o->time_limit,
                    ps_options_fnoise(o));
-    if (mode == MODE_SOLVE && p->nq)
+    if (mode == MODE_SOLVE && ps_problem_penalized(p)) /* SAR, gradient limits */
         ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o), ps_penalty_mu0(p, o));
 
     /* device buffers */
@@ -129,10 +130,13 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     CUDA_TRY(o, cudaMalloc(&d_m0, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
     /* x, g, gt, d, S[m], Y[m] */
     CUDA_TRY(o, cudaMalloc(&d_vec, (4 + 2 * (size_t)m) * n * sizeof(double)), PS_ERR_GPU_MEMORY);
-    /* gpart[G][n], lpart[G], rpart[G][RP], rdot[4 MAX_MEMORY][G], elapsed, eval_out[2], m_out[ns][3] */
+    /* gpart[G][n], lpart[G], rpart[G][RP], rdot[4 MAX_MEMORY][G], elapsed, eval_out[2], m_out[ns][3],
+     * gpen[G][4] (designed axes) */
     CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + (size_t)4 * PS_MAX_MEMORY * G + 3 +
-                                     3 * ns) * sizeof(double)),
+                                     3 * ns + (designed ? (size_t)4 * G : 0)) * sizeof(double)),
              PS_ERR_GPU_MEMORY);
+    if (designed && !stage_gdt) /* the blocks' gdt copies [G][nt][3] */
+        CUDA_TRY(o, cudaMalloc(&d_gdtb, (size_t)G * 3 * nt * sizeof(R)), PS_ERR_GPU_MEMORY);
     if (n_cons) {
         CUDA_TRY(o, cudaMalloc(&d_cons, n_cons * sizeof(double)), PS_ERR_GPU_MEMORY);
         CUDA_TRY(o, cudaMemset(d_cons, 0, n_cons * sizeof(double)), PS_ERR_GPU_LAUNCH);
@@ -182,6 +186,8 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.memory = m;
     a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt, channels);
     a.gv = (int)((n + tb - 1) / tb) < G ? (int)((n + tb - 1) / tb) : G;
+    a.stage_gdt = stage_gdt;
+    a.gdtb = d_gdtb;
     a.prof = ps_gpu_profile_buffer();
     a.spin = d_spin;
     a.spinS = d_spinS;
@@ -203,6 +209,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.elapsed = a.rdot + (size_t)4 * PS_MAX_MEMORY * G;
     a.eval_out = a.elapsed + 1;
     a.m_out = want_m ? a.eval_out + 2 : NULL;
+    a.gpen = designed ? a.eval_out + 2 + 3 * ns : NULL;
     a.state = d_state;
     a.hist = d_hist;
     a.hist_cap = hist_cap;
@@ -210,6 +217,8 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     /* elapsed = 0: the time limit's clock before the first update; and
      * eval_out (the end seconds and f of a launch) defined before one ends */
     CUDA_TRY(o, cudaMemset(a.elapsed, 0, 3 * sizeof(double)), PS_ERR_GPU_LAUNCH);
+    if (designed) /* defined before a launch that starts in UPDATE reads it (unused there) */
+        CUDA_TRY(o, cudaMemset(a.gpen, 0, (size_t)4 * G * sizeof(double)), PS_ERR_GPU_LAUNCH);
 
     c->a = a;
     c->cfg = cfg;
@@ -218,6 +227,9 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     c->d_spin = d_spin;
     c->d_spinS = d_spinS;
     c->channels = channels;
+    c->designed = designed;
+    c->kclass = kclass;
+    c->d_gdtb = d_gdtb;
     c->d_gdt = d_gdt;
     c->d_target = d_target;
     c->d_w = d_w;
@@ -227,13 +239,14 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     c->d_cons = d_cons;
     c->d_state = d_state;
     c->d_hist = d_hist;
-    d_spin = d_gdt = d_spinS = NULL;
+    d_spin = d_gdt = d_spinS = d_gdtb = NULL;
     d_target = d_w = d_m0 = d_vec = d_part = d_cons = NULL;
     d_state = NULL;
     d_hist = NULL;
 out:
     cudaFree(d_spin);
     cudaFree(d_spinS);
+    cudaFree(d_gdtb);
     cudaFree(d_gdt);
     cudaFree(d_target);
     cudaFree(d_w);
@@ -268,6 +281,7 @@ void ps_gpu::context_destroy(context *c)
 {
     cudaFree(c->d_spin);
     cudaFree(c->d_spinS);
+    cudaFree(c->d_gdtb);
     cudaFree(c->d_gdt);
     cudaFree(c->d_target);
     cudaFree(c->d_w);

@@ -91,8 +91,11 @@ struct context {
     size_t smem;       /* dynamic shared memory of an evaluation block, bytes */
     int precision;     /* PS_PRECISION_* of the spin loop */
     int channels;      /* ps_gpu_channels: 0, or the channels of the channels kernel */
+    int designed;      /* 1: designed gradient axes (the DG kernels) */
+    int kclass;        /* ps_gpu_kernel_class: channels, PS_GPU_DESIGNED if designed */
     /* allocations (a points into them) */
     void *d_spin, *d_gdt, *d_spinS;
+    void *d_gdtb;      /* [grid][nt][3] the blocks' gdt copies (designed, not staged), or NULL */
     double *d_target, *d_w, *d_m0, *d_vec, *d_part;
     double *d_cons;              /* the constraints: per-channel limits, VOPs, SAR buffers */
     ps_solver *d_state;
@@ -101,8 +104,8 @@ struct context {
 };
 
 /*
- * Resolve the launch shape, allocate and upload. mode MODE_SOLVE: x[2 nt]
- * are optimizer variables; MODE_EVAL: the physical pulse, want_m: keep
+ * Resolve the launch shape, allocate and upload. mode MODE_SOLVE: x[n]
+ * (ps_problem_nx) are optimizer variables; MODE_EVAL: the physical pulse, want_m: keep
  * room for M_Nt. On error everything is released and c is zeroed.
  */
 int context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in, int mode,

@@ -9,6 +9,7 @@
 #define PS_SRC_CUDA_EVALUATE_CUH
 
 #include "cuda/args.cuh"
+#include "cuda/gradient.cuh"
 
 namespace ps_gpu {
 
@@ -217,12 +218,16 @@ template <typename R, int NC> struct channel_group {
 #define PS_GPU_PULSE_SMEM_CHANNELS(rs) ((rs) == 8 ? 24 * 1024 : 64 * 1024)
 
 /* Dynamic shared memory of the evaluation; pulse_len = nt (nc nt with
- * channels) if staged, else 0; channels: ps_gpu_channels. */
+ * channels) if staged, else 0; channels: ps_gpu_channels; designed: the DG
+ * kernels' share (cuda/gradient.cuh), gdt_len = nt if their gdt copy is
+ * staged, else 0. */
 template <typename R>
-__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len, int channels)
+__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len, int channels, int designed = 0,
+                                                  int gdt_len = 0)
 {
     size_t tb = (size_t)sb * segs;
-    return (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
+    return (designed ? dg_smem_bytes<R>(sb, gdt_len) : 0)
+           + (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
            + (size_t)sb * 2 * channels * sizeof(R) /* the tile's sensitivities */
            + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
            + tb * 12 * sizeof(R)               /* prefix-composed segment maps */
@@ -236,13 +241,13 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
  * relaxation); without relaxation a unit quaternion (16 FMA a step), made
  * affine at the end.
  */
-template <typename R, int NCH>
+template <typename R, int NCH, int DG>
 __device__ __forceinline__ void composite(const args &a, const R *spl, const R (*S)[2], const R *pul,
-                                          const double *x, const double *d, double alpha, int k0, int kseg,
-                                          int relax, R T[12])
+                                          const R *gdtb, const double *x, const double *d, double alpha, int k0,
+                                          int kseg, int relax, R T[12])
 {
     const int nt = a.nt;
-    const R *gdt = (const R *)a.gdt;
+    const R *gdt = DG ? gdtb : (const R *)a.gdt; /* DG: the block's copy with the designed axes */
     if (relax) {
         for (int i = 0; i < kseg; i++) {
             int k = k0 + i;
@@ -366,22 +371,27 @@ __device__ __forceinline__ void end_state_and_loss(const args &a, int j, bool va
  * Stage [warps][2][PS_GPU_STAGE][33]; every PS_GPU_STAGE steps the warp
  * sums them over each segment's spins (lanes g*sb .. g*sb + sb - 1 in
  * order), one (component, step, segment) per lane, and adds them to gp.
+ * DG (designed gradient axes, cuda/gradient.cuh): the steps' gth_z go to
+ * Gz [warps][PS_GPU_STAGE][33] too, and each flush adds their sums with
+ * the tile's positions rtile [sb][3] to the designed part of gp; theta
+ * takes the block's gdt copy gdtb.
  */
-template <typename R, int NCH>
+template <typename R, int NCH, int DG>
 __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)[2], const R (*Stile)[2],
-                                       const R *pul, const double *x, const double *d, double alpha, int t,
-                                       int sb, int k0, int kseg, int relax, R *Stage, R m[3], R lam[3],
-                                       double *gp, bool first)
+                                       const R *pul, const R *gdtb, const R *rtile, R *Gz, const double *x,
+                                       const double *d, double alpha, int t, int sb, int k0, int kseg, int relax,
+                                       R *Stage, R m[3], R lam[3], double *gp, bool first)
 {
     const int nt = a.nt;
-    const R *gdt = (const R *)a.gdt;
+    const R *gdt = DG ? gdtb : (const R *)a.gdt;
     const R gs = spl[SP_GS];
     const int lane = t & 31, ngroups = 32 / sb, pw = (t & ~31) / sb;
     R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
+    R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * 33 : nullptr;
     int nb = 0, itop = kseg - 1;
     for (int i = kseg - 1; i >= 0; i--) {
         int k = k0 + i;
-        R gx = 0, gy = 0;
+        R gx = 0, gy = 0, gz = 0;
         if (k < nt) {
             R th[3], gth[3];
             theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
@@ -392,9 +402,13 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
             } else {
                 design_spin_grad(gs, gth, &gx, &gy);
             }
+            if (DG)
+                gz = gth[2];
         }
         stg[nb * 33 + lane] = gx;
         stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
+        if (DG)
+            sgz[nb * 33 + lane] = gz;
         nb++;
         if (NCH > 1 && (nb == PS_GPU_STAGE || i == 0)) {
             /* NCH channels: per (group of CG channels, step, segment) the
@@ -435,6 +449,8 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                         *dv = (first ? 0.0 : *dv) + (double)sv[c];
                     }
             }
+            if (DG)
+                flush_gradient<R>(a, sgz, rtile, nb, ngroups, sb, pw, kseg, itop, lane, gp);
             __syncwarp();
             nb = 0;
             itop = i - 1;
@@ -462,6 +478,8 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                     *dv = (first ? 0.0 : *dv) + (double)sv;
                 }
             }
+            if (DG)
+                flush_gradient<R>(a, sgz, rtile, nb, ngroups, sb, pw, kseg, itop, lane, gp);
             __syncwarp();
             nb = 0;
             itop = i - 1;
@@ -481,6 +499,8 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                     *dst = (first ? 0.0 : *dst) + (double)sum;
                 }
             }
+            if (DG)
+                flush_gradient<R>(a, sgz, rtile, nb, ngroups, sb, pw, kseg, itop, lane, gp);
             __syncwarp();
             nb = 0;
             itop = i - 1;
@@ -491,10 +511,13 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
 /*
  * NCH 0: the single-channel kernel (a real B1 scale per spin, SP_GS); 1:
  * the channels kernel (a.nc channels of complex sensitivities a.spinS).
+ * DG 1: with designed gradient axes (cuda/gradient.cuh; mu: the round's
+ * penalty weight, for the gradient limits' penalty gradient); DG 0 does
+ * exactly what it did before them.
  */
-template <typename R, int NCH>
+template <typename R, int NCH, int DG = 0>
 __device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad,
-                         char *smem)
+                         char *smem, double mu = 0.0)
 {
     const int sb = a.sb, P = a.segs, nt = a.nt;
     const int t = threadIdx.x, js = t % sb, p = t / sb;
@@ -508,12 +531,21 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
     R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][33] */
     const R *spin = (const R *)a.spin;
+    /* DG: after the staging, the scratch, the tile's positions [sb][3] and
+     * (a.stage_gdt) the block's gdt [nt][3], else its rows of a.gdtb; the
+     * replay stages gth_z where the scan's Tm and Vm were (free then) */
+    double *dscr = DG ? dg_scratch(Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE * 33) : nullptr;
+    R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
+    R *gdtb = DG ? (a.stage_gdt ? rtile + 3 * sb : (R *)a.gdtb + (size_t)blockIdx.x * 3 * nt) : nullptr;
 
     const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
     const int k0 = p * kseg;
     double loss_acc = 0.0;
     double *gp = a.gpart + (size_t)blockIdx.x * a.n; /* this block's partial gradient */
     bool first = true;                               /* no tile added into gp yet */
+
+    if (DG) /* the designed waveforms, the block's gdt, its penalty row and preset rows */
+        form_gradient<R>(a, x, d, alpha, mu, grad, gdtb, gp, dscr);
 
     if (pul && !NCH) { /* the trial pulse, once per block */
         for (int k = t; k < nt; k += blockDim.x) {
@@ -542,6 +574,9 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
         for (int c = 0; c < SP_STRIDE; c++)
             spl[c] = sp[c];
         const int relax = a.relax;
+        if (DG && p == 0) /* the tile's positions, for the designed axes' sums */
+            for (int c = 0; c < 3; c++)
+                rtile[3 * js + c] = spl[SP_R0 + c];
         if (NCH) { /* the tile's sensitivities (spins past ns: the last spin's) */
             const R *sS = (const R *)a.spinS;
             for (int q = t; q < sb * a.nc; q += blockDim.x) {
@@ -563,7 +598,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
 
         // ---- composite ----
         R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
-        composite<R, NCH>(a, spl, S, pul, x, d, alpha, k0, kseg, relax, T);
+        composite<R, NCH, DG>(a, spl, S, pul, gdtb, x, d, alpha, k0, kseg, relax, T);
 
         // ---- scan, the loss at M_Nt ----
         R V[9];
@@ -587,15 +622,21 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                 for (int c = 0; c < 3; c++)
                     lam[c] = fmar(Vq[6 + c], lf[2], fmar(Vq[3 + c], lf[1], Vq[c] * lf[0]));
             }
-            replay<R, NCH>(a, spl, S, Stile, pul, x, d, alpha, t, sb, k0, kseg, relax, Stage, m, lam, gp,
-                           first);
+            if (DG)
+                __syncthreads(); /* every lam is taken before gth_z is staged over Vm */
+            replay<R, NCH, DG>(a, spl, S, Stile, pul, gdtb, rtile, Tm, x, d, alpha, t, sb, k0, kseg, relax, Stage,
+                               m, lam, gp, first);
         }
         first = false;
         __syncthreads(); /* shared buffers are reused by the next tile */
     }
-    if (first && grad) /* a block without tiles adds nothing */
-        for (int i = t; i < a.n; i += blockDim.x)
+    if (first && grad) /* a block without tiles adds nothing (DG: its designed rows are preset) */
+        for (int i = t; i < (DG ? PS_DESIGN_NX(a.nc, nt) : a.n); i += blockDim.x)
             gp[i] = 0.0;
+    if (DG && grad && a.des.slew) { /* R_k = sum_{j>=k} dF/dg_j of the block's rows */
+        __syncthreads();
+        reverse_rows(a, gp, dscr);
+    }
     if (t == 0)
         a.lpart[blockIdx.x] = loss_acc;
 }

@@ -23,8 +23,10 @@ using namespace ps_gpu;
 /* MINB: __launch_bounds__ minimum blocks of PS_GPU_MAX_THREADS per SM (1:
  * up to 128 registers a thread, 2: up to 64). NCH: 0 one channel of a real
  * B1 scale, 1 a.nc channels of complex sensitivities, 8 eight of them with
- * the count known at compile time (cuda/evaluate.cuh). */
-template <typename R, int MINB, int NCH>
+ * the count known at compile time (cuda/evaluate.cuh). DG: 1 with designed
+ * gradient axes (cuda/gradient.cuh), 0 without (the kernels as before
+ * them). */
+template <typename R, int MINB, int NCH, int DG>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_kernel(args a)
 {
     cg::grid_group grid = cg::this_grid();
@@ -44,7 +46,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     __syncthreads();
 
     // ---- the phases, from the stored state to DONE or a yield (cuda/loop.cuh) ----
-    solve_phases<R, NCH>(a, grid, L, smem, t0, last, a.t_base, false);
+    solve_phases<R, NCH, DG>(a, grid, L, smem, t0, last, a.t_base, false);
     if (a.mode == MODE_EVAL)
         return;
 
@@ -58,25 +60,31 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     }
 }
 
-template <typename R> static void *kernel_ptr(int regcap, int channels)
+template <typename R, int DG> static void *kernel_ptr_of(int regcap, int channels)
 {
     if (channels == 8) /* the common pTx coil: its sensitivities in registers */
-        return regcap ? (void *)persistent_solve_kernel<R, 2, 8> : (void *)persistent_solve_kernel<R, 1, 8>;
+        return regcap ? (void *)persistent_solve_kernel<R, 2, 8, DG> : (void *)persistent_solve_kernel<R, 1, 8, DG>;
     if (channels)
-        return regcap ? (void *)persistent_solve_kernel<R, 2, 1> : (void *)persistent_solve_kernel<R, 1, 1>;
-    return regcap ? (void *)persistent_solve_kernel<R, 2, 0> : (void *)persistent_solve_kernel<R, 1, 0>;
+        return regcap ? (void *)persistent_solve_kernel<R, 2, 1, DG> : (void *)persistent_solve_kernel<R, 1, 1, DG>;
+    return regcap ? (void *)persistent_solve_kernel<R, 2, 0, DG> : (void *)persistent_solve_kernel<R, 1, 0, DG>;
 }
 
-extern "C" void *ps_gpu_kernel_ptr(int precision, int regcap, int channels)
+template <typename R> static void *kernel_ptr(int regcap, int kclass)
 {
-    return precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(regcap, channels)
-                                            : kernel_ptr<float>(regcap, channels);
+    const int channels = kclass & ~PS_GPU_DESIGNED;
+    return kclass & PS_GPU_DESIGNED ? kernel_ptr_of<R, 1>(regcap, channels) : kernel_ptr_of<R, 0>(regcap, channels);
 }
 
-extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, int channels, ps_gpu_kernel_info *info)
+extern "C" void *ps_gpu_kernel_ptr(int precision, int regcap, int kclass)
+{
+    return precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(regcap, kclass)
+                                            : kernel_ptr<float>(regcap, kclass);
+}
+
+extern "C" int ps_gpu_kernel_attrs(int precision, int regcap, int kclass, ps_gpu_kernel_info *info)
 {
     cudaFuncAttributes fa;
-    void *k = ps_gpu_kernel_ptr(precision, regcap, channels);
+    void *k = ps_gpu_kernel_ptr(precision, regcap, kclass);
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
         cudaGetLastError();
         return PS_ERR_NO_GPU;
@@ -93,7 +101,7 @@ int ps_gpu::launch_persistent(context *c, const ps_options *o, double *ms)
 {
     int st = PS_CONVERGED;
     cudaEvent_t ev0 = NULL, ev1 = NULL;
-    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->channels);
+    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->kclass);
     void *params[] = {&c->a};
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);

@@ -66,8 +66,19 @@ int ps_gpu_min_segments(const ps_problem *p);
  * single-channel kernel), else its number of channels (the channels
  * kernel, complex sensitivities from its b1map): ps_gpu_channels. */
 int ps_gpu_channels(const ps_problem *p);
-size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int channels);
+/* The kernel class of a problem: ps_gpu_channels, with PS_GPU_DESIGNED
+ * added for designed gradient axes (the DG kernels, cuda/gradient.cuh).
+ * The `kclass` arguments below take it; a plain channel count is the
+ * class of a problem without designed axes. */
+#define PS_GPU_DESIGNED 0x100
+int ps_gpu_kernel_class(const ps_problem *p);
+/* Dynamic shared memory of a block of the persistent kernel of class
+ * kclass for nt steps. */
+size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass);
 int ps_gpu_stage_pulse(int precision, size_t nt, int channels);
+/* 1 if the DG kernels' per-block gdt copy of nt steps is in shared memory
+ * (else in global memory, args.gdtb) for this shape. */
+int ps_gpu_stage_gdt(int precision, int sb, int segs, int tb, size_t nt, int channels);
 
 /*
  * Phase profile of the next solves: when enabled, block 0 adds the time
@@ -91,11 +102,11 @@ enum {
 int ps_gpu_profile_enable(int on);
 int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF]);
 unsigned long long *ps_gpu_profile_buffer(void);
-int ps_gpu_kernel_attrs(int precision, int regcap, int channels, ps_gpu_kernel_info *info);
-/* The persistent kernel's entry for a precision, register cap and
- * channels (ps_gpu_channels: 0 or not). */
-void *ps_gpu_kernel_ptr(int precision, int regcap, int channels);
-int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem);
+int ps_gpu_kernel_attrs(int precision, int regcap, int kclass, ps_gpu_kernel_info *info);
+/* The persistent kernel's entry for a precision, register cap and kernel
+ * class (ps_gpu_kernel_class). */
+void *ps_gpu_kernel_ptr(int precision, int regcap, int kclass);
+int ps_gpu_max_blocks_per_sm(int precision, int regcap, int kclass, int tb, size_t smem);
 
 /* "NAME (grid G x B[ regcap], SB spins x P segments, float32|float64)":
  * ps_result.device of a GPU solve with shape c. */

@@ -90,12 +90,17 @@ __device__ inline void record(const args &a, const ps_solver &S, double seconds)
  * [3] = f = loss + lambda b.b (+ the SAR penalty, L.viol its violation:
  * cuda/constraints.cuh); with dots (a trial), also the update's
  * dots into L.red, their g.g copied from L.sums[1]. With cmd >= 0 (thread
- * 0's value), L.cmd = cmd for the whole block too.
+ * 0's value), L.cmd = cmd for the whole block too. DG: f gains mu times
+ * the designed axes' penalty of the block's row of a.gpen, the violation
+ * the largest of its and the SAR's (the CPU's order: the SAR's penalty,
+ * then each axis's).
  */
-template <int NCH>
+template <int NCH, int DG = 0>
 __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared &L, int cmd = -1)
 {
-    const int m = a.memory, Q = 4 + (dots ? 4 * m : 0), GD = dot_blocks(a.nt, G);
+    const int m = a.memory, Q = 4 + (dots ? 4 * m : 0);
+    /* the blocks with update dots: those with an item of the reduction */
+    const int GD = NCH || DG ? min(reduce_items<NCH, DG>(a), G) : dot_blocks(a.nt, G);
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     for (int q = warp; q < Q; q += nw) { /* one warp per sum */
         if (q < 4) {
@@ -112,6 +117,12 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
     if (threadIdx.x == 0) {
         L.sums[3] += a.des.lambda * L.sums[2];
         L.sums[3] += sar_penalty<NCH>(a, L.S.mu, &L.viol);
+        if (DG) {
+            const double *pen = a.gpen + (size_t)4 * blockIdx.x;
+            for (int i = 0; i < a.des.ng; i++)
+                L.sums[3] += L.S.mu * pen[i];
+            L.viol = fmax(L.viol, pen[3]);
+        }
         L.red[4 * m] = L.sums[1];
         if (cmd >= 0)
             L.cmd = cmd;
@@ -134,29 +145,30 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
  * clock: an accepted trial's is the update's). Returns EV_DONE, EV_YIELD,
  * or EV_STOPPED (cancelled: the state is DONE).
  */
-template <typename R, int NCH>
+template <typename R, int NCH, int DG>
 __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_shared &L,
                                    const double *d, double alpha, int ns, double *gout, char *smem,
                                    uint64_t &t0, uint64_t &last)
 {
     // ---- evaluate: the blocks' partials at x + alpha d ----
-    evaluate<R, NCH>(a, a.x, d, alpha, true, smem);
+    evaluate<R, NCH, DG>(a, a.x, d, alpha, true, smem, L.S.mu);
     sar_partials<NCH>(a, a.x, d, alpha);
     eval_barrier(a, grid, L, t0, last, PS_PROF_EVAL);
 
     // ---- reduce: gradient and scalars' partials (a trial: the update's dots too) ----
     const int cmd = control_issue(a);
-    reduce_gradient<NCH>(a, a.x, d, alpha, L.S.mu, gout, (double *)smem, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    reduce_gradient<NCH, DG>(a, a.x, d, alpha, L.S.mu, gout, (double *)smem,
+                             a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     prof_mark(a, last, PS_PROF_REDUCE);
     if (ns >= 0) {
-        trial_dots<NCH>(a, alpha, ns, gout, (double *)smem);
+        trial_dots<NCH, DG>(a, alpha, ns, gout, (double *)smem);
         if (blockIdx.x == 0 && threadIdx.x == 0)
             *a.elapsed = (double)(global_ns() - t0) * 1e-9;
     }
     reduce_barrier(a, grid, L, cmd, t0, last, PS_PROF_UPDATE);
 
     // ---- sums: every block, the same fixed order ----
-    eval_scalars<NCH>(a, gridDim.x, ns >= 0, L, control_posted(a));
+    eval_scalars<NCH, DG>(a, gridDim.x, ns >= 0, L, control_posted(a));
     prof_mark(a, last, PS_PROF_SUMS);
 
     // ---- control point (the evaluation changed no state: still before its decision) ----
@@ -197,7 +209,7 @@ __device__ inline int take_update(const args &a, loop_shared &L, uint64_t &last,
  * MODE_EVAL stops after the start evaluation, with f in a.eval_out[0]
  * and the in-kernel time of the evaluation in *a.elapsed.
  */
-template <typename R, int NCH>
+template <typename R, int NCH, int DG>
 __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
                             uint64_t &t0, uint64_t &last, double elapsed, bool one_iteration)
 {
@@ -215,7 +227,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
      * this way (README, issue 15's figures). */
     if (!NCH && S.phase == PS_PHASE_START) {
         // ---- evaluate at the start point ----
-        const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+        const int ev = evaluate_and_reduce<R, NCH, DG>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
         if (ev == EV_YIELD)
             return 1;
         if (ev == EV_STOPPED)
@@ -255,7 +267,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
                 pend_slot = -1;
                 grid.sync();
             }
-            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+            const int ev = evaluate_and_reduce<R, NCH, DG>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)
@@ -287,7 +299,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             direction_barrier(a, grid, L, cmd, t0, last, PS_PROF_DIRECTION);
         } else if (phase == PS_PHASE_TRIAL) {
             // ---- line search trial, with the update's dots ----
-            const int ev = evaluate_and_reduce<R, NCH>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
+            const int ev = evaluate_and_reduce<R, NCH, DG>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)
@@ -308,7 +320,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             if (blockIdx.x == 0 && threadIdx.x == 0)
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             grid.sync();
-            eval_scalars<NCH>(a, gridDim.x, true, L);
+            eval_scalars<NCH, DG>(a, gridDim.x, true, L);
             if (take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
                 return 0; /* one iteration done */
         }

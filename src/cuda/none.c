@@ -122,6 +122,11 @@ int ps_gpu_channels(const ps_problem *p)
     return 0;
 }
 
+int ps_gpu_kernel_class(const ps_problem *p)
+{
+    return 0;
+}
+
 int ps_gpu_min_segments(const ps_problem *p)
 {
     return 1;

@@ -10,6 +10,7 @@
 
 #include "cuda/args.cuh"
 #include "cuda/constraints.cuh"
+#include "cuda/gradient.cuh"
 #include "cuda/sums.cuh"
 
 namespace ps_gpu {
@@ -19,6 +20,16 @@ namespace ps_gpu {
 __host__ __device__ inline size_t reduce_smem_bytes(int tb)
 {
     return (size_t)((tb + 31) / 32) * (4 * PS_MAX_MEMORY > 64 ? 4 * PS_MAX_MEMORY : 64) * sizeof(double);
+}
+
+/* The items of the reduction (reduce_gradient): chunks of 32 steps, with
+ * channels (NCH) (channel, chunk) pairs, then with designed axes (DG)
+ * (designed axis, chunk) pairs. */
+template <int NCH, int DG>
+__device__ __forceinline__ int reduce_items(const args &a)
+{
+    const int chunks = (a.nt + 31) / 32;
+    return (NCH ? chunks * a.nc : chunks) + (DG ? a.des.ng * chunks : 0);
 }
 
 /*
@@ -35,9 +46,14 @@ __host__ __device__ inline size_t reduce_smem_bytes(int tb)
  * sums the warps' sums in warp order: a fixed order for a fixed launch
  * shape (all variants run this with the same one). With channels (NCH)
  * the block takes (channel, chunk) pairs q = block + i grid, channel
- * q / chunks, in that order.
+ * q / chunks, in that order. DG (designed gradient axes): the items
+ * q >= nq_rf after them are (designed axis, chunk) pairs: at each index k
+ * the sums over the blocks' rows at k and k + 1 are R_k and R_{k+1}
+ * (cuda/gradient.cuh), then the chain rule of model/design.h,
+ * dF/dx_k = kappa (dF/dt_k - dF/dt_{k+1}) (at the physical point,
+ * dF/dg_k = R_k itself).
  */
-template <int NCH>
+template <int NCH, int DG = 0>
 __device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
                                        double mu, double *gout, double *scratch, double *out4)
 {
@@ -83,6 +99,45 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
             acc[2] += ps_design_power(u, v);
         }
         __syncthreads(); /* wsum is taken before the next chunk writes it */
+    }
+    /* DG: the block's next items, (designed axis, chunk) pairs after the RF's */
+    for (int q = (int)blockIdx.x + ((int)blockIdx.x < nq ? (nq - (int)blockIdx.x + G - 1) / G * G : 0);
+         DG && q < reduce_items<NCH, DG>(a); q += G) {
+        const int i = (q - nq) / chunks, k = (q - nq - i * chunks) * 32 + lane;
+        const bool ok = k < nt, ok1 = k + 1 < nt;
+        const int ix = PS_X_G(a.nc, nt, i, k);
+        double r = 0.0, r1 = 0.0; /* R_k, R_{k+1} (the same bits as lane + 1's R_k) */
+        if (ok)
+            for (int b = warp; b < G; b += nw) {
+                r += a.gpart[(size_t)b * a.n + ix];
+                if (ok1)
+                    r1 += a.gpart[(size_t)b * a.n + ix + 1];
+            }
+        wsum[(warp * 2) * 32 + lane] = r;
+        wsum[(warp * 2 + 1) * 32 + lane] = r1;
+        __syncthreads();
+        if (warp == 0 && ok) {
+            r = r1 = 0.0;
+            for (int w = 0; w < nw; w++) {
+                r += wsum[(w * 2) * 32 + lane];
+                r1 += wsum[(w * 2 + 1) * 32 + lane];
+            }
+            double gv = r;
+            if (a.des.slew) { /* dF/dt_k and dF/dt_{k+1} (0 past the last step), then the difference's rule */
+                const double kappa = des_kappa(a.des, i), xk = point_at(x, d, alpha, ix);
+                const double tk = ps_slew_t(kappa, xk, k > 0 ? point_at(x, d, alpha, ix - 1) : 0.0);
+                const double gt = ps_slew_grad(a.des.smax, a.des.dt, tk, r);
+                const double gt1 =
+                    ok1 ? ps_slew_grad(a.des.smax, a.des.dt, ps_slew_t(kappa, point_at(x, d, alpha, ix + 1), xk), r1)
+                        : 0.0;
+                gv = kappa * (gt - gt1);
+            }
+            gout[ix] = gv;
+            if (d)
+                acc[0] += gv * d[ix];
+            acc[1] += gv * gv;
+        }
+        __syncthreads();
     }
     block_partials(acc, 4, scratch, out4);
 }
@@ -145,16 +200,20 @@ __device__ __forceinline__ double warp_sum_scatter(double (&v)[NV])
  * dots are not summed: dot_blocks). A fixed order for a fixed launch
  * shape, whether it runs after the reduction or alone. Every thread of
  * the block calls it; scratch: [warps][4m] doubles (reduce_smem_bytes);
- * ends with a barrier. With channels (NCH) a chunk's elements are its
- * steps of every component e = 0 .. 2 nc - 1 (element i = e nt + k).
+ * ends with a barrier. With channels (NCH) or designed axes (DG) the
+ * block takes the items of reduce_gradient (reduce_items): the 64
+ * elements of a (channel, chunk) pair, u then v, and the 32 of a
+ * (designed axis, chunk) pair; the gradient it reads is the block's own
+ * from reduce_gradient (no barrier between them).
  */
-template <int NCH>
+template <int NCH, int DG = 0>
 __device__ inline void trial_dots(const args &a, double alpha, int ns, const double *gt, double *scratch)
 {
     const int nt = a.nt, n = a.n, m = a.memory, G = gridDim.x, chunks = (nt + 31) / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int mine = (int)blockIdx.x < chunks ? (chunks - (int)blockIdx.x + G - 1) / G : 0;
-    const int per = NCH ? 64 * a.nc : 64; /* elements of a chunk */
+    const int nq = NCH || DG ? reduce_items<NCH, DG>(a) : chunks, nq_rf = NCH ? chunks * a.nc : chunks;
+    const int mine = (int)blockIdx.x < nq ? (nq - (int)blockIdx.x + G - 1) / G : 0;
+    const int per = 64; /* elements of an item */
     const int items = mine * per, busy = min(nw, (items + 31) / 32); /* warps with elements */
     if (!mine)
         return;
@@ -164,10 +223,26 @@ __device__ inline void trial_dots(const args &a, double alpha, int ns, const dou
         for (int q = 0; q < 16; q++)
             acc[q] = 0.0;
         for (int it = threadIdx.x; it < items; it += blockDim.x) {
-            const int k = ((int)blockIdx.x + (NCH ? it / per : it >> 6) * G) * 32 + (it & 31);
-            if (k >= nt)
-                continue;
-            const int i = k + (NCH ? (it >> 5) % (2 * a.nc) : (it >> 5) & 1) * nt;
+            int i;
+            if (NCH || DG) { /* item q: (channel, chunk), then (designed axis, chunk) */
+                const int q = (int)blockIdx.x + (it >> 6) * G, half = (it >> 5) & 1;
+                if (DG && q >= nq_rf) {
+                    const int ax = (q - nq_rf) / chunks, k = (q - nq_rf - ax * chunks) * 32 + (it & 31);
+                    if (half || k >= nt)
+                        continue;
+                    i = PS_X_G(a.nc, nt, ax, k);
+                } else {
+                    const int ch = NCH ? q / chunks : 0, k = (q - ch * chunks) * 32 + (it & 31);
+                    if (k >= nt)
+                        continue;
+                    i = half ? PS_X_V(nt, ch, k) : PS_X_U(nt, ch, k);
+                }
+            } else {
+                const int k = ((int)blockIdx.x + (it >> 6) * G) * 32 + (it & 31);
+                if (k >= nt)
+                    continue;
+                i = k + ((it >> 5) & 1) * nt;
+            }
             const double x = a.x[i], g = a.g[i], gv = gt[i];
             const double yv = gv - g, sv = ps_trial_coord(x, alpha, a.d[i]) - x;
             double sj[4], yj[4];
@@ -214,13 +289,22 @@ __device__ inline void trial_dots(const args &a, double alpha, int ns, const dou
  * in the reduction's order (a.rpart[block][1]) and the dots (trial_dots).
  * scratch: reduce_smem_bytes.
  */
-template <int NCH>
+template <int NCH, int DG = 0>
 __device__ inline void update_partials(const args &a, double alpha, int ns, double *scratch)
 {
-    const int nt = a.nt, chunks = (nt + 31) / 32, nq = NCH ? chunks * a.nc : chunks;
+    const int nt = a.nt, chunks = (nt + 31) / 32, nq_rf = NCH ? chunks * a.nc : chunks;
+    const int nq = DG ? reduce_items<NCH, DG>(a) : nq_rf;
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
     if (threadIdx.x < 32) {
         for (int q = blockIdx.x; q < nq; q += gridDim.x) {
+            if (DG && q >= nq_rf) { /* a designed axis's chunk */
+                const int i = (q - nq_rf) / chunks, k = (q - nq_rf - i * chunks) * 32 + (int)threadIdx.x;
+                if (k < nt) {
+                    const double gv = a.gt[PS_X_G(a.nc, nt, i, k)];
+                    acc[1] += gv * gv;
+                }
+                continue;
+            }
             const int ch = NCH ? q / chunks : 0, c = NCH ? q - ch * chunks : q;
             const int k = c * 32 + (int)threadIdx.x;
             if (k < nt) {
@@ -229,7 +313,7 @@ __device__ inline void update_partials(const args &a, double alpha, int ns, doub
             }
         }
     }
-    trial_dots<NCH>(a, alpha, ns, a.gt, scratch);
+    trial_dots<NCH, DG>(a, alpha, ns, a.gt, scratch);
     block_partials(acc, 4, scratch, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
 }
 

@@ -131,7 +131,7 @@ extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
     int st = PS_CONVERGED, running = 0;
     const ps_options *o = &g->o;
     context *c = &g->c;
-    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->channels);
+    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->kclass);
     void *params[] = {&c->a};
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);
@@ -237,11 +237,11 @@ out:
 
 /* For a state in the UPDATE phase: the partials its trial's reduction
  * left, which the kernel's update takes (cuda/loop.cuh). */
-template <int NCH>
+template <int NCH, int DG>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS) update_partials_kernel(args a, double alpha, int ns)
 {
     extern __shared__ __align__(16) char smem[];
-    update_partials<NCH>(a, alpha, ns, (double *)smem);
+    update_partials<NCH, DG>(a, alpha, ns, (double *)smem);
 }
 
 extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
@@ -267,7 +267,10 @@ extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
                  PS_ERR_GPU_LAUNCH);
     if (d->s.phase == PS_PHASE_UPDATE) {
         const int tb = g->c.cfg.block;
-        void (*k)(args, double, int) = g->c.channels ? update_partials_kernel<1> : update_partials_kernel<0>;
+        void (*k)(args, double, int) = g->c.designed ? (g->c.channels ? update_partials_kernel<1, 1>
+                                                                      : update_partials_kernel<0, 1>)
+                                       : g->c.channels ? update_partials_kernel<1, 0>
+                                                       : update_partials_kernel<0, 0>;
         k<<<g->c.cfg.grid, tb, reduce_smem_bytes(tb)>>>(a, d->s.ls.alpha, ps_lbfgs_next_slot(&d->s.lb));
         CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);

@@ -80,9 +80,14 @@ extern "C" int ps_gpu_channels(const ps_problem *p)
     return p->real_channel && p->nq == 0 ? 0 : (int)p->nc;
 }
 
-extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int channels, int tb, size_t smem)
+extern "C" int ps_gpu_kernel_class(const ps_problem *p)
 {
-    void *k = ps_gpu_kernel_ptr(precision, regcap, channels);
+    return ps_gpu_channels(p) | (p->design_g ? PS_GPU_DESIGNED : 0);
+}
+
+extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int kclass, int tb, size_t smem)
+{
+    void *k = ps_gpu_kernel_ptr(precision, regcap, kclass);
     int bps = 0;
     if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, tb, smem) != cudaSuccess) {
@@ -113,18 +118,18 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
     int G = c.grid ? c.grid : PS_GPU_BLOCKS_PER_SM * sms;
     int sb = c.sb, segs = c.segs;
     const int min_segs = ps_gpu_min_segments(p);
-    PS_RETURN_ERROR_IF(o, p->design_g != 0, PS_ERR_NOT_IMPLEMENTED,
-                       "designed gradient axes (design_g) run on the CPU backend only in this version");
-    PS_RETURN_ERROR_IF(o, PS_DESIGN_NX(p->nc, p->nt) > (size_t)INT_MAX / 4, PS_ERR_SIZE,
-                       "%zu unknowns (nc = %zu, nt = %zu) exceed the GPU backend's 32-bit indexing",
-                       PS_DESIGN_NX(p->nc, p->nt), p->nc, p->nt);
+    /* every index of x (the designed axes' after the RF: PS_X_G) an int */
+    PS_RETURN_ERROR_IF(o, ps_problem_nx(p) > (size_t)INT_MAX / 4, PS_ERR_SIZE,
+                       "%zu unknowns (nc = %zu, nt = %zu, %zu designed axes) exceed the GPU backend's 32-bit "
+                       "indexing",
+                       ps_problem_nx(p), p->nc, p->nt, ps_problem_ng(p));
     PS_RETURN_ERROR_IF(o, p->ns > (size_t)(INT_MAX / 3) || p->nt > (size_t)(INT_MAX / 6), PS_ERR_SIZE,
                        "ns = %zu, nt = %zu exceed the GPU backend's 32-bit indexing", p->ns, p->nt);
     for (int pass = 0; pass < 2; pass++) {
         if (!c.sb || !c.segs)
             ps_gpu_default_config(p->ns, p->nt, G, tb, min_segs, &sb, &segs);
-        size_t smem = ps_gpu_dyn_smem(o->precision, sb, segs, tb, p->nt, ps_gpu_channels(p));
-        int bps = ps_gpu_max_blocks_per_sm(o->precision, c.regcap, ps_gpu_channels(p), tb, smem);
+        size_t smem = ps_gpu_dyn_smem(o->precision, sb, segs, tb, p->nt, ps_gpu_kernel_class(p));
+        int bps = ps_gpu_max_blocks_per_sm(o->precision, c.regcap, ps_gpu_kernel_class(p), tb, smem);
         PS_RETURN_ERROR_IF(o, bps < 1, PS_ERR_GPU_LAUNCH,
                            "a block of %d threads with %zu bytes of shared memory does not fit on an SM",
                            tb, smem);
@@ -161,17 +166,44 @@ extern "C" int ps_gpu_stage_pulse(int precision, size_t nt, int channels)
 }
 
 template <typename R>
-static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channels)
+static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channels, int designed = 0,
+                             int gdt_len = 0)
 {
-    size_t ev = eval_smem_bytes<R>(sb, segs, pulse_len, channels);
+    size_t ev = eval_smem_bytes<R>(sb, segs, pulse_len, channels, designed, gdt_len);
     size_t rd = reduce_smem_bytes(tb);
     return ev > rd ? ev : rd;
 }
 
-extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int channels)
+/* The designed axes' gdt copy of a block in shared memory: at most
+ * PS_GPU_GDT_SMEM bytes, and only while the evaluation's whole shared
+ * memory stays within PS_GPU_EVAL_SMEM_MAX (the largest a block may have,
+ * 227 KB, less the kernel's static share and a margin); else each block's
+ * copy is in global memory (args.gdtb), read through the L1 cache as the
+ * problem's gdt is. */
+#define PS_GPU_GDT_SMEM (48 * 1024)
+#define PS_GPU_EVAL_SMEM_MAX (200 * 1024)
+
+extern "C" int ps_gpu_stage_gdt(int precision, int sb, int segs, int tb, size_t nt, int channels)
 {
+    const size_t rs = precision == PS_PRECISION_DOUBLE ? sizeof(double) : sizeof(float);
+    if (3 * nt * rs > PS_GPU_GDT_SMEM)
+        return 0;
+    const int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
+    const size_t b = precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, 1, (int)nt)
+                                                      : dyn_smem_bytes<float>(sb, segs, tb, pl, channels, 1, (int)nt);
+    return b <= PS_GPU_EVAL_SMEM_MAX;
+}
+
+extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass)
+{
+    const int channels = kclass & ~PS_GPU_DESIGNED, designed = (kclass & PS_GPU_DESIGNED) != 0;
     /* the staged pulse: nt steps of (u, v) for every channel */
     int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
+    if (designed) { /* the DG kernels' share, with their gdt copy if it is staged */
+        const int gl = ps_gpu_stage_gdt(precision, sb, segs, tb, nt, channels) ? (int)nt : 0;
+        return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, 1, gl)
+                                                : dyn_smem_bytes<float>(sb, segs, tb, pl, channels, 1, gl);
+    }
     return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels)
                                             : dyn_smem_bytes<float>(sb, segs, tb, pl, channels);
 }

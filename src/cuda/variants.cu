@@ -57,27 +57,28 @@ struct hl_report {
 enum { HL_START = 0, HL_TRIAL = 1 };
 
 /* Evaluate at x + alpha d: per-block partial gradients and losses (NCH:
- * the single-channel or the channels evaluation, cuda/evaluate.cuh). */
-template <typename R, int MINB, int NCH>
+ * the single-channel or the channels evaluation, cuda/evaluate.cuh; DG:
+ * with designed gradient axes, at the round's penalty weight). */
+template <typename R, int MINB, int NCH, int DG>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
 host_evaluate_kernel(args a, const double *d, double alpha)
 {
     extern __shared__ __align__(16) char smem[];
-    evaluate<R, NCH>(a, a.x, d, alpha, true, smem);
+    evaluate<R, NCH, DG>(a, a.x, d, alpha, true, smem, DG ? a.state->mu : 0.0);
     sar_partials<NCH>(a, a.x, d, alpha);
 }
 
 /* Gradient into gout and the per-block partials of gout.d, gout.gout, b.b;
  * for a trial (slot >= 0) the update's dots too. */
-template <int NCH>
+template <int NCH, int DG>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
 host_reduce_kernel(args a, const double *d, double alpha, int slot, double *gout)
 {
     extern __shared__ __align__(16) char smem[];
-    reduce_gradient<NCH>(a, a.x, d, alpha, a.state->mu, gout, (double *)smem,
-                         a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    reduce_gradient<NCH, DG>(a, a.x, d, alpha, a.state->mu, gout, (double *)smem,
+                             a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     if (slot >= 0)
-        trial_dots<NCH>(a, alpha, slot, gout, (double *)smem);
+        trial_dots<NCH, DG>(a, alpha, slot, gout, (double *)smem);
 }
 
 /* The accepted step (slot >= 0), then d from the coefficients the last
@@ -97,8 +98,10 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_direction_kernel(args
  * or HL_TRIAL with the trial's update dots, for the pair of slot `slot`
  * and step alpha); after START and an accepted trial's update also the
  * next direction's decision. seconds: host time since the solve began
- * (history, time limit).
+ * (history, time limit). NCH, DG: the evaluation's kernel class (the
+ * blocks that hold update dots, the penalties).
  */
+template <int NCH, int DG>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
 host_decide_kernel(args a, int G, int what, int slot, double alpha, double seconds, hl_report *out)
 {
@@ -108,7 +111,7 @@ host_decide_kernel(args a, int G, int what, int slot, double alpha, double secon
     __syncthreads();
     /* the persistent kernel's clock before the first update */
     const double elapsed = what == HL_START && S.iteration == 0 ? 0.0 : seconds;
-    eval_scalars<1>(a, G, what == HL_TRIAL, L); /* the SAR penalty if the problem has one */
+    eval_scalars<NCH, DG>(a, G, what == HL_TRIAL, L); /* the penalties if the problem has them */
     /* thread 0 alone reads and writes S until the warp's barrier */
     if (threadIdx.x == 0) {
         if (what == HL_START) {
@@ -145,7 +148,7 @@ host_decide_kernel(args a, int G, int what, int slot, double alpha, double secon
     }
 }
 
-template <typename R, int NCH>
+template <typename R, int NCH, int DG>
 static int host_loop_t(context *c, const ps_options *o, double *ms)
 {
     int st = PS_CONVERGED;
@@ -153,7 +156,7 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
     const int G = c->cfg.grid, tb = c->cfg.block, gv = a.gv;
     const size_t smem = c->smem, smem_r = reduce_smem_bytes(tb);
     void (*eval_k)(args, const double *, double) =
-        c->cfg.regcap ? host_evaluate_kernel<R, 2, NCH> : host_evaluate_kernel<R, 1, NCH>;
+        c->cfg.regcap ? host_evaluate_kernel<R, 2, NCH, DG> : host_evaluate_kernel<R, 1, NCH, DG>;
     timed_stream ts = {};
     hl_report *rep = NULL, *drep = NULL;
     hl_report r;
@@ -181,16 +184,16 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
             if (r.apply_slot >= 0)
                 host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 0);
             eval_k<<<G, tb, smem, ts.s>>>(a, nullptr, 0.0);
-            host_reduce_kernel<NCH><<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
-            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_START, -1, 0.0, wall_seconds() - t0, drep);
+            host_reduce_kernel<NCH, DG><<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
+            host_decide_kernel<NCH, DG><<<1, tb, 0, ts.s>>>(a, G, HL_START, -1, 0.0, wall_seconds() - t0, drep);
         } else if (r.phase == PS_PHASE_TRIAL) {
             // ---- the accepted step and the direction (once per iteration),
             // line search trial with the update's dots ----
             if (fresh)
                 host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 1);
             eval_k<<<G, tb, smem, ts.s>>>(a, a.d, r.alpha);
-            host_reduce_kernel<NCH><<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, r.slot, a.gt);
-            host_decide_kernel<<<1, tb, 0, ts.s>>>(a, G, HL_TRIAL, r.slot, r.alpha, wall_seconds() - t0,
+            host_reduce_kernel<NCH, DG><<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, r.slot, a.gt);
+            host_decide_kernel<NCH, DG><<<1, tb, 0, ts.s>>>(a, G, HL_TRIAL, r.slot, r.alpha, wall_seconds() - t0,
                                                    drep);
         } else if (r.phase == PS_PHASE_DONE) {
             if (r.apply_slot >= 0) /* the last accepted step */
@@ -218,16 +221,21 @@ out:
     return st;
 }
 
-int ps_gpu::solve_host_loop(context *c, const ps_options *o, double *ms)
+template <int DG> static int host_loop_of(context *c, const ps_options *o, double *ms)
 {
     if (c->channels == 8)
-        return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 8>(c, o, ms)
-                                                   : host_loop_t<float, 8>(c, o, ms);
+        return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 8, DG>(c, o, ms)
+                                                   : host_loop_t<float, 8, DG>(c, o, ms);
     if (c->channels)
-        return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 1>(c, o, ms)
-                                                   : host_loop_t<float, 1>(c, o, ms);
-    return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 0>(c, o, ms)
-                                               : host_loop_t<float, 0>(c, o, ms);
+        return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 1, DG>(c, o, ms)
+                                                   : host_loop_t<float, 1, DG>(c, o, ms);
+    return c->precision == PS_PRECISION_DOUBLE ? host_loop_t<double, 0, DG>(c, o, ms)
+                                               : host_loop_t<float, 0, DG>(c, o, ms);
+}
+
+int ps_gpu::solve_host_loop(context *c, const ps_options *o, double *ms)
+{
+    return c->designed ? host_loop_of<1>(c, o, ms) : host_loop_of<0>(c, o, ms);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -239,7 +247,7 @@ int ps_gpu::solve_host_loop(context *c, const ps_options *o, double *ms)
  * state in device memory (the first pass starts with the start
  * evaluation), then the state back and the loop condition.
  */
-template <typename R, int MINB, int NCH>
+template <typename R, int MINB, int NCH, int DG>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
 graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalHandle cond)
 {
@@ -260,7 +268,7 @@ graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalH
 
     if (L.S.phase != PS_PHASE_DONE) {
         // ---- one iteration (cuda/loop.cuh) ----
-        solve_phases<R, NCH>(a, grid, L, smem, t0, last, *(volatile double *)a.elapsed, true);
+        solve_phases<R, NCH, DG>(a, grid, L, smem, t0, last, *(volatile double *)a.elapsed, true);
         // ---- the state back for the next pass ----
         if (L.S.phase == PS_PHASE_DONE)
             grid.sync(); /* a pass that stopped at once had no barrier: all blocks have read the state */
@@ -275,12 +283,13 @@ graph_iteration_kernel(args a, unsigned long long *clock0, cudaGraphConditionalH
     __syncthreads();
 }
 
-template <typename R, int NCH>
+template <typename R, int NCH, int DG>
 static int graph_t(context *c, const ps_options *o, double *ms)
 {
     int st = PS_CONVERGED;
     const int G = c->cfg.grid, tb = c->cfg.block;
-    void *k = c->cfg.regcap ? (void *)graph_iteration_kernel<R, 2, NCH> : (void *)graph_iteration_kernel<R, 1, NCH>;
+    void *k = c->cfg.regcap ? (void *)graph_iteration_kernel<R, 2, NCH, DG>
+                            : (void *)graph_iteration_kernel<R, 1, NCH, DG>;
     timed_stream ts = {};
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
@@ -355,11 +364,18 @@ out:
     return st;
 }
 
-int ps_gpu::solve_graph(context *c, const ps_options *o, double *ms)
+template <int DG> static int graph_of(context *c, const ps_options *o, double *ms)
 {
     if (c->channels == 8)
-        return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 8>(c, o, ms) : graph_t<float, 8>(c, o, ms);
+        return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 8, DG>(c, o, ms)
+                                                   : graph_t<float, 8, DG>(c, o, ms);
     if (c->channels)
-        return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 1>(c, o, ms) : graph_t<float, 1>(c, o, ms);
-    return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 0>(c, o, ms) : graph_t<float, 0>(c, o, ms);
+        return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 1, DG>(c, o, ms)
+                                                   : graph_t<float, 1, DG>(c, o, ms);
+    return c->precision == PS_PRECISION_DOUBLE ? graph_t<double, 0, DG>(c, o, ms) : graph_t<float, 0, DG>(c, o, ms);
+}
+
+int ps_gpu::solve_graph(context *c, const ps_options *o, double *ms)
+{
+    return c->designed ? graph_of<1>(c, o, ms) : graph_of<0>(c, o, ms);
 }

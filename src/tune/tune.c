@@ -54,8 +54,8 @@ static int cache_shape(const ps_problem *p, const ps_options *o, int sms, ps_gpu
                path, e->sb, segs, min_segs);
         return 0;
     }
-    size_t smem = ps_gpu_dyn_smem(o->precision, e->sb, segs, e->block, p->nt, ps_gpu_channels(p));
-    int fit = ps_gpu_max_blocks_per_sm(o->precision, e->regcap, ps_gpu_channels(p), e->block, smem);
+    size_t smem = ps_gpu_dyn_smem(o->precision, e->sb, segs, e->block, p->nt, ps_gpu_kernel_class(p));
+    int fit = ps_gpu_max_blocks_per_sm(o->precision, e->regcap, ps_gpu_kernel_class(p), e->block, smem);
     if (fit < e->blocks_per_sm) {
         ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
                "tune cache %s ignored for this problem: %d blocks of %d threads with %zu bytes "
@@ -165,8 +165,8 @@ static int add_shape(shape_list *l, int block, int sb, int regcap, int bps)
             s->blocks_per_sm == bps)
             return (int)i;
     }
-    size_t smem = ps_gpu_dyn_smem(l->precision, sb, block / sb, block, l->p->nt, ps_gpu_channels(l->p));
-    int fit = ps_gpu_max_blocks_per_sm(l->precision, regcap, ps_gpu_channels(l->p), block, smem);
+    size_t smem = ps_gpu_dyn_smem(l->precision, sb, block / sb, block, l->p->nt, ps_gpu_kernel_class(l->p));
+    int fit = ps_gpu_max_blocks_per_sm(l->precision, regcap, ps_gpu_kernel_class(l->p), block, smem);
     if (fit < bps || bps < 1)
         return -1;
     if (r->count == l->cap) {
@@ -212,8 +212,8 @@ static int enumerate(shape_list *l, int min_segs)
                 int segs = block / sb;
                 if (segs < min_segs || ((size_t)segs > l->p->nt && sb < 32))
                     continue;
-                size_t smem = ps_gpu_dyn_smem(l->precision, sb, segs, block, l->p->nt, ps_gpu_channels(l->p));
-                int fit = ps_gpu_max_blocks_per_sm(l->precision, regcap, ps_gpu_channels(l->p), block, smem);
+                size_t smem = ps_gpu_dyn_smem(l->precision, sb, segs, block, l->p->nt, ps_gpu_kernel_class(l->p));
+                int fit = ps_gpu_max_blocks_per_sm(l->precision, regcap, ps_gpu_kernel_class(l->p), block, smem);
                 if (fit < 1)
                     continue;
                 int bps = fit < PS_GPU_BLOCKS_PER_SM ? fit : PS_GPU_BLOCKS_PER_SM;
@@ -294,7 +294,7 @@ int ps_gpu_tune(const ps_problem *p, const ps_options *o, const ps_tune_settings
     if (ps_tune_cache_path(&key, r->cache_path, sizeof r->cache_path))
         r->cache_path[0] = '\0';
     for (int regcap = 0; regcap < 2; regcap++)
-        PS_RETURN_ERROR_IF(&opt, ps_gpu_kernel_attrs(opt.precision, regcap, ps_gpu_channels(p), &l.ki[regcap]),
+        PS_RETURN_ERROR_IF(&opt, ps_gpu_kernel_attrs(opt.precision, regcap, ps_gpu_kernel_class(p), &l.ki[regcap]),
                            PS_ERR_GPU_UNSUPPORTED, "cannot read the kernel's attributes");
 
     /* the candidates, the heuristic's shape and the cached one */

@@ -386,13 +386,15 @@ static void control_storm_b1max(void **state)
  * checkpoint hops in any round. The rounds are short (a loose decrease
  * test) so that the reference goes through several of them.
  */
-/* Options of the SAR designs: short rounds (a loose decrease test). */
+/* Options of the SAR designs: short rounds (a loose decrease test) from
+ * a light first weight (1e-3 of the loss's scale), so that several run. */
 static ps_options sar_opts(void)
 {
     ps_options o = run_opts();
     o.max_iterations = 400;
     o.ftol = 1e-3;
     o.past = 3;
+    o.penalty_mu = 1e-3;
     return o;
 }
 

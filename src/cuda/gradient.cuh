@@ -1,0 +1,237 @@
+/*
+ * Designed gradient axes on the GPU (SPEC 1.2 and 1.3, model/design.h,
+ * model/constraints.h): what the DG kernels (template flag DG = 1) add to
+ * the evaluation and the reduction, with no grid barrier of their own.
+ *
+ *   form_gradient    start of every evaluation, every block: the designed
+ *                    waveforms g_ik at x + alpha d, the slews
+ *                    dt s_k = dt smax (2/pi) atan(t_k) of the slew
+ *                    variables t_k = kappa_i (x_k - x_{k-1}) in parallel
+ *                    and g_k = sum_{j<=k} dt s_j by a fixed-order block
+ *                    scan in double (the same bits in every block and every
+ *                    variant, for a given block size); the block's own gdt
+ *                    copy [nt][3] in the spin loop's precision (the
+ *                    problem's gdt on the fixed axes, dt gamma g_k on the
+ *                    designed ones), which the spin loops read instead of
+ *                    a.gdt; the limits' penalty at mu = 1 and its violation
+ *                    into the block's row of a.gpen; the designed part of
+ *                    the block's partial gradient preset: block 0's to the
+ *                    penalty's gradient at the round's mu, the others' to 0.
+ *   replay           (cuda/evaluate.cuh) stages the adjoint's gth_z per step
+ *                    beside (gx, gy), and flush_gradient adds
+ *                    dt gamma sum_l r_l,a gth_z,l over the tile's spins l to
+ *                    the block's partial dF/dg_k of each designed axis.
+ *   reverse_rows     end of the evaluation, in the optimizer's variables:
+ *                    each block turns its partial rows into their reverse
+ *                    cumulative sums, so that reduce_gradient's sum over
+ *                    the blocks is R_k = sum_{j>=k} dF/dg_j at once.
+ *   reduce_gradient  (cuda/reduce.cuh) per designed index k the sums over
+ *                    the blocks at k and k + 1, R_k and R_{k+1}, then
+ *                    dF/dt_k = ps_slew_grad(t_k, R_k) and
+ *                    dF/dx_k = kappa_i (dF/dt_k - dF/dt_{k+1}) (at the
+ *                    physical point, MODE_EVAL: dF/dg_k itself);
+ *                    eval_scalars adds mu times the penalty to f and takes
+ *                    the largest violation with the SAR's.
+ */
+#ifndef PS_SRC_CUDA_GRADIENT_CUH
+#define PS_SRC_CUDA_GRADIENT_CUH
+
+#include "cuda/args.cuh"
+#include "cuda/sums.cuh"
+
+namespace ps_gpu {
+
+/* The i-th designed axis and its slew scale by constant indices (a
+ * runtime index into the kernel's parameters would copy them to local
+ * memory). */
+__device__ __forceinline__ int des_axis(const ps_design &des, int i)
+{
+    return i == 0 ? des.axis[0] : i == 1 ? des.axis[1] : des.axis[2];
+}
+__device__ __forceinline__ double des_kappa(const ps_design &des, int i)
+{
+    return i == 0 ? des.kappa[0] : i == 1 ? des.kappa[1] : des.kappa[2];
+}
+
+/* Doubles of the evaluation's scratch for the designed axes (shared
+ * memory, 16-byte aligned, after the gradient staging):
+ * [0, 64) block_partials' [warps][4], [64, 68) its sums, [72, 88) the
+ * warps' violations; the block scan uses [0, warps). */
+#define PS_GPU_DG_SCRATCH 96
+
+/* The scratch's place after the staging buffer `end` (cuda/evaluate.cuh). */
+__device__ __forceinline__ double *dg_scratch(void *end)
+{
+    return (double *)(((uintptr_t)end + 15) & ~(uintptr_t)15);
+}
+
+/*
+ * Inclusive scan of v over the block's threads in thread order, plus
+ * carry; carry becomes carry + the sum of every thread's v (the same bits
+ * in every thread). A fixed order: Hillis-Steele shuffles in each warp,
+ * then the warps before in order. Every thread calls it; scr: [warps]
+ * doubles; two barriers.
+ */
+__device__ inline double block_scan(double v, double &carry, double *scr)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    for (int off = 1; off < 32; off *= 2) {
+        const double y = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off)
+            v += y;
+    }
+    if (lane == 31)
+        scr[warp] = v;
+    __syncthreads();
+    double before = carry, total = carry;
+    for (int w = 0; w < nw; w++) {
+        if (w < warp)
+            before += scr[w];
+        total += scr[w];
+    }
+    __syncthreads(); /* scr is read before the next scan writes it */
+    carry = total;
+    return before + v;
+}
+
+/* The coordinate j of the point x + alpha d (d may be NULL). */
+__device__ __forceinline__ double point_at(const double *x, const double *d, double alpha, int j)
+{
+    return d ? ps_trial_coord(x[j], alpha, d[j]) : x[j];
+}
+
+/*
+ * ---- the designed waveforms of an evaluation (every block) ----
+ * At x + alpha d (d may be NULL): g_ik of every designed axis i (in the
+ * optimizer's variables the cumulative sum of dt s_k, s_k of
+ * t_k = kappa_i (x_k - x_{k-1}), model/design.h; at the physical point
+ * x's tail itself), the block's gdt [nt][3] (R), its row of a.gpen
+ * (the penalty of each axis's limits at mu = 1, per step by
+ * ps_gradient_penalty over one step, the end condition with the last;
+ * then the largest violation), and with grad the designed part of the
+ * block's partial gradient gp preset (block 0: the penalty's gradient at
+ * weight mu; the others: 0). Thread t takes the steps t + j tb in order.
+ * Every thread calls it; scr: PS_GPU_DG_SCRATCH doubles; ends with a
+ * barrier.
+ */
+template <typename R>
+__device__ inline void form_gradient(const args &a, const double *x, const double *d, double alpha, double mu,
+                                     bool grad, R *gdt, double *gp, double *scr)
+{
+    const ps_design &des = a.des;
+    const int nt = a.nt, tb = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = (tb + 31) >> 5;
+    const R *gfix = (const R *)a.gdt;
+    for (int k = t; k < nt; k += tb)
+        for (int c = 0; c < 3; c++)
+            gdt[3 * k + c] = gfix[3 * k + c];
+    double pen[3] = {0.0, 0.0, 0.0}, viol = 0.0;
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        if (i < des.ng) {
+            const int ax = des_axis(des, i);
+            const double kappa = des_kappa(des, i);
+            double carry = 0.0;
+            for (int k0 = 0; k0 < nt; k0 += tb) {
+                const int k = k0 + t, ix = PS_X_G(a.nc, nt, i, k);
+                double v = 0.0;
+                if (k < nt) {
+                    v = point_at(x, d, alpha, ix);
+                    if (des.slew) {
+                        const double xprev = k > 0 ? point_at(x, d, alpha, ix - 1) : 0.0;
+                        v = des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, v, xprev));
+                    }
+                }
+                const double g = des.slew ? block_scan(v, carry, scr) : v;
+                if (k < nt) {
+                    gdt[3 * k + ax] = (R)(des.dtg * g);
+                    const int ge = k == nt - 1 ? des.g_end : 0;
+                    pen[i] += ps_gradient_penalty(des.gmax, ge, 1.0, 1, &g, nullptr, &viol);
+                    if (grad) {
+                        double dg = 0.0, unused = 0.0;
+                        if (blockIdx.x == 0)
+                            ps_gradient_penalty(des.gmax, ge, mu, 1, &g, &dg, &unused);
+                        gp[ix] = dg;
+                    }
+                }
+            }
+        }
+    }
+    /* the penalties: a fixed-order block sum; the violation: the largest */
+    const double vals[4] = {pen[0], pen[1], pen[2], 0.0};
+    block_partials(vals, 4, scr, scr + 64);
+    for (int off = 16; off > 0; off /= 2)
+        viol = fmax(viol, __shfl_xor_sync(0xffffffffu, viol, off));
+    if (lane == 0)
+        scr[72 + warp] = viol;
+    __syncthreads();
+    if (t == 0) {
+        double v = 0.0;
+        for (int w = 0; w < nw; w++)
+            v = fmax(v, scr[72 + w]);
+        double *row = a.gpen + (size_t)4 * blockIdx.x;
+        row[0] = scr[64];
+        row[1] = scr[65];
+        row[2] = scr[66];
+        row[3] = v;
+    }
+    __syncthreads(); /* gdt and gp for the whole block; scr free */
+}
+
+/*
+ * The designed part of replay's flush (cuda/evaluate.cuh): per
+ * (designed axis i, staged step r, segment g) the sum over the segment's
+ * spins l of r_l,a gth_z,l (positions rtile [sb][3], the staged gth_z
+ * sgz [PS_GPU_STAGE][33] of the warp), times dt gamma, added to the
+ * block's partial dF/dg_i,k; one item per lane.
+ */
+template <typename R>
+__device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, const R *rtile, int nb, int ngroups,
+                                               int sb, int pw, int kseg, int itop, int lane, double *gp)
+{
+    const int per = nb * ngroups;
+    for (int it = lane; it < a.des.ng * per; it += 32) {
+        const int i = it / per, rem = it - i * per, r = rem / ngroups, g = rem - r * ngroups;
+        const int ax = des_axis(a.des, i);
+        const R *row = sgz + r * 33 + g * sb;
+        R sum = 0;
+        for (int l = 0; l < sb; l++)
+            sum += rtile[3 * l + ax] * row[l];
+        const int kk = (pw + g) * kseg + itop - r;
+        if (kk < a.nt)
+            gp[PS_X_G(a.nc, a.nt, i, kk)] += a.des.dtg * (double)sum;
+    }
+}
+
+/*
+ * ---- reverse cumulative sums (end of an evaluation, every block) ----
+ * Each designed row of the block's partial gradient gp becomes
+ * R_k = sum_{j>=k} row_j: thread t takes step nt - 1 - (t + j tb), a block
+ * scan from the last step. Every thread calls it; scr: [warps] doubles.
+ */
+__device__ inline void reverse_rows(const args &a, double *gp, double *scr)
+{
+    const int nt = a.nt, tb = blockDim.x;
+    for (int i = 0; i < a.des.ng; i++) {
+        double carry = 0.0;
+        for (int j0 = 0; j0 < nt; j0 += tb) {
+            const int k = nt - 1 - (j0 + (int)threadIdx.x);
+            const int ix = PS_X_G(a.nc, nt, i, k);
+            const double v = k >= 0 ? gp[ix] : 0.0;
+            const double s = block_scan(v, carry, scr);
+            if (k >= 0)
+                gp[ix] = s;
+        }
+    }
+}
+
+/* Shared memory the designed axes add to an evaluation (gdt_len: nt when
+ * the block's gdt copy is staged there, else 0). */
+template <typename R>
+__host__ __device__ inline size_t dg_smem_bytes(int sb, int gdt_len)
+{
+    return 16 + PS_GPU_DG_SCRATCH * sizeof(double) + (size_t)3 * sb * sizeof(R) + (size_t)3 * gdt_len * sizeof(R);
+}
+
+} // namespace ps_gpu
+
+#endif /* PS_SRC_CUDA_GRADIENT_CUH */
