@@ -39,20 +39,25 @@ with persolve.Run(problem, **opts) as run:
         show(run.progress())
         time.sleep(0.25)
 
-    run.pause()
-    while not (run.progress().state == persolve.RunState.PAUSED and run.progress().idle):
+    try:
+        run.pause()
+    except persolve.StateError:
+        pass  # it finished first
+    while not run.done and not (run.state == persolve.RunState.PAUSED and run.progress().idle):
         time.sleep(0.01)
-    before = run.progress()
-    time.sleep(0.5)
-    after = run.progress()
-    show(after)
-    print(f"paused: iteration {before.iteration} -> {after.iteration} over 0.5 s, "
-          f"solve time {before.seconds:.3f} -> {after.seconds:.3f} s")
+    if not run.done:
+        before = run.progress()
+        time.sleep(0.5)
+        after = run.progress()
+        show(after)
+        print(f"paused: iteration {before.iteration} -> {after.iteration} over 0.5 s, "
+              f"solve time {before.seconds:.3f} -> {after.seconds:.3f} s")
     run.checkpoint(args.checkpoint)
     print("checkpoint written to", args.checkpoint)
 
-    run.resume()
-    print("resumed:")
+    if not run.done:
+        run.resume()
+        print("resumed:")
     while (res := run.wait(timeout=0.25)) is None:
         show(run.progress())
 print(res.summary())
