@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from . import _persolve
-from ._errors import InputError, Status
+from ._errors import InputError, Status, _from_status
 
 __all__ = [
     "Problem", "Result", "History", "Evaluation", "Progress", "RunState", "Run",
@@ -648,7 +648,10 @@ class Run:
 
     def wait(self, timeout=None):
         """Wait for the end, at most ``timeout`` seconds (None: no limit).
-        Returns the :class:`Result`, or None when the time passed first.
+        Returns the :class:`Result`, or None when the time passed first;
+        raises :class:`persolve.Error` when the solve ended in an error that
+        leaves no point (a line-search failure returns the last good point,
+        with a RuntimeWarning).
         The GIL is released while waiting; Ctrl-C interrupts the wait (not
         the run)."""
         if self._result is not None:
@@ -706,6 +709,8 @@ def _finish(problem, info, options):
     """A Result from a finished run's outcome: the final magnetization by
     ps_simulate with the same options, as ``persolve design`` does."""
     status = info["status"]
+    if status < 0 and status != Status.ERR_LINE_SEARCH:
+        raise _from_status(status, info.get("message", ""))  # no usable point
     if status == Status.ERR_LINE_SEARCH:
         warnings.warn(f"{_persolve.strerror(status)}: the result holds the last good point",
                       RuntimeWarning, stacklevel=3)

@@ -613,8 +613,9 @@ static void run_control(Run &r, int (*fn)(ps_run *))
     check(st, r.opt.log.take());
 }
 
-// The finished run's outcome as a dict (x, history [rows,7] and the
-// ps_result fields), or None when timeout_s passed first.
+// The finished run's outcome as a dict (x, history [rows,7], the ps_result
+// fields and the log's last message; the Python layer raises for the
+// statuses that leave no point), or None when timeout_s passed first.
 static nb::object run_wait(Run &r, double timeout_s, nb::handle prob)
 {
     ps_run *run = r.get();
@@ -636,10 +637,6 @@ static nb::object run_wait(Run &r, double timeout_s, nb::handle prob)
     }
     if (st == PS_RUNNING)
         return nb::none();
-    if (st < 0 && st != PS_ERR_LINE_SEARCH && res.history_len == 0) {
-        ps_result_free(&res);
-        raise_status(st, r.opt.log.take());
-    }
     out_array hist = new_array({res.history_len, 7});
     for (size_t i = 0; i < res.history_len; i++) {
         const ps_progress &h = res.history[i];

@@ -109,3 +109,11 @@ def test_backend_unavailable():
     p = persolve.Problem.preset("slice1d:nz=20,nt=10")
     err = raises(Status.ERR_NO_GPU, persolve.BackendError, persolve.design, p, backend="gpu")
     assert isinstance(err, RuntimeError)
+    raises(Status.ERR_NO_GPU, persolve.BackendError, persolve.evaluate, p, backend="gpu")
+
+
+def test_objective_not_finite_at_the_start():
+    p = persolve.Problem.preset("slice1d:nz=20,nt=10")
+    x = np.full(p.nx, 1e300)
+    raises(Status.ERR_OBJECTIVE, persolve.SolverError, persolve.design, p, x, backend="cpu",
+           precision="double")
