@@ -33,6 +33,11 @@ def have_cuda():
     return _persolve.have_cuda()
 
 
+def have_openmp():
+    """True when the CPU backend was built with OpenMP threads."""
+    return _persolve.have_openmp()
+
+
 def gpus():
     """Descriptions of the usable GPUs (empty without CUDA or a GPU)."""
     return [_persolve.gpu_describe(i) for i in range(_persolve.gpu_count())]
@@ -51,5 +56,5 @@ __all__ = [
     "Problem", "Result", "History", "Evaluation", "Progress", "Run", "RunState", "Status",
     "Error", "InputError", "FileError", "SolverError", "BackendError", "StateError",
     "CheckpointError", "design", "evaluate", "simulate", "load_result", "export_pulseq",
-    "pulseq_resample", "presets", "options_default", "have_cuda", "gpus", "plot",
+    "pulseq_resample", "presets", "options_default", "have_cuda", "have_openmp", "gpus", "plot",
 ]
