@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -48,3 +49,14 @@ def ptx_arrays(seed=1, ns=60, nt=80, nc=3, nq=2):
 @pytest.fixture
 def ptx():
     return persolve.Problem(**ptx_arrays())
+
+
+def wait_for(run, pred, limit=120.0):
+    """Poll a run's progress until pred(progress) holds (fails after limit s)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        p = run.progress()
+        if pred(p):
+            return p
+        time.sleep(0.002)
+    pytest.fail(f"timed out: {run.progress()}")

@@ -10,19 +10,10 @@ import numpy as np
 import pytest
 
 import persolve
+from conftest import wait_for
 from persolve import RunState, Status
 
 pytestmark = pytest.mark.skipif(not persolve.gpus(), reason="no GPU")
-
-
-def wait_for(run, pred, limit=120.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < limit:
-        p = run.progress()
-        if pred(p):
-            return p
-        time.sleep(0.001)
-    pytest.fail(f"timed out: {run.progress()}")
 
 
 def test_design_equals_the_cli_on_the_gpu(cli, tmp_path):

@@ -7,20 +7,11 @@ import numpy as np
 import pytest
 
 import persolve
+from conftest import wait_for
 from persolve import RunState
 
 SPEC = "spiral2d:n=16,nt=300"
 ITERS = 60
-
-
-def wait_for(run, pred, limit=60.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < limit:
-        p = run.progress()
-        if pred(p):
-            return p
-        time.sleep(0.005)
-    pytest.fail(f"timed out: {run.progress()}")
 
 
 @pytest.fixture(scope="module")
