@@ -77,3 +77,20 @@ def test_checkpoint_refused_when_corrupted(reference):
     with pytest.raises(persolve.CheckpointError) as e:
         persolve.Run.resume_from(bytes(blob), reference.problem, backend="cpu")
     assert e.value.status == persolve.Status.ERR_CHECKPOINT
+
+
+def test_the_gil_is_released_while_waiting(reference):
+    import threading
+
+    with persolve.Run(reference.problem, backend="cpu", max_iterations=0, ftol=0,
+                      gtol=0) as run:
+        waiter = threading.Thread(target=run.wait, args=(1.5,))
+        waiter.start()
+        gap, last, t_end = 0.0, time.monotonic(), time.monotonic() + 1.0
+        while time.monotonic() < t_end:  # Python work while the other thread waits
+            now = time.monotonic()
+            gap, last = max(gap, now - last), now
+        waiter.join()
+        assert run.progress().state == RunState.RUNNING  # still solving: the wait timed out
+        run.cancel()
+    assert gap < 0.5, gap
