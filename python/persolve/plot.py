@@ -46,7 +46,9 @@ def pulse(res, ax_mag=None, ax_phase=None):
         label = f"channel {c}" if nc > 1 else None
         mag = np.abs(b[c])
         ax_mag.step(t, mag, where="post", lw=1.0, label=label)
-        ph = np.where(mag > 1e-3 * max(mag.max(), 1e-300), np.angle(b[c]), np.nan)
+        ph = np.angle(b[c])
+        ph = np.where(ph < -np.pi + 1e-3, np.pi, ph)  # -pi and pi: one phase, drawn at pi
+        ph = np.where(mag > 1e-3 * max(mag.max(), 1e-300), ph, np.nan)
         ax_phase.step(t, ph, where="post", lw=1.0, label=label)
     ax_mag.set_ylabel("|$b_1$| (G)")
     ax_mag.set_title("RF magnitude")
@@ -83,6 +85,7 @@ def gradient(res, ax=None):
     ax.axhline(0, color="0.5", lw=0.8)
     if drawn == 0:
         ax.text(0.5, 0.5, "no gradient", transform=ax.transAxes, ha="center")
+        ax.set_xlim(t[0], t[-1] + res.problem.dt * 1e3)
     else:
         ax.legend(fontsize="small")
     ax.set_xlabel("time (ms)")
