@@ -40,6 +40,7 @@ enum {
     OPT_MAX_ROUNDS,
     OPT_CONSTRAINT_TOL,
     OPT_PENALTY_MU,
+    OPT_STRICT,
     OPT_PULSEQ,
 };
 
@@ -73,6 +74,7 @@ static const struct option design_options[] = {
     {"max-rounds", required_argument, NULL, OPT_MAX_ROUNDS},
     {"constraint-tol", required_argument, NULL, OPT_CONSTRAINT_TOL},
     {"penalty-mu", required_argument, NULL, OPT_PENALTY_MU},
+    {"strict", no_argument, NULL, OPT_STRICT},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -86,6 +88,7 @@ static const struct option eval_options[] = {
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"json", no_argument, NULL, OPT_JSON},
+    {"strict", no_argument, NULL, OPT_STRICT},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -338,6 +341,9 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         return PS_CLI_OK;
     case OPT_JSON:
         cli->json = 1;
+        return PS_CLI_OK;
+    case OPT_STRICT:
+        cli->strict = 1;
         return PS_CLI_OK;
     case OPT_BACKEND:
         if (!strcmp(arg, "auto"))
@@ -660,9 +666,11 @@ static void usage_exit_codes(FILE *f)
           "       result is written, its SAR above sar_max (1 + constraint-tol),\n"
           "       or its gradient past gmax or g_end)\n"
           "  2    usage error (bad command, option or value)\n"
-          "  3    input error (bad or unwritable file, bad preset, invalid problem,\n"
+          "  3    input error (bad, corrupt or unwritable file, a full disk, bad\n"
+          "       preset, invalid problem, a start where the gradient is zero,\n"
           "       refused checkpoint)\n"
-          "  4    solver error (line-search failure, non-finite objective)\n"
+          "  4    solver error (line-search failure, non-finite objective), or out\n"
+          "       of memory\n"
           "  5    backend unavailable (--backend gpu and no usable GPU; bench\n"
           "       without a GPU unless --backend cpu; eval --backend gpu, whose\n"
           "       dF/dG only the CPU computes)\n"
@@ -776,6 +784,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --penalty-mu X  penalty weight mu of the first round, > 0\n"
                 "                      (default %g)\n"
                 "      --json          JSON summary on stdout instead of the text\n"
+                "      --strict        a dataset or attribute of the problem file that\n"
+                "                      persolve does not know is an error (default: a\n"
+                "                      warning naming the closest known name)\n"
                 "  -q, --quiet         no progress line and no summary\n"
                 "      --checkpoint FILE\n"
                 "                      write the run's state to FILE at the end (also\n"
@@ -828,7 +839,10 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "      --backend B     auto | cpu | gpu (default auto)\n"
               "      --precision P   single | double spin loop (default single)\n"
               "      --threads N     CPU threads, 0 = OpenMP default (default 0)\n"
-              "      --json          JSON on stdout instead of the text lines\n",
+              "      --json          JSON on stdout instead of the text lines\n"
+              "      --strict        a dataset or attribute of the problem file that\n"
+              "                      persolve does not know is an error (default: a\n"
+              "                      warning naming the closest known name)\n",
               f);
         usage_launch_shape(f);
         fputs("  -h, --help          this help\n\n", f);

@@ -57,6 +57,8 @@ typedef struct ps_cli {
     const char *pulseq;  /* export --pulseq OUT.seq */
     int json;            /* --json: machine-readable summary on stdout */
     int quiet;           /* --quiet: no progress line and no summary */
+    int strict;          /* --strict (design, eval): unknown names in a problem
+                            file are errors, not warnings */
     /* design: checkpoints */
     const char *checkpoint; /* --checkpoint FILE: write the run's state there */
     double every;           /* --every S: also every S seconds (> 0; 0: only at the end) */

@@ -6,6 +6,7 @@
 #ifndef PS_TOOLS_CMD_H
 #define PS_TOOLS_CMD_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -30,7 +31,15 @@ void ps_cli_error(const char *fmt, ...);
 /* The library's last error message, captured through ps_options.log. */
 typedef struct ps_cli_log {
     char msg[512];
+    char other[512]; /* the last one not from the GPU backend (src/cuda/): a
+                      * probe that found no GPU logs there before auto runs
+                      * the CPU, and its message explains no other error */
 } ps_cli_log;
+
+/* The library's message that goes with status st: a GPU status gets the
+ * last message, any other the last one not from the GPU backend ("" when
+ * there is none). */
+const char *ps_cli_log_reason(const ps_cli_log *log, int st);
 
 /* ps_log_fn that keeps the last error-level message in a ps_cli_log. */
 void ps_cli_log_capture(void *user, int level, const char *file, int line,
@@ -51,6 +60,18 @@ int ps_cli_check_options(ps_options *o, ps_cli_log *log);
 int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
                         size_t baselen);
 
+/* --strict: names a problem file holds that the reader does not know are
+ * errors in ps_cli_load_problem (else warnings on stderr). */
+void ps_cli_set_strict(int strict);
+
+/* The flag a command's SIGINT and SIGTERM handlers set: reading a problem
+ * file then stops (PS_EXIT_CANCELLED). NULL: none. */
+void ps_cli_set_cancel(const volatile sig_atomic_t *flag);
+
+/* The base name of the default outputs of a preset spec, its parameters
+ * kept: "spiral2d:n=16,nt=300" -> "spiral2d_n=16_nt=300". */
+void ps_cli_preset_base(const char *spec, char *base, size_t len);
+
 /*
  * The output file: `given` if not NULL, else base + suffix in the current
  * directory. Fails (PS_EXIT_INPUT, message printed) when the file's
@@ -62,6 +83,23 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
  */
 int ps_cli_output_path(const char *given, const char *base, const char *suffix,
                        int replaced, char *buf, size_t len);
+
+/*
+ * A text file written whole or not at all: its contents are collected in
+ * memory (open_memstream) and ps_cli_memfile_commit puts them in place of
+ * path through a temporary file beside it, synced and renamed
+ * (common/atomic_file.h), so a full disk leaves the old file and one
+ * message. ps_cli_memfile_open returns the stream (NULL: out of memory).
+ */
+typedef struct ps_cli_memfile {
+    FILE *f;
+    char *buf;
+    size_t len;
+} ps_cli_memfile;
+FILE *ps_cli_memfile_open(ps_cli_memfile *m);
+/* Returns an exit code (PS_EXIT_OK, or PS_EXIT_INPUT with the message
+ * printed). */
+int ps_cli_memfile_commit(ps_cli_memfile *m, const char *path);
 
 /* JSON: a quoted, escaped string; a number (non-finite as null). */
 void ps_json_string(FILE *f, const char *s);

@@ -369,9 +369,10 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
                       const char *date, const bench_size *sizes, int nsizes,
                       const control_stats *ctl, const char *ctl_label)
 {
-    FILE *f = fopen(path, "w");
+    ps_cli_memfile mf; /* written whole or not at all */
+    FILE *f = ps_cli_memfile_open(&mf);
     if (!f) {
-        ps_cli_error("%s: cannot write", path);
+        ps_cli_error("%s: cannot write: out of memory", path);
         return PS_EXIT_INPUT;
     }
     fputs("{\n  \"persolve\": ", f);
@@ -451,11 +452,7 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
         fputc('}', f);
     }
     fputs("\n}\n", f);
-    if (fclose(f) != 0) {
-        ps_cli_error("%s: write failed", path);
-        return PS_EXIT_INPUT;
-    }
-    return PS_EXIT_OK;
+    return ps_cli_memfile_commit(&mf, path);
 }
 
 static void free_size(bench_size *b)
@@ -632,7 +629,7 @@ int ps_cmd_bench(const ps_cli *cli)
     if (run_gpu && ps_gpu_describe(0, gpu_name, sizeof gpu_name) != 0)
         snprintf(gpu_name, sizeof gpu_name, "GPU 0");
     if (cli->json_file &&
-        (code = ps_cli_output_path(cli->json_file, "", "", 0, json_path, sizeof json_path)) != PS_EXIT_OK)
+        (code = ps_cli_output_path(cli->json_file, "", "", 1, json_path, sizeof json_path)) != PS_EXIT_OK)
         return code;
 
     nsizes = ps_cli_bench_sizes(cli->sizes ? cli->sizes : "S,M,L,T", list, PS_BENCH_MAX_SIZES, err,

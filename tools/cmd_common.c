@@ -3,15 +3,18 @@
  */
 #include "cmd.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "io/h5io.h"
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0. */
@@ -59,13 +62,24 @@ void ps_cli_log_capture(void *user, int level, const char *file, int line,
     ps_cli_log *log = user;
     (void)file;
     (void)line;
-    if (log && level == PS_LOG_ERROR)
+    if (log && level == PS_LOG_ERROR) {
         snprintf(log->msg, sizeof log->msg, "%s", msg ? msg : "");
+        if (!file || !strstr(file, "cuda/"))
+            snprintf(log->other, sizeof log->other, "%s", msg ? msg : "");
+    }
+}
+
+const char *ps_cli_log_reason(const ps_cli_log *log, int st)
+{
+    const int gpu = st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ||
+                    st == PS_ERR_GPU_MEMORY || st == PS_ERR_GPU_LAUNCH;
+    return gpu ? log->msg : log->other;
 }
 
 int ps_cli_check_options(ps_options *o, ps_cli_log *log)
 {
     log->msg[0] = '\0';
+    log->other[0] = '\0';
     o->log = ps_cli_log_capture;
     o->log_user = log;
     int st = ps_options_validate(o);
@@ -94,18 +108,64 @@ static void file_base(const char *path, char *base, size_t len)
     snprintf(base, len, "%.*s", (int)n, b);
 }
 
+/* --strict of the command being run (ps_cli_set_strict), and its signal
+ * flag (ps_cli_set_cancel). */
+static int cli_strict;
+static const volatile sig_atomic_t *cli_cancel;
+
+void ps_cli_set_cancel(const volatile sig_atomic_t *flag)
+{
+    cli_cancel = flag;
+}
+
+void ps_cli_set_strict(int strict)
+{
+    cli_strict = strict;
+}
+
+/* A warning of the file reader, on its own line. */
+static void cli_read_warning(void *user, const char *msg)
+{
+    (void)user;
+    ps_cli_error("warning: %s", msg);
+}
+
+void ps_cli_preset_base(const char *spec, char *base, size_t len)
+{
+    /* "spiral2d:n=16,nt=300" -> "spiral2d_n=16_nt=300": a name that keeps
+     * the parameters, without the characters a shell or a file name
+     * would trip on */
+    size_t j = 0;
+    for (const char *q = spec; *q && j + 1 < len; q++) {
+        unsigned char ch = (unsigned char)*q;
+        base[j++] = ch == ':' || ch == ',' ? '_'
+                    : isalnum(ch) || ch == '=' || ch == '.' || ch == '-' || ch == '+' ||
+                              ch == '_'
+                        ? (char)ch
+                        : '_';
+    }
+    if (len)
+        base[j < len ? j : len - 1] = '\0';
+}
+
 int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
                         size_t baselen)
 {
-    char ferr[512], perr[512];
+    char ferr[1024], perr[512];
     struct stat st;
     *out = NULL;
     if (stat(arg, &st) == 0) {
-        int s = ps_h5_read_problem(arg, out, ferr, sizeof ferr);
+        /* read in a child process: no file can crash or hang this one; a
+         * FIFO, device or directory is refused before it is opened */
+        ps_h5_read_opts ro = {cli_strict, cli_read_warning, NULL, cli_cancel};
+        int s = ps_h5_read_problem_isolated(arg, &ro, 0.0, out, ferr, sizeof ferr);
+        if (s == PS_CANCELLED) {
+            ps_cli_error("%s", ferr);
+            return PS_EXIT_CANCELLED;
+        }
         if (s != 0) {
             ps_cli_error("%s", ferr);
-            return ps_cli_exit_code(s) == PS_EXIT_SOLVER ? PS_EXIT_SOLVER
-                                                         : PS_EXIT_INPUT;
+            return s == PS_ERR_NO_MEMORY ? PS_EXIT_SOLVER : PS_EXIT_INPUT;
         }
         file_base(arg, base, baselen);
         return PS_EXIT_OK;
@@ -117,13 +177,16 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
             ps_cli_error("%s: out of memory", arg);
             return PS_EXIT_SOLVER;
         }
-        ps_cli_error("'%s' is neither a file (%s) nor a preset (%s)", arg,
-                     strerror(file_errno), perr[0] ? perr : ps_strerror(s));
+        if (strstr(perr, " is Inf") || strstr(perr, " is NaN"))
+            /* the spec parsed, but the problem it makes holds Inf or NaN */
+            ps_cli_error("'%s': a parameter overflows: the problem it makes is not finite "
+                         "(%s); choose smaller values", arg, perr);
+        else
+            ps_cli_error("'%s' is neither a file (%s) nor a preset (%s)", arg,
+                         strerror(file_errno), perr[0] ? perr : ps_strerror(s));
         return PS_EXIT_INPUT;
     }
-    const char *colon = strchr(arg, ':');
-    size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
-    snprintf(base, baselen, "%.*s", (int)n, arg);
+    ps_cli_preset_base(arg, base, baselen);
     return PS_EXIT_OK;
 }
 
@@ -178,6 +241,36 @@ int ps_cli_output_path(const char *given, const char *base, const char *suffix,
             ps_cli_error("%s: cannot write: %s", buf, strerror(errno));
             return PS_EXIT_INPUT;
         }
+    }
+    return PS_EXIT_OK;
+}
+
+FILE *ps_cli_memfile_open(ps_cli_memfile *m)
+{
+    m->buf = NULL;
+    m->len = 0;
+    m->f = open_memstream(&m->buf, &m->len);
+    return m->f;
+}
+
+int ps_cli_memfile_commit(ps_cli_memfile *m, const char *path)
+{
+    int bad = !m->f || fclose(m->f) != 0;
+    m->f = NULL;
+    char tmp[4096 + PS_TEMP_SUFFIX_MAX];
+    ps_replace_step step = bad ? PS_REPLACE_CREATE
+                               : ps_replace_file(path, 0644, m->buf, m->len, tmp, sizeof tmp);
+    int e = errno;
+    free(m->buf);
+    m->buf = NULL;
+    if (bad) {
+        ps_cli_error("%s: cannot write: out of memory", path);
+        return PS_EXIT_INPUT;
+    }
+    if (step != PS_REPLACE_DONE) {
+        ps_cli_error("%s: cannot write: %s (the file is left as it was)", path,
+                     e ? strerror(e) : "no progress");
+        return PS_EXIT_INPUT;
     }
     return PS_EXIT_OK;
 }

@@ -23,6 +23,8 @@
 #include "cmd.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@
 #include "common/atomic_file.h"
 #include "common/clock.h"
 #include "io/h5io.h"
+#include "model/design.h"
 
 /* Set by the handlers, read by the main loop (or the progress callback). */
 static volatile sig_atomic_t ps_design_signal = 0; /* SIGINT or SIGTERM */
@@ -129,6 +132,114 @@ static void clear_progress(progress_ctx *c)
     }
 }
 
+/* The variables of r->gnorm and the convergence test: the optimizer
+ * reparametrizes the pulse under a peak limit (b1 = b1_max tanh-like of
+ * z) and designed gradient axes (the scaled slew variables). */
+static const char *gnorm_test(const ps_problem *p)
+{
+    ps_problem_desc d;
+    if (ps_problem_describe(p, &d) != 0)
+        return "physical";
+    const int peak = d.b1_max_channel != NULL || isfinite(d.b1_max);
+    if (peak && d.design_g)
+        return "optimizer's variables, reparametrized for b1_max and the designed gradient";
+    if (peak)
+        return "optimizer's variables, reparametrized for b1_max";
+    if (d.design_g)
+        return "optimizer's variables, the designed gradient's scaled slews";
+    return "physical";
+}
+
+/* Whether p designs gradient axes. */
+static int designs_gradient(const ps_problem *p)
+{
+    ps_problem_desc d;
+    return ps_problem_describe(p, &d) == 0 && d.design_g != 0;
+}
+
+/*
+ * The optimizer keeps |b_ck| < b1_max by construction, but the last
+ * rounding of u = b1_max * (...) may land a few ulps above (1e-18 G at
+ * b1_max = 0.01): every step past its channel's limit is scaled back onto
+ * it and then, while hypot still exceeds it, stepped one ulp towards zero,
+ * so the pulse written meets the limit exactly as eval checks it.
+ */
+static void clamp_to_limits(const ps_problem *p, double *x)
+{
+    ps_cli_constraints k;
+    if (ps_cli_constraint_values(p, NULL, &k) != 0 || !k.has_limit)
+        return;
+    for (size_t c = 0; c < k.nc; c++)
+        for (size_t t = 0; t < k.nt; t++) {
+            double *u = &x[PS_X_U(k.nt, c, t)], *v = &x[PS_X_V(k.nt, c, t)];
+            const double lim = k.limit[c], a = hypot(*u, *v);
+            if (!(a > lim))
+                continue;
+            *u *= lim / a;
+            *v *= lim / a;
+            while (hypot(*u, *v) > lim) {
+                *u = nextafter(*u, 0.0);
+                *v = nextafter(*v, 0.0);
+            }
+        }
+}
+
+/* |grad F| at x in the pulse's own variables (ps_eval), NaN when it
+ * cannot be evaluated. */
+static double physical_gnorm(const ps_problem *p, const ps_options *o, const double *x)
+{
+    const size_t nx = ps_problem_nx(p);
+    double f, s = 0.0, *g = malloc(nx * sizeof(double));
+    if (!g)
+        return NAN;
+    int st = ps_eval(p, o, x, &f, g);
+    for (size_t i = 0; i < nx && !st; i++)
+        s += g[i] * g[i];
+    free(g);
+    return st ? NAN : sqrt(s);
+}
+
+/*
+ * A start where the gradient is exactly zero (a zero pulse, as a problem
+ * without /pulse/b1 has, is a stationary point of the mls and z losses)
+ * would end the solve at once as converged. Checked (one evaluation) when
+ * the start's RF is zero: an error naming the remedy.
+ */
+static int check_start(const ps_problem *p, const ps_options *o, ps_cli_log *log,
+                       const double *x)
+{
+    const size_t nx = ps_problem_nx(p), nrf = 2 * ps_problem_nc(p) * ps_problem_nt(p);
+    for (size_t i = 0; i < nrf; i++)
+        if (x[i] != 0.0)
+            return PS_EXIT_OK;
+    double f, *g = malloc(nx * sizeof(double));
+    if (!g) {
+        ps_cli_error("out of memory");
+        return PS_EXIT_SOLVER;
+    }
+    ps_options eo = *o;
+    eo.progress = NULL;
+    int st = ps_eval(p, &eo, x, &f, g);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < nx && !st; i++)
+        nonzero += g[i] != 0.0;
+    free(g);
+    if (st) {
+        const char *why = ps_cli_log_reason(log, st);
+        ps_cli_error("evaluating the start pulse: %s%s%s", ps_strerror(st), why[0] ? ": " : "",
+                     why);
+        return ps_cli_exit_code(st) == PS_EXIT_BACKEND ? PS_EXIT_BACKEND : PS_EXIT_SOLVER;
+    }
+    if (nonzero)
+        return PS_EXIT_OK;
+    ps_problem_desc d;
+    const char *loss = ps_problem_describe(p, &d) == 0 ? ps_loss_name(d.loss) : NULL;
+    ps_cli_error("the start pulse is zero and the gradient of F there is exactly zero (a "
+                 "stationary point of the %s loss): the optimizer cannot leave it; give a "
+                 "nonzero start pulse (/pulse/b1 in the problem file)", loss ? loss : "");
+    return PS_EXIT_INPUT;
+}
+
 static int is_converged(int status)
 {
     return status == PS_CONVERGED || status == PS_CONVERGED_FTOL;
@@ -137,7 +248,7 @@ static int is_converged(int status)
 /* x: the result's pulse (NULL when the solve left none). */
 static void print_json(const ps_cli *cli, const ps_options *o,
                        const ps_problem *p, const ps_result *r, const double *x,
-                       double f0, const char *out, int exit_code)
+                       double f0, double gnorm_physical, const char *out, int exit_code)
 {
     FILE *f = stdout;
     /* a solve that ended in an error other than the line search has no point */
@@ -155,6 +266,10 @@ static void print_json(const ps_cli *cli, const ps_options *o,
     ps_json_number(f, ran ? r->f : NAN);
     fputs(",\n  \"gnorm\": ", f);
     ps_json_number(f, ran ? r->gnorm : NAN);
+    fputs(",\n  \"gnorm_test\": ", f);
+    ps_json_string(f, gnorm_test(p));
+    fputs(",\n  \"gnorm_physical\": ", f);
+    ps_json_number(f, ran ? gnorm_physical : NAN);
     fputs(",\n  \"seconds\": ", f);
     ps_json_number(f, r->seconds);
     fputs(",\n  \"backend\": ", f);
@@ -199,19 +314,33 @@ static void print_json(const ps_cli *cli, const ps_options *o,
 }
 
 static void print_text(const ps_cli *cli, const ps_options *o, const ps_problem *p,
-                       const ps_result *r, const double *x, double f0, const char *out)
+                       const ps_result *r, const double *x, double f0, double gnorm_physical,
+                       const char *out)
 {
     FILE *f = stdout;
     fprintf(f, "status       %s (%d)\n", ps_strerror(r->status), r->status);
     fprintf(f, "iterations   %lld\n", (long long)r->iterations);
     fprintf(f, "evaluations  %lld\n", (long long)r->evaluations);
     fprintf(f, "f            %.6e -> %.6e\n", f0, r->f);
-    fprintf(f, "gnorm        %.3e\n", r->gnorm);
+    /* the convergence test's norm, in the optimizer's variables; with a
+     * reparametrization also |grad F| in the pulse's own */
+    if (strcmp(gnorm_test(p), "physical") == 0) {
+        fprintf(f, "gnorm        %.3e (|grad F|; the convergence test's)\n", r->gnorm);
+    } else {
+        fprintf(f, "gnorm        %.3e (the convergence test's, in the %s)\n", r->gnorm,
+                gnorm_test(p));
+        fprintf(f, "|grad F|     %.3e (physical: u, v in G%s)\n", gnorm_physical,
+                designs_gradient(p) ? " and the designed waveforms" : "");
+    }
     fprintf(f, "seconds      %.3f\n", r->seconds);
-    fprintf(f, "backend      %s (%s), %s precision\n",
+    /* --backend auto chose: on a machine without a usable GPU nothing fell
+     * back, the CPU is what auto means there */
+    fprintf(f, "backend      %s (%s), %s precision%s\n",
             ps_cli_backend_name(r->backend), r->device,
-            ps_cli_precision_name(o->precision));
-    fprintf(f, "fell back    %s\n", r->fell_back ? "yes" : "no");
+            ps_cli_precision_name(o->precision),
+            o->backend != PS_BACKEND_AUTO ? ""
+            : r->fell_back               ? ", chosen by --backend auto (no usable GPU)"
+                                         : ", chosen by --backend auto");
     ps_cli_text_channels(f, 13, p, x);
     if (ps_problem_penalized(p)) { /* the penalty rounds of the SAR and gradient limits */
         fprintf(f, "rounds       %d\n", r->rounds);
@@ -255,7 +384,11 @@ static int read_whole_file(const char *path, void **buf, size_t *len)
 {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: a FIFO is refused below instead of blocking the open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
         ps_cli_error("%s: cannot read checkpoint: %s", path, strerror(errno));
@@ -287,6 +420,25 @@ static int read_whole_file(const char *path, void **buf, size_t *len)
     *buf = b;
     *len = n;
     return PS_EXIT_OK;
+}
+
+/* Every option in effect, "backend=auto precision=single ...", for the
+ * result file's provenance. */
+static void options_text(const ps_cli *cli, const ps_options *o, char *buf, size_t len)
+{
+    const ps_gpu_options *g = &cli->gpu;
+    snprintf(buf, len,
+             "backend=%s precision=%s max_iters=%lld max_evals=%lld time_limit=%g memory=%d "
+             "gtol=%g ftol=%g past=%d threads=%d max_rounds=%d constraint_tol=%g "
+             "penalty_mu=%g strict=%d checkpoint=%s every=%g resume=%s tune_cache=%s "
+             "gpu_config=%d,%d,%d,%d",
+             ps_cli_backend_name(o->backend), ps_cli_precision_name(o->precision),
+             (long long)o->max_iterations, (long long)o->max_evaluations, o->time_limit,
+             o->memory, o->gtol, o->ftol, o->past, o->threads, o->max_rounds,
+             o->constraint_tol, o->penalty_mu, cli->strict,
+             cli->checkpoint ? cli->checkpoint : "none", cli->every,
+             cli->resume ? cli->resume : "none", g->tune_cache ? "yes" : "no", g->gpu_block,
+             g->gpu_spins_per_tile, g->gpu_max_registers, g->gpu_blocks_per_sm);
 }
 
 /* ---- the asynchronous run ------------------------------------------- */
@@ -441,7 +593,7 @@ int ps_cmd_design(const ps_cli *cli)
     ps_cli_log log;
     ps_problem *p = NULL;
     ps_result r;
-    double *x = NULL, *m = NULL;
+    double *x = NULL, *m = NULL, gnorm_physical = NAN;
     void *in_blob = NULL;
     size_t in_len = 0;
     char base[256], out[4096], ckpt[4096], err[1024];
@@ -453,7 +605,12 @@ int ps_cmd_design(const ps_cli *cli)
     memset(&d, 0, sizeof d);
     if ((code = ps_cli_check_options(&o, &log)) != PS_EXIT_OK)
         return code;
+    /* SIGINT and SIGTERM end every stage: reading the problem file stops
+     * (its reading process is killed, exit 130); once the problem is read
+     * the solve starts cancelled or is cancelled, and the best point (the
+     * start, if no step was taken) is written */
     install_signals();
+    ps_cli_set_cancel(&ps_design_signal);
     if ((code = ps_cli_load_problem(cli->input, &p, base, sizeof base)) != PS_EXIT_OK)
         return code;
     if ((code = ps_cli_output_path(cli->output, base, "_result.h5", 1, out,
@@ -499,6 +656,8 @@ int ps_cmd_design(const ps_cli *cli)
         code = ps_cli_exit_code(st);
         goto done;
     }
+    if (!cli->resume && (code = check_start(p, &o, &log, x)) != PS_EXIT_OK)
+        goto done;
 
     pc.show = !cli->quiet && isatty(STDERR_FILENO);
     log.msg[0] = '\0';
@@ -538,26 +697,34 @@ int ps_cmd_design(const ps_cli *cli)
             backend_error(&o, st, &log, "");
         else
             ps_cli_error("solve failed: %s%s%s", ps_strerror(st),
-                         log.msg[0] ? ": " : "", log.msg);
+                         ps_cli_log_reason(&log, st)[0] ? ": " : "", ps_cli_log_reason(&log, st));
         if (cli->json)
-            print_json(cli, &o, p, &r, NULL, NAN, NULL, code);
+            print_json(cli, &o, p, &r, NULL, NAN, NAN, NULL, code);
         goto done;
     }
     if (st == PS_ERR_LINE_SEARCH)
-        ps_cli_error("%s%s%s", ps_strerror(st), log.msg[0] ? ": " : "", log.msg);
+        ps_cli_error("%s%s%s", ps_strerror(st), log.other[0] ? ": " : "", log.other);
 
-    /* Final magnetization at the returned point, then the result file. */
+    /* The pulse inside its peak limits to the last bit, |grad F| in the
+     * pulse's own variables, the final magnetization, the result file. */
     ps_options so = o;
     so.progress = NULL;
     so.progress_user = NULL;
+    clamp_to_limits(p, x);
+    gnorm_physical = physical_gnorm(p, &so, x);
     int sst = ps_simulate(p, &so, x, m);
     if (sst != 0) {
         ps_cli_error("simulating the final pulse: %s%s%s", ps_strerror(sst),
-                     log.msg[0] ? ": " : "", log.msg);
+                     ps_cli_log_reason(&log, sst)[0] ? ": " : "", ps_cli_log_reason(&log, sst));
         code = ps_cli_exit_code(sst);
         goto done;
     }
-    int wst = ps_h5_write_result(out, p, x, m, &r, err, sizeof err);
+    char opts[1024], cmdline[4096], created[32];
+    options_text(cli, &o, opts, sizeof opts);
+    ps_cli_command_line(cli, cmdline, sizeof cmdline);
+    ps_cli_utc_now(created, sizeof created);
+    ps_h5_result_info info = {gnorm_physical, gnorm_test(p), cli->input, cmdline, opts, created};
+    int wst = ps_h5_write_result_info(out, p, x, m, &r, &info, err, sizeof err);
     if (wst != 0) {
         ps_cli_error("%s", err);
         code = PS_EXIT_INPUT;
@@ -567,9 +734,9 @@ int ps_cmd_design(const ps_cli *cli)
     const char *written = wst == 0 ? out : NULL;
     double f0 = r.history && r.history_len > 0 ? r.history[0].f : NAN;
     if (cli->json)
-        print_json(cli, &o, p, &r, x, f0, written, code);
+        print_json(cli, &o, p, &r, x, f0, gnorm_physical, written, code);
     else if (!cli->quiet)
-        print_text(cli, &o, p, &r, x, f0, written);
+        print_text(cli, &o, p, &r, x, f0, gnorm_physical, written);
 done:
     ps_run_free(d.run);
     free(in_blob);

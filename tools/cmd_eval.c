@@ -44,7 +44,7 @@ int ps_cmd_eval(const ps_cli *cli)
     }
     int st;
     if (cli->x_file) {
-        st = ps_h5_read_x(cli->x_file, p, x, err, sizeof err);
+        st = ps_h5_read_x_isolated(cli->x_file, p, 0.0, x, err, sizeof err);
         if (st != 0) {
             ps_cli_error("--x: %s", err);
             code = PS_EXIT_INPUT;
@@ -97,7 +97,7 @@ int ps_cmd_eval(const ps_cli *cli)
     st = st ? st : gst;
     if (st != 0) {
         ps_cli_error("evaluation failed: %s%s%s", ps_strerror(st),
-                     log.msg[0] ? ": " : "", log.msg);
+                     ps_cli_log_reason(&log, st)[0] ? ": " : "", ps_cli_log_reason(&log, st));
         code = ps_cli_exit_code(st);
         if (code == PS_EXIT_OK || code == PS_EXIT_NOT_CONVERGED)
             code = PS_EXIT_SOLVER;
@@ -116,7 +116,14 @@ int ps_cmd_eval(const ps_cli *cli)
         goto done;
     }
 
-    st = ps_h5_write_eval(out, p, x, f, g, gg, m, err, sizeof err);
+    char opts[512], cmdline[4096], created[32];
+    snprintf(opts, sizeof opts, "backend=%s precision=%s threads=%d strict=%d x=%s",
+             ps_cli_backend_name(o.backend), ps_cli_precision_name(o.precision), o.threads,
+             cli->strict, cli->x_file ? cli->x_file : "none");
+    ps_cli_command_line(cli, cmdline, sizeof cmdline);
+    ps_cli_utc_now(created, sizeof created);
+    ps_h5_result_info info = {gnorm, NULL, cli->input, cmdline, opts, created};
+    st = ps_h5_write_eval_info(out, p, x, f, g, gg, m, &info, err, sizeof err);
     if (st != 0) {
         ps_cli_error("%s", err);
         code = PS_EXIT_INPUT;

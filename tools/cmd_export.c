@@ -19,7 +19,7 @@ int ps_cmd_export(const ps_cli *cli)
     char err[1024];
     int code = PS_EXIT_INPUT;
 
-    int st = ps_h5_read_problem(cli->input, &p, err, sizeof err);
+    int st = ps_h5_read_problem_isolated(cli->input, NULL, 0.0, &p, err, sizeof err);
     if (st != 0) {
         ps_cli_error("%s", err);
         return ps_cli_exit_code(st) == PS_EXIT_SOLVER ? PS_EXIT_SOLVER : PS_EXIT_INPUT;
@@ -31,7 +31,7 @@ int ps_cmd_export(const ps_cli *cli)
         code = PS_EXIT_SOLVER;
         goto done;
     }
-    if ((st = ps_h5_read_x(cli->input, p, x, err, sizeof err)) != 0 ||
+    if ((st = ps_h5_read_x_isolated(cli->input, p, 0.0, x, err, sizeof err)) != 0 ||
         (st = ps_pulseq_export(cli->pulseq, p, x, err, sizeof err)) != 0) {
         ps_cli_error("%s", err);
         code = st == PS_ERR_NO_MEMORY ? PS_EXIT_SOLVER : PS_EXIT_INPUT;

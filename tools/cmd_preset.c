@@ -16,9 +16,7 @@ int ps_cmd_preset(const ps_cli *cli)
         ps_cli_error("%s", err[0] ? err : ps_strerror(st));
         return st == PS_ERR_NO_MEMORY ? PS_EXIT_SOLVER : PS_EXIT_INPUT;
     }
-    const char *colon = strchr(cli->input, ':');
-    size_t n = colon ? (size_t)(colon - cli->input) : strlen(cli->input);
-    snprintf(base, sizeof base, "%.*s", (int)n, cli->input);
+    ps_cli_preset_base(cli->input, base, sizeof base);
     int code = ps_cli_output_path(cli->output, base, ".h5", 1, out, sizeof out);
     if (code == PS_EXIT_OK) {
         st = ps_h5_write_problem(out, p, err, sizeof err);

@@ -110,9 +110,10 @@ static void json_shape(FILE *f, const ps_tune_shape *s, int last)
 static int write_json(const char *path, const ps_cli *cli, const ps_options *o, const char *spec,
                       const ps_problem *p, const char *date, const ps_tune_report *r)
 {
-    FILE *f = fopen(path, "w");
+    ps_cli_memfile mf; /* written whole or not at all */
+    FILE *f = ps_cli_memfile_open(&mf);
     if (!f) {
-        ps_cli_error("%s: cannot write", path);
+        ps_cli_error("%s: cannot write: out of memory", path);
         return PS_EXIT_INPUT;
     }
     char cmd[4096];
@@ -142,11 +143,7 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
     for (size_t i = 0; i < r->count; i++)
         json_shape(f, &r->shapes[i], i + 1 == r->count);
     fputs("  ]\n}\n", f);
-    if (fclose(f) != 0) {
-        ps_cli_error("%s: write failed", path);
-        return PS_EXIT_INPUT;
-    }
-    return PS_EXIT_OK;
+    return ps_cli_memfile_commit(&mf, path);
 }
 
 int ps_cmd_tune(const ps_cli *cli)
@@ -164,7 +161,7 @@ int ps_cmd_tune(const ps_cli *cli)
         return code;
     o.log = tune_log;
     if (cli->json_file &&
-        (code = ps_cli_output_path(cli->json_file, "", "", 0, json_path, sizeof json_path)) != PS_EXIT_OK)
+        (code = ps_cli_output_path(cli->json_file, "", "", 1, json_path, sizeof json_path)) != PS_EXIT_OK)
         return code;
     /* S, M, L, T name the benchmark sizes; anything else is a preset spec or a file */
     if (ps_cli_bench_sizes(cli->input, &sz, 1, why, sizeof why) != 1)

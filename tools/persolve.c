@@ -26,14 +26,17 @@
  *   1    the solve ended without convergence (max iterations, max
  *        evaluations, time limit)
  *   2    usage error (bad command, option or option value)
- *   3    input error (bad or unwritable file, bad preset, invalid problem,
+ *   3    input error (bad, corrupt or unwritable file, a full disk, bad
+ *        preset, invalid problem, a start where the gradient is zero,
  *        refused checkpoint)
- *   4    solver error (line-search failure, non-finite objective)
+ *   4    solver error (line-search failure, non-finite objective), or out of
+ *        memory
  *   5    backend unavailable (--backend gpu and no usable GPU; bench without
  *        a GPU unless --backend cpu)
  *   6    tune without a usable GPU (nothing to measure the launch shapes on)
  *   130  cancelled by SIGINT or SIGTERM (the best point is still written)
  */
+#include <signal.h>
 #include <stdio.h>
 
 #include "cli_parse.h"
@@ -62,6 +65,10 @@ int main(int argc, char **argv)
         printf("persolve %s\n", ps_version());
         return PS_EXIT_OK;
     }
+    ps_cli_set_strict(cli.strict);
+    /* a write past the file size limit fails with EFBIG and is reported,
+     * instead of killing the process */
+    signal(SIGXFSZ, SIG_IGN);
     switch (cli.command) {
     case PS_CMD_DESIGN: return ps_cmd_design(&cli);
     case PS_CMD_EVAL:   return ps_cmd_eval(&cli);

@@ -12,6 +12,10 @@ int ps_create_temp_beside(const char *path, int mode, char *tmp, size_t len)
 {
     static unsigned counter;
     int fd = -1;
+    if (!path || !tmp || len == 0) {
+        errno = EINVAL;
+        return -1;
+    }
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         int n = snprintf(tmp, len, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
         if (n < 0 || (size_t)n >= len) {

@@ -50,12 +50,14 @@
 #include "model/design.h"
 #include "model/problem.h"
 #include "model/problem_fields.h"
+#include "tune/cache.h"
 
 /* Error context: the file name goes in front of every message. */
 typedef struct h5ctx {
     const char *path;
     char *err;
     size_t errlen;
+    const ps_h5_read_opts *opts; /* reading: --strict and the warnings (NULL: none) */
 } h5ctx;
 
 #if defined(__GNUC__)
@@ -114,7 +116,8 @@ static void h5_close_id(hid_t *id, herr_t (*fn)(hid_t))
 /* Reading                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Does the object at absolute path `path` exist? Checks every component. */
+/* Does the object at absolute path `path` exist? Checks every component:
+ * 1 yes, 0 no, -1 when the file cannot say (a corrupted link table). */
 static int h5_exists(hid_t file, const char *path)
 {
     char buf[256];
@@ -128,10 +131,8 @@ static int h5_exists(hid_t file, const char *path)
             buf[i] = '\0';
             htri_t e = H5Lexists(file, buf, H5P_DEFAULT);
             buf[i] = save;
-            if (e <= 0) {
-                H5Eclear2(H5E_DEFAULT);
-                return 0;
-            }
+            if (e <= 0)
+                return e < 0 ? -1 : 0;
         }
     }
     return 1;
@@ -153,6 +154,26 @@ static const char *h5_class_name(H5T_class_t cls)
     case H5T_ARRAY:     return "array";
     default:            return "unknown type";
     }
+}
+
+/*
+ * Whether a number's file type is one of the standard ones: IEEE binary32
+ * or binary64, or an 8- to 64-bit integer, of either byte order. HDF5
+ * describes a float by its bit fields, so a corrupted type byte can make
+ * another valid-looking float (0.125 read as 2e-319): such a type is
+ * refused instead of converted.
+ */
+static int h5_standard_number(hid_t type)
+{
+    const hid_t std[] = {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_IEEE_F64LE, H5T_IEEE_F64BE,
+                         H5T_STD_I8LE,   H5T_STD_I8BE,   H5T_STD_U8LE,   H5T_STD_U8BE,
+                         H5T_STD_I16LE,  H5T_STD_I16BE,  H5T_STD_U16LE,  H5T_STD_U16BE,
+                         H5T_STD_I32LE,  H5T_STD_I32BE,  H5T_STD_U32LE,  H5T_STD_U32BE,
+                         H5T_STD_I64LE,  H5T_STD_I64BE,  H5T_STD_U64LE,  H5T_STD_U64BE};
+    for (size_t i = 0; i < sizeof std / sizeof std[0]; i++)
+        if (H5Tequal(type, std[i]) > 0)
+            return 1;
+    return 0;
 }
 
 /* "[400,2]" for a shape; "scalar" for rank 0. */
@@ -224,7 +245,11 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
     char why[200];
     *out = NULL;
 
-    if (!h5_exists(file, name)) {
+    int there = h5_exists(file, name);
+    if (there < 0)
+        return h5_fail(c, PS_ERR_FILE, "%s: cannot tell whether it exists (corrupted file?): %s",
+                       name, h5_reason(why));
+    if (!there) {
         if (!required)
             return 0;
         return h5_fail(c, PS_ERR_FILE, "%s: missing dataset (required)", name);
@@ -237,10 +262,18 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
     }
     type = H5Dget_type(dset);
     H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    if (cls != H5T_FLOAT) {
+    /* integers are numbers too (MATLAB writes whole numbers so) */
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
         status = h5_fail(c, PS_ERR_FILE,
-                         "%s: wrong type: expected float64, got %s", name,
+                         "%s: wrong type: expected float64 (or integer), got %s", name,
                          h5_class_name(cls));
+        goto done;
+    }
+    if (!h5_standard_number(type)) {
+        status = h5_fail(c, PS_ERR_FILE,
+                         "%s: wrong type: a %zu-byte %s that is not a standard one (IEEE "
+                         "float32 or float64, or an 8- to 64-bit integer; a corrupted type?)",
+                         name, H5Tget_size(type), h5_class_name(cls));
         goto done;
     }
     space = H5Dget_space(dset);
@@ -292,7 +325,7 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
     for (int i = 0; i < want_rank && !bad; i++)
         bad = vals[i] && dims[i] != vals[i];
     if (bad) {
-        char got[96], want[96], note[160] = "";
+        char got[96], want[96], note[320] = "";
         h5_shape_str(got, sizeof got, rank, dims);
         if (channels == PS_CH_OUTER && want_nc <= 1) {
             /* one channel: its form is [rows,cols]; a rank-3 dataset is
@@ -314,6 +347,13 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
             if (channels == PS_CH_OUTER)
                 snprintf(note, sizeof note, " (%zu channels: %s)", want_nc, nc_from);
         }
+        /* [cols,rows] for [rows,cols]: an array written column-major */
+        if (rank == 2 && want_rank == 2 && cols && dims[0] == cols && dims[1] != cols &&
+            (!rows || dims[1] == rows))
+            snprintf(note, sizeof note, " (it looks transposed: [%llu,%llu] is [%s,%s] read "
+                     "the other way round, as a column-major writer such as MATLAB stores "
+                     "it; write its transpose)", (unsigned long long)dims[0],
+                     (unsigned long long)dims[1], colsym, rows_sym);
         status = h5_fail(c, PS_ERR_FILE,
                          "%s: wrong shape: expected %s, got %s%s", name, want,
                          got, note);
@@ -434,8 +474,11 @@ static int h5_open_attr(hid_t loc, const h5ctx *c, const char *owner, const char
     *attr = -1;
     *type = -1;
     htri_t e = H5Aexists(loc, name);
-    if (e <= 0) {
-        H5Eclear2(H5E_DEFAULT);
+    if (e < 0)
+        return h5_fail(c, PS_ERR_FILE,
+                       "%s%sattribute %s: cannot tell whether it exists (corrupted file?): %s",
+                       on, sep, name, h5_reason(why));
+    if (e == 0) {
         if (!required)
             return 0;
         return h5_fail(c, PS_ERR_FILE, "%s%sattribute %s: missing (required)", on, sep, name);
@@ -452,6 +495,13 @@ static int h5_open_attr(hid_t loc, const h5ctx *c, const char *owner, const char
         status = h5_fail(c, PS_ERR_FILE,
                          "%s%sattribute %s: wrong type: expected %s, got %s", on, sep, name,
                          cls_text, h5_class_name(got));
+        goto fail;
+    }
+    if ((got == H5T_INTEGER || got == H5T_FLOAT) && !h5_standard_number(*type)) {
+        status = h5_fail(c, PS_ERR_FILE,
+                         "%s%sattribute %s: wrong type: a %zu-byte %s that is not a standard one "
+                         "(IEEE float32 or float64, or an 8- to 64-bit integer; a corrupted "
+                         "type?)", on, sep, name, H5Tget_size(*type), h5_class_name(got));
         goto fail;
     }
     int rank;
@@ -495,13 +545,14 @@ static int h5_read_attr_values(hid_t loc, const h5ctx *c, const char *owner, con
     return status;
 }
 
-/* The same for a float attribute. */
+/* The same for a number attribute (float, or integer as MATLAB writes
+ * whole numbers). */
 static int h5_read_attr_doubles(hid_t loc, const h5ctx *c, const char *owner,
                                 const char *name, int required, const char *shape_text,
                                 double *out, size_t most, size_t *count)
 {
-    return h5_read_attr_values(loc, c, owner, name, required, H5T_FLOAT, "float64", shape_text,
-                               out, most, count);
+    return h5_read_attr_values(loc, c, owner, name, required, H5T_NO_CLASS,
+                               "a number (float64 or integer)", shape_text, out, most, count);
 }
 
 /* Read the float root attribute `name`; *present = 0 if it is absent. */
@@ -540,6 +591,11 @@ static int h5_read_attr_string(hid_t loc, const h5ctx *c, const char *name,
         H5free_memory(s);
     } else {
         size_t sz = H5Tget_size(type);
+        if (sz == 0 || sz > 4096) {
+            status = h5_fail(c, PS_ERR_FILE, "attribute %s: a fixed-length string of %zu bytes "
+                             "(1 to 4096 expected)", name, sz);
+            goto done;
+        }
         char *tmp = calloc(sz + 1, 1);
         if (!tmp) {
             status = h5_fail(c, PS_ERR_NO_MEMORY, "attribute %s: out of memory",
@@ -579,8 +635,15 @@ static hid_t h5_open_read(const h5ctx *c, int *status)
         *status = h5_fail(c, PS_ERR_FILE, "cannot open: %s", strerror(errno));
         return -1;
     }
-    if (S_ISDIR(st.st_mode)) {
-        *status = h5_fail(c, PS_ERR_FILE, "cannot open: is a directory");
+    /* a FIFO would block the open, a device read without end */
+    if (!S_ISREG(st.st_mode)) {
+        *status = h5_fail(c, PS_ERR_FILE, "cannot open: %s, not a regular file",
+                          S_ISDIR(st.st_mode)    ? "is a directory"
+                          : S_ISFIFO(st.st_mode) ? "is a FIFO"
+                          : S_ISCHR(st.st_mode)  ? "is a character device"
+                          : S_ISBLK(st.st_mode)  ? "is a block device"
+                          : S_ISSOCK(st.st_mode) ? "is a socket"
+                                                 : "is a special file");
         return -1;
     }
     if (access(c->path, R_OK) != 0) {
@@ -645,6 +708,110 @@ static const h5_attribute h5_problem_attributes[] = {PS_PROBLEM_REALS(ATTRIBUTE)
 
 #define H5_NATTRIBUTES (sizeof h5_problem_attributes / sizeof h5_problem_attributes[0])
 
+/* ---- names the reader does not know ------------------------------------ */
+
+/* The root attributes that are not real scalars of the list, and the
+ * attributes of /sar/vop. */
+static const char *const h5_other_root_attributes[] = {"loss", "design_g", "smax", "gmax",
+                                                       "g_end"};
+static const char *const h5_vop_attributes[] = {"sar_max", "tr"};
+/* The groups at the top: the problem's, and those of results and eval
+ * files (which are problems too). */
+static const char *const h5_root_groups[] = {"spins", "pulse", "sar", "result", "eval"};
+
+/* Edit distance of a and b, letters compared without case (names are
+ * short: longer ones are cut at 63 characters). */
+static size_t h5_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    la = la > 63 ? 63 : la;
+    lb = lb > 63 ? 63 : lb;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t best = diag + cost;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The names an object may hold, for one kind of member. */
+typedef struct h5_names {
+    const char *kind;  /* "dataset", "attribute", "group or dataset" */
+    const char *owner; /* "/spins", "/" */
+    const char *known[24];
+    size_t n;
+    int unknown;       /* how many were reported */
+    int status;        /* the first error (--strict) */
+    const h5ctx *c;
+} h5_names;
+
+/* One name found: known, or reported with the closest known one (an
+ * error with --strict, else a warning). */
+static void h5_name_seen(h5_names *nm, const char *name)
+{
+    const char *best = NULL;
+    size_t bd = (size_t)-1;
+    for (size_t i = 0; i < nm->n; i++) {
+        if (strcmp(name, nm->known[i]) == 0)
+            return;
+        size_t dist = h5_distance(name, nm->known[i]);
+        if (dist < bd) {
+            bd = dist;
+            best = nm->known[i];
+        }
+    }
+    const ps_h5_read_opts *o = nm->c->opts;
+    char msg[512], where[200], near[200];
+    const int root = strcmp(nm->owner, "/") == 0;
+    if (!strcmp(nm->kind, "attribute")) { /* "attribute b1max", "/sar/vop: attribute x" */
+        snprintf(where, sizeof where, "%s%sattribute %.100s", root ? "" : nm->owner,
+                 root ? "" : ": ", name);
+        snprintf(near, sizeof near, "%s", best ? best : "?");
+    } else { /* "/spins/T1" */
+        snprintf(where, sizeof where, "%s/%.100s", root ? "" : nm->owner, name);
+        snprintf(near, sizeof near, "%s/%s", root ? "" : nm->owner, best ? best : "?");
+    }
+    snprintf(msg, sizeof msg, "%s: unknown %s%s (the closest known name is %s)", where,
+             nm->kind, o && o->strict ? "" : ", ignored", near);
+    nm->unknown++;
+    if (o && o->strict) {
+        if (!nm->status)
+            nm->status = h5_fail(nm->c, PS_ERR_FILE, "%s (--strict)", msg);
+    } else if (o && o->warn) {
+        char full[700];
+        snprintf(full, sizeof full, "%s: %s", nm->c->path, msg);
+        o->warn(o->warn_user, full);
+    }
+}
+
+static herr_t h5_link_cb(hid_t g, const char *name, const H5L_info_t *info, void *user)
+{
+    (void)g;
+    (void)info;
+    h5_name_seen(user, name);
+    return 0;
+}
+
+static herr_t h5_attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *user)
+{
+    (void)loc;
+    (void)info;
+    h5_name_seen(user, name);
+    return 0;
+}
+
 /* Whether the word s[n] is `name`. */
 static int h5_is_word(const char *s, size_t n, const char *name)
 {
@@ -685,6 +852,87 @@ static const char *h5_field_location(const char *msg)
                 return others[i].where;
     }
     return NULL;
+}
+
+/* Add to nm the names of the problem's datasets in /group. */
+static void h5_known_datasets(h5_names *nm, const char *group)
+{
+    size_t gl = strlen(group);
+    for (size_t i = 0; i < H5_NDATASETS && nm->n < 24; i++) {
+        const char *path = h5_problem_datasets[i].path;
+        if (!strncmp(path, group, gl) && path[gl] == '/')
+            nm->known[nm->n++] = path + gl + 1;
+    }
+}
+
+/* The members of a group (links) or the attributes of an object; a list
+ * that cannot be read is left to the reads that follow, which name what
+ * they cannot read. */
+static int h5_check_members(hid_t file, const char *obj, h5_names *nm, int attributes)
+{
+    hsize_t idx = 0;
+    if (attributes) {
+        hid_t o = H5Oopen(file, obj, H5P_DEFAULT);
+        if (o < 0)
+            return 0;
+        H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, h5_attr_cb, nm);
+        H5Oclose(o);
+    } else {
+        H5Literate_by_name(file, obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, h5_link_cb, nm,
+                           H5P_DEFAULT);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    return nm->status;
+}
+
+/*
+ * Every name the reader does not know (a misspelled dataset or attribute
+ * would otherwise be ignored: /spins/T1 is no T1, b1max no peak limit):
+ * the top-level groups, the datasets of /spins, /pulse and /sar, the root
+ * attributes and those of /sar/vop. Each is a warning naming the closest
+ * known name (c->opts->warn), or with strict an error.
+ */
+static int h5_check_names(hid_t file, const h5ctx *c)
+{
+    h5_names nm;
+    int st;
+    memset(&nm, 0, sizeof nm);
+    nm.c = c;
+    nm.kind = "group";
+    nm.owner = "/";
+    for (size_t i = 0; i < sizeof h5_root_groups / sizeof *h5_root_groups; i++)
+        nm.known[nm.n++] = h5_root_groups[i];
+    if ((st = h5_check_members(file, "/", &nm, 0)))
+        return st;
+    static const char *const groups[3] = {"/spins", "/pulse", "/sar"};
+    for (int g = 0; g < 3; g++) {
+        if (h5_exists(file, groups[g]) != 1)
+            continue;
+        nm.n = 0;
+        nm.kind = "dataset";
+        nm.owner = groups[g];
+        h5_known_datasets(&nm, groups[g]);
+        if ((st = h5_check_members(file, groups[g], &nm, 0)))
+            return st;
+    }
+    nm.n = 0;
+    nm.kind = "attribute";
+    nm.owner = "/";
+    for (size_t i = 0; i < H5_NATTRIBUTES; i++)
+        nm.known[nm.n++] = h5_problem_attributes[i].name;
+    for (size_t i = 0; i < sizeof h5_other_root_attributes / sizeof *h5_other_root_attributes;
+         i++)
+        nm.known[nm.n++] = h5_other_root_attributes[i];
+    if ((st = h5_check_members(file, "/", &nm, 1)))
+        return st;
+    if (h5_exists(file, "/sar/vop") == 1) {
+        nm.n = 0;
+        nm.owner = "/sar/vop";
+        for (size_t i = 0; i < 2; i++)
+            nm.known[nm.n++] = h5_vop_attributes[i];
+        st = h5_check_members(file, "/sar/vop", &nm, 1);
+    }
+    return st;
 }
 
 /*
@@ -734,6 +982,17 @@ static int h5_read_b1max(hid_t file, const h5ctx *c, ps_problem_desc *d,
     int st = h5_read_attr_doubles(file, c, NULL, "b1_max", 0, shape, v, PS_MAX_CHANNELS + 1, &n);
     if (st || n == 0)
         return st;
+    /* absence is the only "no limit": Inf, NaN, 0 or a negative value
+     * (a corrupted number among them) is refused, never read as none */
+    for (size_t i = 0; i < n; i++)
+        if (!(isfinite(v[i]) && v[i] > 0.0)) {
+            char which[48] = "";
+            if (n > 1)
+                snprintf(which, sizeof which, " (channel %zu)", i);
+            return h5_fail(c, PS_ERR_B1MAX,
+                           "attribute b1_max: %g%s is not a peak limit: give a finite value > 0 "
+                           "(G), or leave the attribute out for no limit", v[i], which);
+        }
     if (n == 1 && !(nc == 1 && h5_attr_rank(file, "b1_max") == 1)) {
         d->b1_max = v[0];
         return 0;
@@ -744,10 +1003,6 @@ static int h5_read_b1max(hid_t file, const h5ctx *c, ps_problem_desc *d,
                        "channel%s (%s): give one limit, or one per channel",
                        n, nc, nc == 1 ? "" : "s",
                        d->b1map ? "those of /spins/b1map" : "no /spins/b1map");
-    for (size_t i = 0; i < n; i++)
-        if (isnan(v[i]))
-            return h5_fail(c, PS_ERR_NONFINITE, "attribute b1_max: the limit of channel %zu is NaN",
-                           i);
     memcpy(b1max, v, n * sizeof *v);
     d->b1_max_channel = b1max;
     return 0;
@@ -789,7 +1044,13 @@ static int h5_read_gradient(hid_t file, const h5ctx *c, ps_problem_desc *d)
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen)
 {
-    h5ctx c = {path, err, errlen};
+    return ps_h5_read_problem_ex(path, NULL, out, err, errlen);
+}
+
+int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_problem **out,
+                          char *err, size_t errlen)
+{
+    h5ctx c = {path, err, errlen, opts};
     double *arrays[H5_NDATASETS] = {NULL};
     double b1max[PS_MAX_CHANNELS]; /* the limits of attribute b1_max [Nc] */
     ps_problem_desc d;
@@ -809,6 +1070,8 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
         return st;
 
     ps_problem_desc_init(&d);
+    if ((st = h5_check_names(file, &c)))
+        goto done;
     /* Ns or Nt is 0 until its first dataset (/spins/r, /pulse/g) is read:
      * those are read first, accept any row count and set it; the later
      * ones, read in a second pass, must match it. Nc is set by the array
@@ -898,7 +1161,7 @@ done:
 int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *err,
                      size_t errlen)
 {
-    h5ctx c = {path, err, errlen};
+    h5ctx c = {path, err, errlen, NULL};
     double *b1 = NULL;
     int st = 0;
 
@@ -943,7 +1206,7 @@ int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *er
 
 int ps_h5_read_x(const char *path, const ps_problem *p, double *x, char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen};
+    h5ctx c = {path, err, errlen, NULL};
     ps_problem_desc d;
     double *g = NULL;
     if (err && errlen)
@@ -1080,17 +1343,24 @@ static int h5_write_attr_int(hid_t loc, const h5ctx *c, const char *name, int v)
     return h5_write_attr(loc, c, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v, 0);
 }
 
-/* Variable-length UTF-8 string: what h5py writes for a Python str. */
+/*
+ * Fixed-length UTF-8 string (null-terminated, its length plus one): the
+ * text is stored in the attribute itself. A variable-length string lives
+ * in the file's global heap, which a corrupted file's reader follows
+ * blindly (libhdf5 crashes or hangs on a damaged heap collection);
+ * h5py, MATLAB and this reader read both kinds.
+ */
 static int h5_write_attr_string(hid_t loc, const h5ctx *c, const char *name,
                                 const char *s)
 {
+    const char *v = s ? s : "";
     hid_t type = H5Tcopy(H5T_C_S1);
     if (type < 0)
         return h5_fail(c, PS_ERR_FILE, "attribute %s: cannot create type", name);
-    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_size(type, strlen(v) + 1);
+    H5Tset_strpad(type, H5T_STR_NULLTERM);
     H5Tset_cset(type, H5T_CSET_UTF8);
-    const char *v = s ? s : "";
-    int st = h5_write_attr(loc, c, name, type, type, &v, 0);
+    int st = h5_write_attr(loc, c, name, type, type, v, 0);
     H5Tclose(type);
     return st;
 }
@@ -1241,73 +1511,86 @@ done:
 }
 
 /*
- * A file being written: the temporary file beside the destination (kept
- * open as fd to sync it), renamed into place by h5_end() once everything
- * is on disk.
+ * A file being written: built in memory by HDF5's core driver (no backing
+ * store), so that libhdf5 never writes to the disk itself: a full disk or
+ * a failing close would leave its file state half closed, which its exit
+ * handler then crashes on. h5_end() takes the finished file image and
+ * writes it with ordinary writes to a temporary file beside the
+ * destination, synced and renamed into place (common/atomic_file.h): the
+ * path holds the old file or the whole new one, and every failure is one
+ * errno.
  */
 typedef struct h5out {
     hid_t file;
-    char *tmp;
-    int fd;
 } h5out;
+
+/* Memory grows by this much at a time. */
+#define H5_CORE_INCREMENT ((size_t)1 << 20)
 
 static int h5_begin(const h5ctx *c, h5out *o)
 {
     char why[200];
-    size_t len = strlen(c->path) + 64;
     o->file = -1;
-    o->tmp = NULL;
-    o->fd = -1;
     /* the rename replaces the path itself: only a regular file (or none) */
     struct stat ls;
     if (lstat(c->path, &ls) == 0 && !S_ISREG(ls.st_mode))
         return h5_fail(c, PS_ERR_FILE, "cannot write: %s",
                        S_ISLNK(ls.st_mode) ? "is a symbolic link" : "not a regular file");
-    o->tmp = malloc(len);
-    if (!o->tmp)
-        return h5_fail(c, PS_ERR_NO_MEMORY, "out of memory");
-    o->fd = ps_create_temp_beside(c->path, 0666, o->tmp, len);
-    if (o->fd < 0) {
-        int e = errno;
-        free(o->tmp);
-        o->tmp = NULL;
-        return h5_fail(c, PS_ERR_FILE, "cannot create: %s", strerror(e));
-    }
-    o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (o->file < 0) {
-        int st = h5_fail(c, PS_ERR_FILE, "cannot create HDF5 file: %s",
-                         h5_reason(why));
-        close(o->fd);
-        o->fd = -1;
-        unlink(o->tmp);
-        free(o->tmp);
-        o->tmp = NULL;
-        return st;
-    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0 && H5Pset_fapl_core(fapl, H5_CORE_INCREMENT, 0) >= 0)
+        o->file = H5Fcreate(c->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (o->file < 0)
+        return h5_fail(c, PS_ERR_FILE, "cannot create HDF5 file (in memory): %s",
+                       h5_reason(why));
     return 0;
 }
 
-/* Close, flush to disk and rename into place (st == 0), or discard. */
+/* Take the file image, close it, write it into place (st == 0), or
+ * discard it. */
 static int h5_end(const h5ctx *c, h5out *o, int st)
 {
     char why[200];
+    void *image = NULL;
+    ssize_t size = 0;
+    if (st == 0 && H5Fflush(o->file, H5F_SCOPE_GLOBAL) < 0)
+        st = h5_fail(c, PS_ERR_FILE, "cannot finish the file: %s", h5_reason(why));
+    if (st == 0 && (size = H5Fget_file_image(o->file, NULL, 0)) <= 0)
+        st = h5_fail(c, PS_ERR_FILE, "cannot finish the file: %s", h5_reason(why));
+    if (st == 0 && !(image = malloc((size_t)size)))
+        st = h5_fail(c, PS_ERR_NO_MEMORY, "out of memory for the file's %lld bytes",
+                     (long long)size);
+    if (st == 0 && H5Fget_file_image(o->file, image, (size_t)size) != size)
+        st = h5_fail(c, PS_ERR_FILE, "cannot finish the file: %s", h5_reason(why));
+    /* a file in memory closes without I/O */
     if (o->file >= 0 && H5Fclose(o->file) < 0 && st == 0)
         st = h5_fail(c, PS_ERR_FILE, "cannot close: %s", h5_reason(why));
     o->file = -1;
+    H5Eclear2(H5E_DEFAULT);
     if (st == 0) {
-        ps_replace_step step = ps_replace_finish(o->fd, o->tmp, c->path, PS_REPLACE_SYNC_OPTIONAL);
-        if (step == PS_REPLACE_SYNC)
-            st = h5_fail(c, PS_ERR_FILE, "cannot sync: %s", strerror(errno));
-        else if (step == PS_REPLACE_RENAME)
-            st = h5_fail(c, PS_ERR_FILE, "cannot rename %s into place: %s", o->tmp,
-                         strerror(errno));
-    } else {
-        close(o->fd);
-        unlink(o->tmp);
+        char tmp[4096 + PS_TEMP_SUFFIX_MAX];
+        ps_replace_step step = PS_REPLACE_CREATE;
+        int fd = ps_create_temp_beside(c->path, 0666, tmp, sizeof tmp);
+        if (fd >= 0 && ps_write_all(fd, image, (size_t)size) != 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            errno = e;
+            step = PS_REPLACE_WRITE;
+        } else if (fd >= 0) {
+            step = ps_replace_finish(fd, tmp, c->path, PS_REPLACE_SYNC_OPTIONAL);
+        }
+        const char *what = step == PS_REPLACE_CREATE  ? "cannot create a file beside it"
+                           : step == PS_REPLACE_WRITE ? "cannot write"
+                           : step == PS_REPLACE_SYNC  ? "cannot write (sync)"
+                                                      : "cannot rename the new file into place";
+        if (step != PS_REPLACE_DONE)
+            st = h5_fail(c, PS_ERR_FILE, "%s: %s%s", what,
+                         errno ? strerror(errno) : "no progress",
+                         step == PS_REPLACE_CREATE ? "" : " (the file is left as it was)");
     }
-    o->fd = -1;
-    free(o->tmp);
-    o->tmp = NULL;
+    free(image);
     return st;
 }
 
@@ -1331,7 +1614,7 @@ static int h5_write_prepare(const h5ctx *c, const ps_problem *p,
 int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
                         size_t errlen)
 {
-    h5ctx c = {path, err, errlen};
+    h5ctx c = {path, err, errlen, NULL};
     ps_problem_desc d;
     h5out o;
     int st = h5_write_prepare(&c, p, &d);
@@ -1455,11 +1738,38 @@ done:
     return st;
 }
 
+/* The provenance of a result (ps_h5_result_info) on /result. */
+static int h5_write_info(hid_t res, const h5ctx *c, const ps_h5_result_info *info)
+{
+    int st = 0;
+    const struct {
+        const char *name, *value;
+    } text[] = {
+        {"persolve_version", ps_version()}, {"build_id", ps_tune_build_id()},
+        {"input", info->input},             {"command_line", info->command_line},
+        {"options", info->options},         {"created", info->created},
+        {"gnorm_test", info->gnorm_test},
+    };
+    for (size_t i = 0; i < sizeof text / sizeof text[0] && !st; i++)
+        if (text[i].value)
+            st = h5_write_attr_string(res, c, text[i].name, text[i].value);
+    if (!st && !isnan(info->gnorm_physical))
+        st = h5_write_attr_double(res, c, "gnorm_physical", info->gnorm_physical);
+    return st;
+}
+
 int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
                        const double *m, const ps_result *r, char *err,
                        size_t errlen)
 {
-    h5ctx c = {path, err, errlen};
+    return ps_h5_write_result_info(path, p, x, m, r, NULL, err, errlen);
+}
+
+int ps_h5_write_result_info(const char *path, const ps_problem *p, const double *x,
+                            const double *m, const ps_result *r,
+                            const ps_h5_result_info *info, char *err, size_t errlen)
+{
+    h5ctx c = {path, err, errlen, NULL};
     ps_problem_desc d;
     h5out o;
     double *hist = NULL;
@@ -1525,7 +1835,8 @@ int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
         (st = h5_write_attr_string(res, &c, "backend",
                                    h5_backend_name(r->backend))) ||
         (st = h5_write_attr_string(res, &c, "device", r->device)) ||
-        (st = h5_write_attr_int(res, &c, "fell_back", r->fell_back)))
+        (st = h5_write_attr_int(res, &c, "fell_back", r->fell_back)) ||
+        (info && (st = h5_write_info(res, &c, info))))
         goto done;
 done:
     free(hist);
@@ -1538,7 +1849,14 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
                      double f, const double *grad, const double *grad_g, const double *m,
                      char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen};
+    return ps_h5_write_eval_info(path, p, x, f, grad, grad_g, m, NULL, err, errlen);
+}
+
+int ps_h5_write_eval_info(const char *path, const ps_problem *p, const double *x, double f,
+                          const double *grad, const double *grad_g, const double *m,
+                          const ps_h5_result_info *info, char *err, size_t errlen)
+{
+    h5ctx c = {path, err, errlen, NULL};
     ps_problem_desc d;
     h5out o;
     double *rows = NULL;
@@ -1564,7 +1882,8 @@ int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
     if ((st = h5_write_channels(ev, &c, "gradient", PS_CH_OUTER, PS_NC_OF(&d), d.nt, 2,
                                 rows)) ||
         (grad_g && (st = h5_write_array(ev, &c, "gradient_g", d.nt, 3, grad_g))) ||
-        (st = h5_write_attr_double(ev, &c, "f", f)))
+        (st = h5_write_attr_double(ev, &c, "f", f)) ||
+        (info && (st = h5_write_info(ev, &c, info))))
         goto done;
     res = h5_group(o.file, &c, "/result", &st);
     if (st)

@@ -13,15 +13,63 @@
 #ifndef PS_SRC_H5IO_H
 #define PS_SRC_H5IO_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "persolve.h"
 
 /* Read a problem file into a new problem: its datasets and root
  * attributes, the gradient design's too (design_g, smax, gmax, g_end) and
- * the RF mask /pulse/rf_mask [Nt]. */
+ * the RF mask /pulse/rf_mask [Nt]. Numbers may be float or integer. Only a
+ * regular file is opened (a FIFO, device or directory is refused first).
+ * This reads in the calling process: a file that crashes or hangs libhdf5
+ * does so here (ps_h5_read_problem_isolated does not). */
 int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
                        size_t errlen);
+
+/* How a problem file is read. */
+typedef struct ps_h5_read_opts {
+    int strict; /* 1: a name the reader does not know is an error */
+    /* receives each warning, "FILE: /spins/T1: unknown dataset, ignored
+     * (the closest known name is /spins/t1)" (NULL: none) */
+    void (*warn)(void *user, const char *msg);
+    void *warn_user;
+    /* ps_h5_read_problem_isolated: when this becomes nonzero (a signal
+     * handler's flag) the reading child is killed and the read returns
+     * PS_CANCELLED (NULL: never) */
+    const volatile sig_atomic_t *cancel;
+} ps_h5_read_opts;
+
+/* ps_h5_read_problem with names checked: every top-level group, dataset
+ * of /spins, /pulse and /sar, root attribute and attribute of /sar/vop
+ * that the reader does not know is a warning through opts->warn naming
+ * the closest known name, or with opts->strict an error (PS_ERR_FILE).
+ * opts NULL: no check. */
+int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_problem **out,
+                          char *err, size_t errlen);
+
+/* The default time limit of an isolated read: PS_H5_READ_TIMEOUT seconds
+ * and one more per PS_H5_READ_RATE bytes of the file (a slow disk's
+ * 20 MB/s: the time limit is for a reader that loops, not one that
+ * reads). */
+#define PS_H5_READ_TIMEOUT 10.0
+#define PS_H5_READ_RATE 20e6
+
+/*
+ * ps_h5_read_problem_ex in a child process (fork): the child reads the
+ * file and sends the problem's arrays and scalars (and the warnings) back
+ * through a pipe, the parent builds the same problem from them. A child
+ * that crashes (libhdf5 on a corrupted file) or does not finish within
+ * timeout_s seconds (<= 0: PS_H5_READ_TIMEOUT, PS_H5_READ_RATE) is killed and the file
+ * reported as corrupt (PS_ERR_FILE), so no file can crash or hang the
+ * caller. The child dies with its parent.
+ */
+int ps_h5_read_problem_isolated(const char *path, const ps_h5_read_opts *opts, double timeout_s,
+                                ps_problem **out, char *err, size_t errlen);
+
+/* ps_h5_read_x in a child process, as ps_h5_read_problem_isolated. */
+int ps_h5_read_x_isolated(const char *path, const ps_problem *p, double timeout_s, double *x,
+                          char *err, size_t errlen);
 
 /* Write a problem file (the problem's x0 as /pulse/b1; with several
  * channels /spins/b1map [Ns,Nc,2] and /pulse/b1 [Nc,Nt,2]; with VOPs
@@ -54,6 +102,27 @@ int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
                        const double *m, const ps_result *r, char *err,
                        size_t errlen);
 
+/* What a result file records beside the result itself. Any member may be
+ * NULL (not written) or, for gnorm_physical, NaN. */
+typedef struct ps_h5_result_info {
+    double gnorm_physical;    /* |grad F| at x in the pulse's own variables (u, v in G and
+                               * the designed waveforms), as eval reports it */
+    const char *gnorm_test;   /* the variables of r->gnorm, which the convergence test
+                               * used ("physical", or the optimizer's reparametrization) */
+    const char *input;        /* the problem file's name or the preset spec */
+    const char *command_line; /* as given */
+    const char *options;      /* every option in effect, "backend=auto precision=..." */
+    const char *created;      /* UTC date and time, ISO 8601 */
+} ps_h5_result_info;
+
+/* ps_h5_write_result with its provenance on /result: the attributes
+ * persolve_version, build_id (this library's, PS_BUILD_ID), input,
+ * command_line, options, created, gnorm_physical and gnorm_test from info
+ * (NULL: none of them). */
+int ps_h5_write_result_info(const char *path, const ps_problem *p, const double *x,
+                            const double *m, const ps_result *r,
+                            const ps_h5_result_info *info, char *err, size_t errlen);
+
 /*
  * Write an eval file: the problem's groups with /pulse/b1 = x (and /pulse/g
  * as in a result file), /eval/gradient (dF/du, dF/dv: the RF part of
@@ -65,6 +134,12 @@ int ps_h5_write_result(const char *path, const ps_problem *p, const double *x,
 int ps_h5_write_eval(const char *path, const ps_problem *p, const double *x,
                      double f, const double *grad, const double *grad_g, const double *m,
                      char *err, size_t errlen);
+
+/* ps_h5_write_eval with the provenance of ps_h5_write_result_info on
+ * /eval (info NULL: none; its gnorm_physical is |grad F| of the pulse). */
+int ps_h5_write_eval_info(const char *path, const ps_problem *p, const double *x, double f,
+                          const double *grad, const double *grad_g, const double *m,
+                          const ps_h5_result_info *info, char *err, size_t errlen);
 
 /* Read /pulse/b1 of nc channels of nt steps ([nt,2] for nc = 1, a rank-3
  * [1,nt,2] too; [nc,nt,2] for several) of any file into x[2*nc*nt]. */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -41,6 +42,7 @@ extern char **environ;
 #endif
 
 static const char *persolve_exe;
+static const char *fuzz_exe; /* fuzz_eval, which writes broken files (NULL: not given) */
 
 /* Columns of /result/history: iteration, f, gnorm, step, evaluations,
  * seconds, penalty round. */
@@ -564,23 +566,33 @@ static void test_design_json(void **state)
 static void test_design_text_default_output(void **state)
 {
     (void)state;
-    unlink("slice1d_result.h5");
+    /* the default name keeps the preset's parameters */
+    const char *def = "slice1d_nz=40_nt=50_result.h5";
+    unlink(def);
     run_result *r = run("design", "slice1d:nz=40,nt=50", "--max-iters", "3",
                         "--backend", "cpu", "--precision", "double", NULL);
     assert_true(r->code == 0 || r->code == 1);
     assert_contains(r->out, "status");
     assert_contains(r->out, "iterations   ");
-    assert_contains(r->out, "fell back    no");
+    assert_contains(r->out, "backend      cpu");
+    assert_null(strstr(r->out, "fell back")); /* --backend cpu: nothing chosen, nothing fell */
+    assert_null(strstr(r->out, "chosen by"));
     assert_contains(r->out, "double precision");
-    assert_contains(r->out, "output       slice1d_result.h5");
-    assert_true(file_exists("slice1d_result.h5"));
+    assert_contains(r->out, "output       slice1d_nz=40_nt=50_result.h5");
+    assert_true(file_exists(def));
     assert_null(strstr(r->err, "iter ")); /* no progress line off a terminal */
 
-    unlink("slice1d_result.h5");
+    unlink(def);
     r = run("design", "slice1d:nz=40,nt=50", "--max-iters", "2", "--quiet", NULL);
     assert_true(r->code == 0 || r->code == 1);
     assert_string_equal(r->out, "");
-    assert_true(file_exists("slice1d_result.h5"));
+    assert_true(file_exists(def));
+    unlink(def);
+    /* auto on a machine without a GPU chose the CPU: said so, not "fell back" */
+    r = run("design", "slice1d:nz=40,nt=50", "--max-iters", "2", "-o", "cli_auto.h5", NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    assert_null(strstr(r->out, "fell back"));
+    assert_contains(r->out, "chosen by --backend auto");
 
     /* an input file's base name gives the default output name */
     r = run("preset", "inversion:ndf=11,nb1=2,nt=30", "-o", "cli_inv.h5", NULL);
@@ -1726,32 +1738,42 @@ static void h5_attr_string(const char *path, const char *obj, const char *name, 
     assert_true(a >= 0);
     hid_t t = H5Aget_type(a);
     assert_int_equal(H5Tget_class(t), H5T_STRING);
-    char *v = NULL;
-    assert_true(H5Tis_variable_str(t) > 0);
-    assert_true(H5Aread(a, t, &v) >= 0);
+    /* written fixed-length: the text in the attribute, not in the heap */
+    assert_true(H5Tis_variable_str(t) == 0);
+    size_t n = H5Tget_size(t);
+    char *v = calloc(n + 1, 1);
+    assert_non_null(v);
+    assert_true(H5Aread(a, t, v) >= 0);
     snprintf(buf, len, "%s", v);
-    H5free_memory(v);
+    free(v);
     H5Tclose(t);
     H5Aclose(a);
     H5Fclose(f);
 }
 
-/* Replace the root attribute `name` of path by the string v. */
-static void h5_set_attr_string(const char *path, const char *name, const char *v)
+/* Replace the root attribute `name` of path by the string v, fixed-length
+ * or (vlen) variable-length, as h5py writes a str: its text in the
+ * file's global heap. */
+static void h5_put_attr_string(const char *path, const char *name, const char *v, int vlen)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     assert_true(f >= 0);
     if (H5Aexists(f, name) > 0)
         H5Adelete(f, name);
     hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v) + 1);
+    H5Tset_size(t, vlen ? H5T_VARIABLE : strlen(v) + 1);
     hid_t sp = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    assert_true(a >= 0 && H5Awrite(a, t, v) >= 0);
+    assert_true(a >= 0 && H5Awrite(a, t, vlen ? (const void *)&v : (const void *)v) >= 0);
     H5Aclose(a);
     H5Sclose(sp);
     H5Tclose(t);
     H5Fclose(f);
+}
+
+static void h5_set_attr_string(const char *path, const char *name, const char *v)
+{
+    h5_put_attr_string(path, name, v, 0);
 }
 
 /* |a - b| <= rtol |b| */
@@ -1952,6 +1974,363 @@ static void test_rf_mask(void **state)
     assert_contains(r->err, "/pulse/rf_mask: rf_mask[3] = 0.5 must be 0 or 1");
 }
 
+/* ---- reliability: broken inputs, failing outputs, silent cases ------- */
+
+/* Attribute `name` of the object obj of path set to the float64 v. */
+static void h5_set_attr_double(const char *path, const char *obj, const char *name, double v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t o = H5Oopen(f, obj, H5P_DEFAULT);
+    assert_true(o >= 0);
+    if (H5Aexists(o, name) > 0)
+        H5Adelete(o, name);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(o, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0 && H5Awrite(a, H5T_NATIVE_DOUBLE, &v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Oclose(o);
+    H5Fclose(f);
+}
+
+/* Link `from` of path moved to `to`, or removed (to NULL). */
+static void h5_move(const char *path, const char *from, const char *to)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    if (to)
+        assert_true(H5Lmove(f, from, f, to, H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    else
+        assert_true(H5Ldelete(f, from, H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+}
+
+/* The message is one line, "persolve: ..." (no HDF5 error stack). */
+static void assert_one_line(const char *err)
+{
+    const char *nl = strchr(err, '\n');
+    if (strncmp(err, "persolve: ", 10) != 0 || !nl || nl[1] != '\0' ||
+        strstr(err, "HDF5-DIAG")) {
+        printf("expected one line \"persolve: ...\"\n");
+        fail();
+    }
+}
+
+static void test_corrupt_string_heap(void **state)
+{
+    (void)state;
+    /* the issue's file: a variable-length loss whose global heap collection
+     * has the byte at "GCOL" + 27 overwritten; libhdf5 crashes reading it */
+    run_result *r = run("preset", "slice1d:nz=30,nt=40", "-o", "cli_heap.h5", NULL);
+    assert_code(r, 0);
+    h5_put_attr_string("cli_heap.h5", "loss", "full", 1);
+    long n = file_size("cli_heap.h5");
+    assert_true(n > 0 && n < (1L << 30));
+    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
+    FILE *f = fopen("cli_heap.h5", "rb");
+    assert_true(f && fread(b, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    long at = -1;
+    for (long i = 0; i + 4 <= n && at < 0; i++)
+        if (!memcmp(b + i, "GCOL", 4))
+            at = i;
+    assert_true(at >= 0 && at + 27 < n);
+    b[at + 27] = 0x7f;
+    f = fopen("cli_heap.h5", "wb");
+    assert_true(f && fwrite(b, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    free(b);
+    r = run("eval", "cli_heap.h5", "-o", "cli_heap_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_heap.h5: corrupt file");
+#ifndef __SANITIZE_ADDRESS__
+    assert_one_line(r->err);
+#else
+    /* AddressSanitizer reports libhdf5's bad read in the reading process
+     * first; persolve's own message is still the one last line */
+    assert_one_line(strstr(r->err, "persolve: cli_heap.h5: corrupt file"));
+#endif
+    r = run("design", "cli_heap.h5", "--max-iters", "1", "-o", "cli_heap_r.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "corrupt file");
+    assert_false(file_exists("cli_heap_r.h5"));
+    /* what persolve writes has its strings in the attributes themselves */
+    r = run("preset", "slice1d:nz=30,nt=40", "-o", "cli_heap.h5", NULL);
+    n = file_size("cli_heap.h5");
+    assert_true(n > 0);
+    b = malloc(n > 0 ? (size_t)n : 1);
+    f = fopen("cli_heap.h5", "rb");
+    n = (long)fread(b, 1, (size_t)n, f);
+    fclose(f);
+    for (long i = 0; i + 4 <= n; i++)
+        assert_true(memcmp(b + i, "GCOL", 4) != 0);
+    free(b);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A file on which libhdf5 loops (fuzz_eval's heap attack, seed 6): the
+ * reading process is killed at the time limit, and a signal while it
+ * reads ends persolve at once. */
+static void test_reader_loops(void **state)
+{
+    (void)state;
+    if (!fuzz_exe) {
+        skip();
+        return;
+    }
+    pid_t w;
+    const char *const gen[] = {"--write", "heap", "6", "cli_loop.h5", NULL};
+    const char *argv[8] = {fuzz_exe};
+    for (int i = 0; gen[i]; i++)
+        argv[i + 1] = gen[i];
+    assert_int_equal(posix_spawn(&w, fuzz_exe, NULL, NULL, (char *const *)argv, environ), 0);
+    assert_int_equal(wait_code(w), 0);
+    const double t0 = now_s();
+    run_result *r = run("eval", "cli_loop.h5", "-o", "cli_loop_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_loop.h5: corrupt file: reading it did not finish within 10 s");
+    assert_true(now_s() - t0 < 30.0);
+    /* SIGTERM while the design reads it: exit 130 at once, nothing written */
+    unlink("cli_loop_r.h5");
+    const char *args[] = {"design", "cli_loop.h5", "-o", "cli_loop_r.h5", NULL};
+    pid_t pid = spawn_cli(args);
+    sleep_s(1.0);
+    const double t1 = now_s();
+    kill(pid, SIGTERM);
+    int code = wait_bounded(pid, 5.0);
+    r = malloc(sizeof *r);
+    collect(r, code, args);
+    assert_code(r, 130);
+    assert_true(now_s() - t1 < 5.0);
+    assert_contains(r->err, "reading cancelled");
+    assert_false(file_exists("cli_loop_r.h5"));
+    free(r);
+}
+
+static void test_special_inputs(void **state)
+{
+    (void)state;
+    /* a FIFO, a directory, a device: refused before they are opened (a
+     * FIFO's open would block for ever) */
+    unlink("cli_fifo");
+    assert_int_equal(mkfifo("cli_fifo", 0644), 0);
+    run_result *r = run("design", "cli_fifo", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_fifo: cannot open: is a FIFO, not a regular file");
+    r = run("eval", "cli_fifo", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "is a FIFO");
+    r = run("eval", "/dev/zero", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "is a character device");
+    r = run("eval", ".", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "is a directory");
+    r = run("preset", "slice1d:nz=30,nt=40", "-o", "cli_sp.h5", NULL);
+    assert_code(r, 0);
+    r = run("eval", "cli_sp.h5", "--x", "cli_fifo", "-o", "cli_sp_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "--x: cli_fifo: cannot open: is a FIFO");
+    r = run("design", "cli_sp.h5", "--resume", "cli_fifo", "-o", "cli_sp_r.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_fifo: cannot read checkpoint: not a regular file");
+    unlink("cli_fifo");
+}
+
+static void test_output_unwritable(void **state)
+{
+    (void)state;
+    /* a file size limit stands for a full disk (RLIMIT_FSIZE, no root
+     * needed): the write fails with EFBIG, persolve (which ignores
+     * SIGXFSZ) reports it in one line, exits 3 and leaves the old file and
+     * no temporary one */
+    FILE *f = fopen("cli_full.h5", "w");
+    assert_non_null(f);
+    fputs("old contents", f);
+    fclose(f);
+    struct rlimit old, small;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    small = old;
+    small.rlim_cur = 16384;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_DFL);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    run_result *r = run("preset", "slice1d", "-o", "cli_full.h5", NULL);
+    int code_preset = r->code;
+    static char err_preset[CAP];
+    memcpy(err_preset, r->err, CAP);
+    r = run("design", "slice1d", "--max-iters", "2", "-o", "cli_full.h5", NULL);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, prev);
+    assert_int_equal(code_preset, 3);
+    assert_contains(err_preset, "cli_full.h5: cannot write: File too large");
+    assert_one_line(err_preset);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_full.h5: cannot write: File too large");
+    assert_contains(r->out, "output       (not written)");
+    char buf[64];
+    slurp("cli_full.h5", buf, sizeof buf);
+    assert_string_equal(buf, "old contents");
+    assert_false(prefix_exists("cli_full.h5.tmp"));
+    unlink("cli_full.h5");
+}
+
+static void test_unknown_names(void **state)
+{
+    (void)state;
+    run_result *r = run("preset", "slice1d:nz=30,nt=40,b1_max=0.2", "-o", "cli_names.h5", NULL);
+    assert_code(r, 0);
+    /* /spins/T1: no T1 relaxation; b1max: no peak limit, silently */
+    double t1[30];
+    for (int i = 0; i < 30; i++)
+        t1[i] = 0.5;
+    hid_t fh = H5Fopen("cli_names.h5", H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(fh >= 0);
+    h5_put(fh, "/spins/T1", 1, (const hsize_t[]){30}, t1);
+    assert_true(H5Arename(fh, "b1_max", "b1max") >= 0);
+    H5Fclose(fh);
+    r = run("eval", "cli_names.h5", "-o", "cli_names_eval.h5", NULL);
+    assert_code(r, 0);
+    assert_contains(r->err, "persolve: warning: cli_names.h5: /spins/T1: unknown dataset, "
+                            "ignored (the closest known name is /spins/t1)");
+    assert_contains(r->err, "attribute b1max: unknown attribute, ignored (the closest known "
+                            "name is b1_max)");
+    r = run("eval", "cli_names.h5", "--strict", "-o", "cli_names_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "unknown dataset (the closest known name is /spins/t1) (--strict)");
+    r = run("design", "cli_names.h5", "--strict", "--max-iters", "1", "-o", "cli_names_r.h5",
+            NULL);
+    assert_code(r, 3);
+    assert_false(file_exists("cli_names_r.h5"));
+}
+
+static void test_bad_limits_and_types(void **state)
+{
+    (void)state;
+    run_result *r = run("preset", "slice1d:nz=30,nt=40", "-o", "cli_lim.h5", NULL);
+    assert_code(r, 0);
+    /* b1_max = Inf (or a corrupted value reading so) is no "no limit" */
+    h5_set_attr_double("cli_lim.h5", "/", "b1_max", INFINITY);
+    r = run("eval", "cli_lim.h5", "-o", "cli_lim_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "attribute b1_max: inf is not a peak limit");
+    h5_set_attr_double("cli_lim.h5", "/", "b1_max", -1.0);
+    r = run("eval", "cli_lim.h5", "-o", "cli_lim_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "attribute b1_max: -1 is not a peak limit");
+    /* a transposed array is named as such */
+    r = run("preset", "slice1d:nz=30,nt=40", "-o", "cli_lim.h5", NULL);
+    double *rr = h5_read("cli_lim.h5", "/spins/r", 30, 3);
+    double tr[90];
+    for (int i = 0; i < 30; i++)
+        for (int j = 0; j < 3; j++)
+            tr[j * 30 + i] = rr[i * 3 + j];
+    free(rr);
+    h5_move("cli_lim.h5", "/spins/r", NULL);
+    hid_t fh = H5Fopen("cli_lim.h5", H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(fh >= 0);
+    h5_put(fh, "/spins/r", 2, (const hsize_t[]){3, 30}, tr);
+    H5Fclose(fh);
+    r = run("eval", "cli_lim.h5", "-o", "cli_lim_eval.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "/spins/r: wrong shape: expected [Ns,3], got [3,30] (it looks "
+                            "transposed");
+}
+
+static void test_zero_start(void **state)
+{
+    (void)state;
+    /* no /pulse/b1: a zero start, a stationary point of the mls loss */
+    unlink("cli_zero_r.h5");
+    run_result *r = run("preset", "slice1d:nz=30,nt=40", "-o", "cli_zero.h5", NULL);
+    assert_code(r, 0);
+    h5_move("cli_zero.h5", "/pulse/b1", NULL);
+    h5_set_attr_string("cli_zero.h5", "loss", "mls");
+    r = run("design", "cli_zero.h5", "-o", "cli_zero_r.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "the start pulse is zero and the gradient of F there is exactly "
+                            "zero (a stationary point of the mls loss)");
+    assert_false(file_exists("cli_zero_r.h5"));
+    /* the full loss is not flat there: the solve runs */
+    h5_set_attr_string("cli_zero.h5", "loss", "full");
+    r = run("design", "cli_zero.h5", "--max-iters", "3", "-o", "cli_zero_r.h5", NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    assert_true(text_number(r->out, "iterations") >= 1.0);
+}
+
+static void test_reports(void **state)
+{
+    (void)state;
+    /* a peak limit that the result reaches: every step within it to the
+     * last bit, and eval of the result does not warn */
+    unlink("slice1d_nz=60_nt=80_b1_max=0.01_result.h5");
+    run_result *r = run("design", "slice1d:nz=60,nt=80,b1_max=0.01", "--backend", BACKEND,
+                        "--precision", "double", "--max-iters", "300", "--json", NULL);
+    assert_true(r->code == 0 || r->code == 1);
+    const char *res = "slice1d_nz=60_nt=80_b1_max=0.01_result.h5";
+    assert_true(file_exists(res));
+    double *b = h5_read(res, "/pulse/b1", 80, 2);
+    double peak = 0.0;
+    for (int k = 0; k < 80; k++)
+        peak = fmax(peak, hypot(b[2 * k], b[2 * k + 1]));
+    free(b);
+    assert_true(peak <= 0.01);
+    assert_true(peak > 0.0099); /* the limit is active: the clamp was needed */
+    /* the test's norm is the optimizer's; |grad F| is reported as eval
+     * computes it */
+    double gphys = json_number(r->out, "gnorm_physical"), gtest = json_number(r->out, "gnorm");
+    assert_contains(r->out, "\"gnorm_test\": \"optimizer's variables, reparametrized for "
+                            "b1_max\"");
+    assert_true(isfinite(gphys) && gphys != gtest);
+    assert_close("/result gnorm_physical", h5_attr(res, "/result", "gnorm_physical"), gphys,
+                 1e-15);
+    r = run("eval", res, "--precision", "double", "--backend", BACKEND, "--json", "-o",
+            "cli_rep_eval.h5", NULL);
+    assert_code(r, 0);
+    assert_null(strstr(r->err, "warning"));
+    assert_close("eval's |grad F|", json_number(r->out, "gnorm"), gphys, 1e-9);
+    /* provenance */
+    char buf[4096], version[64];
+    r = run("--version", NULL);
+    assert_code(r, 0);
+    assert_int_equal(sscanf(r->out, "persolve %63s", version), 1);
+    h5_attr_string(res, "/result", "persolve_version", buf, sizeof buf);
+    assert_string_equal(buf, version);
+    h5_attr_string(res, "/result", "input", buf, sizeof buf);
+    assert_string_equal(buf, "slice1d:nz=60,nt=80,b1_max=0.01");
+    h5_attr_string(res, "/result", "options", buf, sizeof buf);
+    assert_contains(buf, "max_iters=300");
+    assert_contains(buf, "precision=double");
+    h5_attr_string(res, "/result", "command_line", buf, sizeof buf);
+    assert_contains(buf, "design slice1d:nz=60,nt=80,b1_max=0.01");
+    h5_attr_string(res, "/result", "created", buf, sizeof buf);
+    assert_int_equal(strlen(buf), 20);
+    assert_true(buf[4] == '-' && buf[10] == 'T' && buf[19] == 'Z');
+    h5_attr_string(res, "/result", "build_id", buf, sizeof buf);
+    assert_true(strncmp(buf, version, strlen(version)) == 0);
+    /* an eval file records the same on /eval, its |grad F| too */
+    h5_attr_string("cli_rep_eval.h5", "/eval", "input", buf, sizeof buf);
+    assert_string_equal(buf, res);
+    h5_attr_string("cli_rep_eval.h5", "/eval", "options", buf, sizeof buf);
+    assert_contains(buf, "precision=double");
+    h5_attr_string("cli_rep_eval.h5", "/eval", "persolve_version", buf, sizeof buf);
+    assert_string_equal(buf, version);
+    assert_close("/eval gnorm_physical", h5_attr("cli_rep_eval.h5", "/eval", "gnorm_physical"),
+                 gphys, 1e-9);
+    unlink(res);
+    /* a parameter that overflows is named so */
+    r = run("eval", "spiral2d:n=8,nt=50,fov=1e308", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "a parameter overflows");
+    assert_null(strstr(r->err, "neither a file"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1959,6 +2338,7 @@ int main(int argc, char **argv)
         return 2;
     }
     persolve_exe = argv[1];
+    fuzz_exe = argc > 2 ? argv[2] : NULL;
     /* the tune cache of these runs: its own, never the user's */
     setenv("PERSOLVE_CACHE_DIR", "cli_tune_cache", 1);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -2006,6 +2386,14 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_bench),
         cmocka_unit_test(test_tune),
+        cmocka_unit_test(test_corrupt_string_heap),
+        cmocka_unit_test(test_special_inputs),
+        cmocka_unit_test(test_reader_loops),
+        cmocka_unit_test(test_output_unwritable),
+        cmocka_unit_test(test_unknown_names),
+        cmocka_unit_test(test_bad_limits_and_types),
+        cmocka_unit_test(test_zero_start),
+        cmocka_unit_test(test_reports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,9 +61,9 @@ static ps_problem *with_design(ps_problem *p, unsigned axes, double gfrac, int g
     for (size_t k = 0; k < nt; k++)
         m[k] = held(k) ? 0.0 : 1.0;
     d.design_g = axes;
-    d.smax = 2.0 * smax;
-    d.gmax = gfrac * peak;
-    d.g_end = g_end;
+    d.smax = axes ? 2.0 * smax : 0.0; /* the limits only with designed axes */
+    d.gmax = axes ? gfrac * peak : 0.0;
+    d.g_end = axes ? g_end : 0;
     d.rf_mask = mask ? m : NULL;
     ps_problem *q = NULL;
     assert_int_equal(ps_problem_create(&d, &q), 0);

@@ -780,7 +780,7 @@ static void test_strerror(void **state)
         assert_true(t[0] != '\0');
         for (int i = 0; i < n; i++) {
             if (strcmp(texts[i], t) == 0)
-                printf("status %d repeats the text of another: \"%s\"\n", s, t);
+                printf("status %d repeats the text of another: \"%s\"\n", s, t ? t : "");
             assert_true(strcmp(texts[i], t) != 0);
         }
         texts[n++] = t;

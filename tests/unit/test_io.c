@@ -147,6 +147,20 @@ static void write_full(const char *path)
     write_and_free(path, create_full(&fp, 42));
 }
 
+/* Read path, expect success. */
+static void expect_read_ok(const char *path)
+{
+    char err[512];
+    ps_problem *p = NULL;
+    int st = ps_h5_read_problem(path, &p, err, sizeof err);
+    if (st)
+        printf("%s -> %d: %s\n", path, st, err);
+    assert_int_equal(st, 0);
+    assert_non_null(p);
+    ps_problem_free(p);
+    assert_no_open_handles();
+}
+
 /* Read path, expect status `want` and a message containing both needles. */
 static void expect_read_error(const char *path, int want, const char *n1,
                               const char *n2)
@@ -374,11 +388,14 @@ static void read_attr_s(hid_t loc, const char *name, char *buf, size_t len)
     assert_true(a >= 0);
     hid_t t = H5Aget_type(a);
     assert_int_equal(H5Tget_class(t), H5T_STRING);
-    assert_true(H5Tis_variable_str(t) > 0);
-    char *s = NULL;
-    assert_true(H5Aread(a, t, &s) >= 0);
+    /* fixed-length: the text in the attribute, not in the global heap */
+    assert_true(H5Tis_variable_str(t) == 0);
+    size_t n = H5Tget_size(t);
+    char *s = calloc(n + 1, 1);
+    assert_non_null(s);
+    assert_true(H5Aread(a, t, s) >= 0);
     snprintf(buf, len, "%s", s);
-    H5free_memory(s);
+    free(s);
     H5Tclose(t);
     H5Aclose(a);
 }
@@ -676,6 +693,55 @@ static void set_root_attr_string(const char *path, const char *name,
     H5Fclose(f);
 }
 
+static void set_root_attr_vlen_string(const char *path, const char *name, const char *value)
+{
+    hid_t f = open_rw(path);
+    if (H5Aexists(f, name) > 0)
+        H5Adelete(f, name);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, t, &value) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+
+static void set_root_attr_int(const char *path, const char *name, int v)
+{
+    hid_t f = open_rw(path);
+    if (H5Aexists(f, name) > 0)
+        H5Adelete(f, name);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, H5T_NATIVE_INT, &v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+/* Replace dataset `name` by a scalar string. */
+static void replace_dset_string(const char *path, const char *name)
+{
+    hid_t f = open_rw(path);
+    if (H5Lexists(f, name, H5P_DEFAULT) > 0)
+        assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, 4);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t ds = H5Dcreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    assert_true(H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, "abc") >= 0);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+
 static void set_root_attr_double(const char *path, const char *name, double v)
 {
     hid_t f = open_rw(path);
@@ -764,8 +830,45 @@ static void test_wrong_type(void **state)
     (void)state;
     const char *path = "io_bad_type.h5";
     write_full(path);
-    replace_dset(path, "/pulse/g", H5T_STD_I32LE, 2, NT, 3, 1.0);
-    expect_read_error(path, PS_ERR_FILE, "/pulse/g", "integer");
+    replace_dset_string(path, "/pulse/g");
+    expect_read_error(path, PS_ERR_FILE, "/pulse/g", "string");
+
+    /* integers are numbers (MATLAB writes whole numbers so) */
+    write_full(path);
+    replace_dset(path, "/pulse/g", H5T_STD_I32LE, 2, NT, 3, 2.0);
+    {
+        ps_problem *qi = NULL;
+        char e2[512];
+        assert_int_equal(ps_h5_read_problem(path, &qi, e2, sizeof e2), 0);
+        ps_problem_desc di;
+        ps_problem_describe(qi, &di);
+        assert_true(di.g[0] == 2.0 && di.g[3 * NT - 1] == 2.0);
+        ps_problem_free(qi);
+    }
+    write_full(path);
+    set_root_attr_int(path, "dt", 1);
+    {
+        ps_problem *qi = NULL;
+        char e2[512];
+        assert_int_equal(ps_h5_read_problem(path, &qi, e2, sizeof e2), 0);
+        ps_problem_desc di;
+        ps_problem_describe(qi, &di);
+        assert_true(di.dt == 1.0);
+        ps_problem_free(qi);
+    }
+
+    /* a variable-length string (as h5py writes a str) is read too */
+    write_full(path);
+    set_root_attr_vlen_string(path, "loss", "z");
+    {
+        ps_problem *qi = NULL;
+        char e2[512];
+        assert_int_equal(ps_h5_read_problem(path, &qi, e2, sizeof e2), 0);
+        ps_problem_desc di;
+        ps_problem_describe(qi, &di);
+        assert_int_equal(di.loss, PS_LOSS_Z);
+        ps_problem_free(qi);
+    }
 
     write_full(path);
     set_root_attr_string(path, "dt", "4e-6");
@@ -1581,8 +1684,8 @@ static void test_sar_malformed(void **state)
                    (hsize_t[]){PS_MAX_VOPS + 1, NC, NC, 2}, 1.0, 0.0);
     expect_read_error(path, PS_ERR_SIZE, "/sar/vop: 257 VOPs", "limit of 256");
     write_sar(path);
-    replace_dset_n(path, "/sar/vop", H5T_STD_I32LE, 4, (hsize_t[]){NQ, NC, NC, 2}, 1.0, 0.0);
-    expect_read_error(path, PS_ERR_FILE, "/sar/vop", "integer");
+    replace_dset_string(path, "/sar/vop");
+    expect_read_error(path, PS_ERR_FILE, "/sar/vop", "string");
 
     /* its attributes: both required, float64 scalars, sar_max and tr > 0 */
     write_sar(path);
@@ -1608,7 +1711,7 @@ static void test_sar_malformed(void **state)
     expect_read_error(path, PS_ERR_FILE, "/sar/vop: attribute tr: wrong shape", "a scalar");
     write_sar(path);
     set_attr_n(path, "/sar/vop", "sar_max", H5T_STD_I32LE, 0, NULL, (double[]){2.0});
-    expect_read_error(path, PS_ERR_FILE, "/sar/vop: attribute sar_max: wrong type", "integer");
+    expect_read_ok(path); /* an integer is a number */
 
     /* both a B1 scale and a B1 map, VOPs or not */
     write_sar(path);
@@ -1704,20 +1807,30 @@ static void test_b1max_forms(void **state)
                       "expected a scalar or [Nc] = [3]");
     write_channels(path);
     set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){NC}, (double[]){0.2, NAN, 0.1});
-    expect_read_error(path, PS_ERR_NONFINITE, "attribute b1_max", "channel 1 is NaN");
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "nan (channel 1) is not a peak limit");
     write_channels(path);
     set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){NC}, (double[]){0.2, 0.1, 0.0});
-    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "b1_max_channel[2] = 0 must be");
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "0 (channel 2) is not a peak limit");
     write_channels(path);
     set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 1, (hsize_t[]){NC},
                (double[]){0.2, INFINITY, 0.1});
-    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "b1_max_channel[1] = inf");
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "inf (channel 1) is not a peak limit");
     write_channels(path);
     set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 0, NULL, (double[]){NAN});
     expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "nan");
     write_channels(path);
     set_attr_n(path, "/", "b1_max", H5T_STD_I32LE, 1, (hsize_t[]){NC}, (double[]){1, 2, 3});
-    expect_read_error(path, PS_ERR_FILE, "attribute b1_max: wrong type", "integer");
+    expect_read_ok(path); /* an integer is a number */
+    /* absence is the only "no limit": Inf, a negative value and 0 are errors */
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 0, NULL, (double[]){INFINITY});
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "inf is not a peak limit");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 0, NULL, (double[]){-0.1});
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "-0.1 is not a peak limit");
+    write_channels(path);
+    set_attr_n(path, "/", "b1_max", H5T_IEEE_F64LE, 0, NULL, (double[]){0.0});
+    expect_read_error(path, PS_ERR_B1MAX, "attribute b1_max", "0 is not a peak limit");
 }
 
 /* ---- gradient design and RF mask ------------------------------------- */
@@ -1889,7 +2002,7 @@ static void test_rf_mask_malformed(void **state)
     expect_read_error(path, PS_ERR_FILE, "/pulse/rf_mask: wrong shape", "got [5,1]");
     write_designed(path);
     replace_dset(path, "/pulse/rf_mask", H5T_STD_I32LE, 1, NT, 0, 1.0);
-    expect_read_error(path, PS_ERR_FILE, "/pulse/rf_mask: wrong type", "integer");
+    expect_read_ok(path); /* an integer mask, as MATLAB writes it */
     write_designed(path);
     poke(path, "/pulse/rf_mask", 3, 0.5);
     expect_read_error(path, PS_ERR_RF_MASK, "/pulse/rf_mask: ", "rf_mask[3] = 0.5 must be 0 or 1");
@@ -2031,6 +2144,71 @@ static void test_gradient_result_and_eval(void **state)
     ps_problem_free(p);
 }
 
+/*
+ * An attribute that exists but cannot be read is an error, never a
+ * default: every byte of the attribute lambda from its name to its value
+ * (the name, its datatype and dataspace) is changed in turn, and each file
+ * read (in a child process, which no corruption can crash or hang; names
+ * checked strictly, so that a changed name is an unknown attribute)
+ * either gives lambda exactly or fails; lambda at its default (0) from a
+ * file that holds 0.125 would be a silent misreading. (A changed message
+ * type before the name makes libhdf5 skip the whole message as one it
+ * does not know: the attribute is then absent for any reader; a changed
+ * value is another value, which no reader can tell without a checksum.)
+ */
+static void test_unreadable_attribute(void **state)
+{
+    (void)state;
+    const char *path = "io_attr_bytes.h5", *bad = "io_attr_bytes_bad.h5";
+    write_full(path);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static unsigned char b[1 << 16];
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof b);
+    size_t at = 0;
+    for (size_t i = 0; i + 6 <= n && !at; i++)
+        if (!memcmp(b + i, "lambda", 6))
+            at = i;
+    assert_true(at > 0);
+    /* strict: a changed name is an unknown attribute (without --strict a
+     * warning names it) */
+    const ps_h5_read_opts strict = {1, NULL, NULL, NULL};
+    int ok = 0, failed = 0;
+    /* the value 0.125 (float64, little-endian) ends the attribute's bytes */
+    const unsigned char value[8] = {0, 0, 0, 0, 0, 0, 0xc0, 0x3f};
+    size_t end = at;
+    while (end + 8 <= n && memcmp(b + end, value, 8) != 0)
+        end++;
+    assert_true(end + 8 <= n && end < at + 96);
+    for (size_t i = at; i < end; i++) {
+        unsigned char save = b[i];
+        b[i] ^= 0xff;
+        f = fopen(bad, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(b, 1, n, f), n);
+        fclose(f);
+        b[i] = save;
+        ps_problem *p = NULL;
+        char err[512];
+        int st = ps_h5_read_problem_isolated(bad, &strict, 10.0, &p, err, sizeof err);
+        if (st) {
+            failed++;
+            continue;
+        }
+        ps_problem_desc d;
+        ps_problem_describe(p, &d);
+        if (d.lambda != 0.125)
+            printf("byte %zu changed: lambda read as %g\n", i, d.lambda);
+        assert_true(d.lambda == 0.125);
+        ps_problem_free(p);
+        ok++;
+    }
+    printf("%d files read lambda exactly, %d refused\n", ok, failed);
+    assert_true(failed > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2041,6 +2219,7 @@ int main(void)
         cmocka_unit_test(test_missing_dataset),
         cmocka_unit_test(test_wrong_shape),
         cmocka_unit_test(test_wrong_type),
+        cmocka_unit_test(test_unreadable_attribute),
         cmocka_unit_test(test_missing_attribute),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_truncated),
