@@ -41,6 +41,7 @@ enum {
     OPT_CONSTRAINT_TOL,
     OPT_PENALTY_MU,
     OPT_STRICT,
+    OPT_PULSEQ,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -135,6 +136,13 @@ static const struct option tune_options[] = {
     OPT_END,
 };
 
+static const struct option export_options[] = {
+    OPT_HELP,
+    OPT_VERSION,
+    {"pulseq", required_argument, NULL, OPT_PULSEQ},
+    OPT_END,
+};
+
 /*
  * Leading '-': non-options come back in order as code 1 (whatever
  * POSIXLY_CORRECT says); ':' reports a missing value as ':'.
@@ -155,6 +163,7 @@ static const struct {
     {PS_CMD_INFO, "info", info_options, "-:hV", 0, 0, NULL},
     {PS_CMD_BENCH, "bench", bench_options, "-:hV", 0, 0, NULL},
     {PS_CMD_TUNE, "tune", tune_options, "-:hV", 1, 0, "PRESET|FILE"},
+    {PS_CMD_EXPORT, "export", export_options, "-:hV", 1, 1, "RESULT"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -321,6 +330,11 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         if (!*arg)
             return ps_status_msg(err, errlen, PS_CLI_USAGE, "--x: empty file name");
         cli->x_file = arg;
+        return PS_CLI_OK;
+    case OPT_PULSEQ:
+        if (!*arg)
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--pulseq: empty file name");
+        cli->pulseq = arg;
         return PS_CLI_OK;
     case 'q':
         cli->quiet = 1;
@@ -522,6 +536,8 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
         cli->input = PS_TUNE_DEFAULT_INPUT;
     if (cli->every > 0.0 && !cli->checkpoint)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "--every: requires --checkpoint FILE");
+    if (cli->command == PS_CMD_EXPORT && !cli->pulseq)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "export: missing --pulseq OUT.seq");
     return PS_CLI_OK;
 }
 
@@ -708,6 +724,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "  info                 version, build features and GPUs\n"
               "  bench                the GPU solve variants side by side\n"
               "  tune [PRESET|FILE]   measure the GPU launch shapes, cache the fastest\n"
+              "  export RESULT        write a result's pulse as a Pulseq file\n"
               "\n"
               "  persolve COMMAND --help   options of COMMAND\n"
               "  persolve --version        print the version\n"
@@ -843,6 +860,20 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "\n",
               f);
         usage_presets(f);
+        break;
+    case PS_CMD_EXPORT:
+        fputs("usage: persolve export RESULT.h5 --pulseq OUT.seq\n"
+              "\n"
+              "Write the pulse and gradients of a result file (or any file with\n"
+              "/pulse/b1) as a Pulseq v1.4.2 sequence: one block, RF on the 1 us\n"
+              "raster, gradients on the 10 us raster, each raster interval the mean\n"
+              "of the waveform over it. Several channels give one file per channel,\n"
+              "OUT_ch0.seq .. (Pulseq has no dynamic parallel transmit).\n"
+              "\n"
+              "options:\n"
+              "      --pulseq FILE   the Pulseq file to write (required)\n"
+              "  -h, --help          this help\n",
+              f);
         break;
     case PS_CMD_INFO:
         fputs("usage: persolve info [--json]\n"

@@ -34,6 +34,7 @@ typedef enum ps_cli_command {
     PS_CMD_INFO,
     PS_CMD_BENCH,
     PS_CMD_TUNE,
+    PS_CMD_EXPORT,
 } ps_cli_command;
 
 /* bench: defaults of --iters and --repeats, the most --sizes items. */
@@ -49,9 +50,11 @@ typedef struct ps_cli {
     ps_cli_command command;
     int help;            /* --help given: print usage of `command`, exit 0 */
     int version;         /* --version given */
-    const char *input;   /* design, tune: PRESET|FILE; eval: PROBLEM; preset: NAME */
+    const char *input;   /* design, tune: PRESET|FILE; eval: PROBLEM; preset: NAME;
+                            export: RESULT */
     const char *output;  /* -o FILE (NULL: the command's default name) */
     const char *x_file;  /* eval --x FILE (NULL: the problem's start pulse) */
+    const char *pulseq;  /* export --pulseq OUT.seq */
     int json;            /* --json: machine-readable summary on stdout */
     int quiet;           /* --quiet: no progress line and no summary */
     int strict;          /* --strict (design, eval): unknown names in a problem

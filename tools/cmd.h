@@ -20,6 +20,7 @@ int ps_cmd_preset(const ps_cli *cli);
 int ps_cmd_info(const ps_cli *cli);
 int ps_cmd_bench(const ps_cli *cli);
 int ps_cmd_tune(const ps_cli *cli);
+int ps_cmd_export(const ps_cli *cli);
 
 /* "persolve: <message>" on stderr. */
 #if defined(__GNUC__)

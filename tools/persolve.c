@@ -17,6 +17,7 @@
  *                 [--memory M] [--json FILE] [--no-write] [--no-cache]
  *   (design, eval and bench also take --no-tune-cache and
  *   --gpu-config BLOCK,SB,REGS[,BPS])
+ *   persolve export RESULT.h5 --pulseq OUT.seq
  *   persolve --help | --version, persolve COMMAND --help
  *
  * Exit codes:
@@ -75,6 +76,7 @@ int main(int argc, char **argv)
     case PS_CMD_INFO:   return ps_cmd_info(&cli);
     case PS_CMD_BENCH:  return ps_cmd_bench(&cli);
     case PS_CMD_TUNE:   return ps_cmd_tune(&cli);
+    case PS_CMD_EXPORT: return ps_cmd_export(&cli);
     case PS_CMD_NONE:   break;
     }
     ps_cli_usage(stderr, PS_CMD_NONE);
