@@ -569,6 +569,172 @@ int ps_solve_resume(const ps_problem *p, const ps_options *o, const void *buf,
 void ps_run_free(ps_run *r);
 
 /* ------------------------------------------------------------------------ */
+/* Batches                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Many independent problems solved together (README "Batches"). On the GPU
+ * ONE persistent cooperative kernel runs them all: its grid is split into
+ * teams of blocks (ps_gpu_options.batch_team_blocks, else a heuristic from
+ * the problems' sizes), each team with its own barrier solves one problem
+ * at a time with the phases of a solo solve and takes the next one from a
+ * device-side queue when its problem ends, is cancelled or is paused: a
+ * paused problem parks its state in device memory and gives its blocks to
+ * the next. On the CPU the batch runs on worker threads (ps_options.threads
+ * of them; 0: one per core), each solving one problem at a time with one
+ * thread, the same queue discipline.
+ *
+ * A problem's iterates depend only on its team's shape: they equal, bit for
+ * bit, a solo solve forced to that shape (the GPU: grid = the team's
+ * blocks, the same block, tile and register cap, ps_batch_shape; the CPU:
+ * threads = 1), whatever else runs in the batch and however it is paused.
+ *
+ * Problems are borrowed (they must outlive the batch); options are copied
+ * at creation and apply to every problem. Control calls may come from any
+ * thread; ps_batch_free must not race with other calls on the same batch.
+ */
+
+typedef struct ps_batch ps_batch; ///< opaque handle of a batch
+
+/** All problems of a batch, for ps_batch_pause, _resume and _cancel. */
+#define PS_BATCH_ALL ((size_t)-1)
+
+/** What a batch is doing (ps_batch_progress.state). */
+typedef enum ps_batch_state {
+    PS_BATCH_IDLE     = 0, ///< created (or restored), not started
+    PS_BATCH_RUNNING  = 1, ///< started: problems are being solved or wait in the queue
+    PS_BATCH_YIELDED  = 2, ///< the kernel (the workers) exited with every state kept
+    PS_BATCH_FINISHED = 3, ///< every problem has finished (a later ps_batch_add runs again)
+} ps_batch_state;
+
+/** Aggregate progress of a batch. */
+typedef struct ps_batch_progress {
+    size_t problems;          ///< problems added
+    size_t queued;            ///< waiting for a team (never started, or resumed)
+    size_t running;           ///< on a team now
+    size_t paused;            ///< parked by ps_batch_pause (or a yield of the batch)
+    size_t finished;          ///< ended (converged, limits, cancelled, or an error of their own)
+    size_t failed;            ///< of the finished, those that ended with an error status
+    int64_t slowest_iteration; ///< the fewest completed iterations of an unfinished problem
+                              ///< (of all, once every problem has finished)
+    int64_t iterations;       ///< completed iterations, summed over the problems
+    double seconds;           ///< wall time since ps_batch_start (yielded time excluded)
+    int state;                ///< ps_batch_state
+    int teams;                ///< teams (GPU) or workers (CPU) of the running launch; 0 otherwise
+} ps_batch_progress;
+
+/**
+ * A new, empty batch for options o (NULL: defaults), on the backend they
+ * pick (auto: the GPU when one is usable). PS_ERR_OPTION for invalid options.
+ */
+int ps_batch_create(const ps_options *o, ps_batch **out);
+
+/**
+ * Add problem p with start pulse x0[ps_problem_nx(p)] (NULL: ps_problem_x0)
+ * as problem number *index (0, 1, ... in the order of adding; index may be
+ * NULL). Allowed before ps_batch_start and while the batch runs (the new
+ * problem is queued at once). A problem that the batch cannot run (too
+ * large for a team's shared memory, a start point that is not finite, a
+ * GPU error while it is set up) is still added and finishes at once with
+ * its own error status, which this call returns too; the other problems
+ * go on. PS_ERR_NULL, PS_ERR_SIZE (more than PS_BATCH_MAX problems).
+ */
+int ps_batch_add(ps_batch *b, const ps_problem *p, const double *x0, size_t *index);
+
+/** The most problems one batch holds. */
+#define PS_BATCH_MAX 16384
+
+/**
+ * Start solving the problems added so far (and those added later), or
+ * continue a batch restored by ps_batch_restore. Zero problems are allowed:
+ * the batch is FINISHED at once. PS_ERR_STATE if already started.
+ */
+int ps_batch_start(ps_batch *b);
+
+/** Aggregate progress (never blocks; counts are a consistent copy). */
+int ps_batch_progress(const ps_batch *b, ps_batch_progress *out);
+
+/**
+ * Progress of problem i as ps_run_snapshot reports a run's: state RUNNING
+ * while queued or on a team, PAUSED (idle) once parked, YIELDED while the
+ * batch is yielded, FINISHED with its status. PS_ERR_SIZE for i out of range.
+ */
+int ps_batch_snapshot(const ps_batch *b, size_t i, ps_snapshot *s);
+
+/**
+ * Pause problem i (PS_BATCH_ALL: every unfinished one): at its next control
+ * point it parks its state and its team takes the next problem; a queued
+ * problem parks when a team takes it. Returns at once; pausing a paused
+ * problem does nothing; PS_ERR_STATE once it has finished.
+ */
+int ps_batch_pause(ps_batch *b, size_t i);
+
+/**
+ * Resume paused problem i (it re-enters the queue), or withdraw a pause not
+ * yet obeyed. PS_BATCH_ALL: every paused problem, and a yielded batch (its
+ * kernel or workers start again). PS_ERR_STATE when there is nothing to
+ * resume (i running, or finished).
+ */
+int ps_batch_resume(ps_batch *b, size_t i);
+
+/**
+ * Cancel problem i (PS_BATCH_ALL: every unfinished one): it ends with
+ * PS_CANCELLED and its best point, at once if it is queued, paused or
+ * yielded. Does nothing once it has finished.
+ */
+int ps_batch_cancel(ps_batch *b, size_t i);
+
+/**
+ * Wait until every problem has finished, at most timeout_s seconds (< 0:
+ * no limit; 0: just look; NaN: PS_ERR_NONFINITE). Returns PS_CONVERGED (0)
+ * when all have finished (each problem's own status: ps_batch_result),
+ * PS_RUNNING when the time passed first (paused problems and a yielded
+ * batch never finish by themselves), or an error of the batch's launches.
+ */
+int ps_batch_wait(ps_batch *b, double timeout_s);
+
+/**
+ * Yield the batch: every problem on a team parks at its next control
+ * point and the kernel (the workers) exits, freeing the GPU (the CPU);
+ * state YIELDED once it has. Waits for that (the kernel ends within one
+ * evaluation of each running problem). ps_batch_resume(b, PS_BATCH_ALL)
+ * continues it. Does nothing on a yielded or finished batch.
+ */
+int ps_batch_yield(ps_batch *b);
+
+/**
+ * Serialize a batch that is not running (IDLE, YIELDED or FINISHED;
+ * PS_ERR_STATE otherwise: yield it first) into one self-describing blob
+ * (*buf from malloc, *len bytes): for every problem its start pulse or its
+ * run's checkpoint (ps_run_checkpoint's format) and whether it was paused.
+ */
+int ps_batch_checkpoint(const ps_batch *b, void **buf, size_t *len);
+
+/**
+ * A batch from a checkpoint of ps_batch_checkpoint over the same problems,
+ * in the same order (problems[n]; each checked against the hash its
+ * checkpoint holds), for options o as ps_solve_resume takes them; state
+ * IDLE: ps_batch_start continues it (paused problems stay paused).
+ * PS_ERR_CHECKPOINT for a corrupted blob, another number of problems or a
+ * mismatching problem or option.
+ */
+int ps_batch_restore(const ps_options *o, const ps_problem *const *problems, size_t n,
+                     const void *buf, size_t len, ps_batch **out);
+
+/**
+ * Outcome of problem i: returns its final status and fills res and x as
+ * ps_run_wait does (res and x may be NULL), or PS_RUNNING (res and x left
+ * alone) while it has not finished. PS_ERR_SIZE for i out of range.
+ */
+int ps_batch_result(const ps_batch *b, size_t i, ps_result *res, double *x);
+
+/** Number of problems added (0 for NULL). */
+size_t ps_batch_size(const ps_batch *b);
+
+/** Free a batch; NULL is accepted. A running batch is cancelled first. */
+void ps_batch_free(ps_batch *b);
+
+/* ------------------------------------------------------------------------ */
 /* Build and devices                                                        */
 /* ------------------------------------------------------------------------ */
 

@@ -38,8 +38,14 @@ typedef struct ps_gpu_options {
                              ///< automatic (128), 128 or 64 (default 0)
     int gpu_blocks_per_sm;   ///< blocks per SM in the cooperative grid: 0 = automatic,
                              ///< else 1..32; more than fit is PS_ERR_GPU_LAUNCH (default 0)
+    int batch_team_blocks;   ///< blocks per team of a batch (ps_batch_*): 0 = automatic (the
+                             ///< heuristic of README "Batches", or the tune cache's), else
+                             ///< 1..the co-resident blocks (default 0)
+    int gpu_grid;            ///< blocks of the cooperative grid: 0 = automatic (gpu_blocks_per_sm
+                             ///< times the SMs), else 1..the co-resident blocks; a batch's
+                             ///< team shape as a solo solve (ps_batch_shape) (default 0)
     int reserved_int;        ///< must be zero
-    int64_t reserved[5];     ///< must be zero
+    int64_t reserved[4];     ///< must be zero
 } ps_gpu_options;
 
 /** Fill *g with the documented defaults (tune_cache 1, the rest 0): the

@@ -41,6 +41,12 @@ int ps_gpu_options_validate(const ps_options *o)
               "options.gpu_max_registers: %d is not 0 (automatic), 64 or 128", g->gpu_max_registers);
     GPU_CHECK(g->gpu_blocks_per_sm >= 0 && g->gpu_blocks_per_sm <= 32,
               "options.gpu_blocks_per_sm: %d is outside 0..32", g->gpu_blocks_per_sm);
+    GPU_CHECK(g->gpu_grid >= 0 && g->gpu_grid <= 65536, "options.gpu_grid: %d is outside 0..65536",
+              g->gpu_grid);
+    GPU_CHECK(g->gpu_grid == 0 || g->gpu_blocks_per_sm == 0,
+              "options.gpu_grid and options.gpu_blocks_per_sm both given: set one");
+    GPU_CHECK(g->batch_team_blocks >= 0 && g->batch_team_blocks <= 65536,
+              "options.batch_team_blocks: %d is outside 0..65536", g->batch_team_blocks);
     GPU_CHECK(g->reserved_int == 0, "options.gpu->reserved_int is not zero");
     for (size_t i = 0; i < sizeof g->reserved / sizeof g->reserved[0]; i++)
         GPU_CHECK(g->reserved[i] == 0, "options.gpu->reserved[%zu] is not zero", i);

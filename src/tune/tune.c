@@ -78,10 +78,10 @@ int ps_gpu_preferred_config(const ps_problem *p, const ps_options *o, int sms, p
     if (!o)
         return PS_SHAPE_HEURISTIC;
     const ps_gpu_options *g = ps_gpu_options_of(o);
-    if (g->gpu_block || g->gpu_spins_per_tile || g->gpu_max_registers || g->gpu_blocks_per_sm) {
+    if (g->gpu_block || g->gpu_spins_per_tile || g->gpu_max_registers || g->gpu_blocks_per_sm || g->gpu_grid) {
         c->block = g->gpu_block;
         c->regcap = g->gpu_max_registers == 64;
-        c->grid = g->gpu_blocks_per_sm * sms;
+        c->grid = g->gpu_grid ? g->gpu_grid : g->gpu_blocks_per_sm * sms;
         if (g->gpu_spins_per_tile) {
             int tb = c->block ? c->block : PS_GPU_DEFAULT_THREADS; /* >= 32 >= SB */
             int min_segs = ps_gpu_min_segments(p);
