@@ -23,6 +23,8 @@ int ps_cmd_tune(const ps_cli *cli);
 int ps_cmd_export(const ps_cli *cli);
 /* design with several problems (ps_cli_is_batch): one batch (cmd_batch.c) */
 int ps_cmd_design_batch(const ps_cli *cli);
+/* bench --batch N SIZE: a batch against solo solves (cmd_bench_batch.c) */
+int ps_cmd_bench_batch(const ps_cli *cli);
 
 /* "persolve: <message>" on stderr. */
 #if defined(__GNUC__)
