@@ -599,7 +599,7 @@ typedef struct ps_batch ps_batch; ///< opaque handle of a batch
 /** All problems of a batch, for ps_batch_pause, _resume and _cancel. */
 #define PS_BATCH_ALL ((size_t)-1)
 
-/** What a batch is doing (ps_batch_progress.state). */
+/** What a batch is doing (ps_batch_report.state). */
 typedef enum ps_batch_state {
     PS_BATCH_IDLE     = 0, ///< created (or restored), not started
     PS_BATCH_RUNNING  = 1, ///< started: problems are being solved or wait in the queue
@@ -608,7 +608,7 @@ typedef enum ps_batch_state {
 } ps_batch_state;
 
 /** Aggregate progress of a batch. */
-typedef struct ps_batch_progress {
+typedef struct ps_batch_report {
     size_t problems;          ///< problems added
     size_t queued;            ///< waiting for a team (never started, or resumed)
     size_t running;           ///< on a team now
@@ -621,7 +621,7 @@ typedef struct ps_batch_progress {
     double seconds;           ///< wall time since ps_batch_start (yielded time excluded)
     int state;                ///< ps_batch_state
     int teams;                ///< teams (GPU) or workers (CPU) of the running launch; 0 otherwise
-} ps_batch_progress;
+} ps_batch_report;
 
 /**
  * A new, empty batch for options o (NULL: defaults), on the backend they
@@ -652,7 +652,7 @@ int ps_batch_add(ps_batch *b, const ps_problem *p, const double *x0, size_t *ind
 int ps_batch_start(ps_batch *b);
 
 /** Aggregate progress (never blocks; counts are a consistent copy). */
-int ps_batch_progress(const ps_batch *b, ps_batch_progress *out);
+int ps_batch_progress(const ps_batch *b, ps_batch_report *out);
 
 /**
  * Progress of problem i as ps_run_snapshot reports a run's: state RUNNING

@@ -48,6 +48,18 @@ typedef struct ps_gpu_options {
     int64_t reserved[4];     ///< must be zero
 } ps_gpu_options;
 
+/**
+ * The shape problem i of a batch (persolve.h, ps_batch_*) runs with, as
+ * the options that force a solo solve to it: *gpu (tune_cache 0, gpu_grid
+ * = the team's blocks, gpu_block, gpu_spins_per_tile, gpu_max_registers;
+ * all automatic on the CPU backend) and *threads (1; either may be NULL).
+ * solve_persistent with these (and the batch's other options) gives the
+ * problem's iterates bit for bit. PS_ERR_STATE while the problem is not
+ * set up on the GPU (before ps_batch_start, or it failed there).
+ */
+struct ps_batch;
+int ps_batch_shape(const struct ps_batch *b, size_t i, ps_gpu_options *gpu, int *threads);
+
 /** Fill *g with the documented defaults (tune_cache 1, the rest 0): the
  * same as ps_options.gpu NULL. */
 void ps_gpu_options_default(ps_gpu_options *g);

@@ -77,6 +77,16 @@ struct args {
     double *gpen;           /* [grid][4] each block's gradient-limit penalty per axis at
                                mu = 1, then its violation */
     int stage_gdt;          /* 1: each block's gdt copy in shared memory, 0: in gdtb */
+    /* the team of blocks that solves the problem (cuda/team.cuh): blocks team0 ..
+       team0 + nteam - 1 of the grid, which index the per-block arrays above by
+       their rank in it (team_rank); a solo solve's team is its whole grid */
+    int team0, nteam;
+    unsigned *tbar;         /* [2] a batch team's barrier (arrivals, generation), or NULL:
+                               the team is the cooperative grid (grid.sync()) */
+    int kclass;             /* the kernel class (ps_gpu_kernel_class): a batch's team runs
+                               the phases of that class */
+    int batch;              /* 1: a problem of a batch (cuda/batch.cu): a PAUSE parks it, as
+                               a yield of this problem alone, and its team moves on */
 };
 
 enum { MODE_SOLVE = 0, MODE_EVAL = 1 };
@@ -85,6 +95,12 @@ enum { MODE_SOLVE = 0, MODE_EVAL = 1 };
  * per block: g.d, g.g, b.b, loss.
  */
 #define PS_GPU_RP 4
+
+/* The block's rank in its team (cuda/team.cuh): blockIdx.x in a solo solve. */
+__device__ __forceinline__ int team_rank(const args &a)
+{
+    return (int)blockIdx.x - a.team0;
+}
 
 __device__ __forceinline__ uint64_t global_ns()
 {

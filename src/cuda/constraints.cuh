@@ -33,13 +33,13 @@ __device__ inline void sar_partials(const args &a, const double *x, const double
 {
     if (!NCH || !a.sar.nq)
         return;
-    const int nt = a.nt, nc = a.nc, G = gridDim.x, chunks = (nt + 31) / 32;
-    const int mine = (int)blockIdx.x < chunks ? (chunks - (int)blockIdx.x + G - 1) / G : 0;
+    const int nt = a.nt, nc = a.nc, G = a.nteam, chunks = (nt + 31) / 32;
+    const int mine = team_rank(a) < chunks ? (chunks - team_rank(a) + G - 1) / G : 0;
     if (!mine)
         return;
     /* element it: chunk it / (32 nc), channel (it / 32) % nc, step lane it % 32 */
     for (int it = threadIdx.x; it < mine * 32 * nc; it += blockDim.x) {
-        const int k = ((int)blockIdx.x + it / (32 * nc) * G) * 32 + (it & 31), c = (it >> 5) % nc;
+        const int k = (team_rank(a) + it / (32 * nc) * G) * 32 + (it & 31), c = (it >> 5) % nc;
         if (k < nt) {
             double u, v, zp, zq;
             pulse_at(a, x, d, alpha, c, k, &u, &v, &zp, &zq);
@@ -53,7 +53,7 @@ __device__ inline void sar_partials(const args &a, const double *x, const double
         const double *Q = a.sar.vop + (size_t)2 * nc * nc * q;
         double s = 0.0;
         for (int i = 0; i < mine; i++) {
-            const int k = ((int)blockIdx.x + i * G) * 32 + lane;
+            const int k = (team_rank(a) + i * G) * 32 + lane;
             if (k < nt) {
                 const double *b = a.bsar + (size_t)2 * nc * k;
                 s += ps_sar_quad(Q, nc, b, b + 1, 2);
@@ -62,7 +62,7 @@ __device__ inline void sar_partials(const args &a, const double *x, const double
         for (int off = 16; off > 0; off /= 2)
             s += __shfl_xor_sync(0xffffffffu, s, off);
         if (lane == 0)
-            a.spart[(size_t)q * G + blockIdx.x] = s;
+            a.spart[(size_t)q * G + team_rank(a)] = s;
     }
 }
 
@@ -74,8 +74,8 @@ __device__ inline void sar_weights(const args &a, double mu)
 {
     if (!NCH || !a.sar.nq)
         return;
-    const int G = gridDim.x, GD = dot_blocks(a.nt, G), nq = a.sar.nq;
-    double *row = a.sarw + (size_t)2 * nq * blockIdx.x;
+    const int G = a.nteam, GD = dot_blocks(a.nt, G), nq = a.sar.nq;
+    double *row = a.sarw + (size_t)2 * nq * team_rank(a);
     for (int q = 0; q < nq; q++) {
         const double sar = ps_sar_of_sum(&a.sar, warp_sum_partials(a.spart + (size_t)q * G, GD, 1));
         if ((threadIdx.x & 31) == 0) {
@@ -94,7 +94,7 @@ __device__ __forceinline__ void sar_step_grad(const args &a, int c, int k, doubl
     if (!NCH || !a.sar.nq)
         return;
     const double *b = a.bsar + (size_t)2 * a.nc * k;
-    ps_sar_step_grad(&a.sar, a.sarw + (size_t)2 * a.sar.nq * blockIdx.x, c, b, b + 1, 2, gu, gv);
+    ps_sar_step_grad(&a.sar, a.sarw + (size_t)2 * a.sar.nq * team_rank(a), c, b, b + 1, 2, gu, gv);
 }
 
 /* The sums (one thread): the penalty at weight mu from the block's SAR
@@ -105,7 +105,7 @@ __device__ inline double sar_penalty(const args &a, double mu, double *viol)
     *viol = 0.0;
     if (!NCH || !a.sar.nq)
         return 0.0;
-    return ps_sar_penalty(&a.sar, mu, a.sarw + (size_t)2 * a.sar.nq * blockIdx.x + a.sar.nq, viol);
+    return ps_sar_penalty(&a.sar, mu, a.sarw + (size_t)2 * a.sar.nq * team_rank(a) + a.sar.nq, viol);
 }
 
 } // namespace ps_gpu

@@ -186,6 +186,9 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     a.memory = m;
     a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt, channels);
     a.gv = (int)((n + tb - 1) / tb) < G ? (int)((n + tb - 1) / tb) : G;
+    a.team0 = 0; /* the whole grid, until a batch's team takes the problem (cuda/batch.cu) */
+    a.nteam = G;
+    a.kclass = kclass;
     a.stage_gdt = stage_gdt;
     a.gdtb = d_gdtb;
     a.prof = ps_gpu_profile_buffer();

@@ -14,6 +14,7 @@
 
 #include "cuda/args.cuh"
 #include "cuda/launch.h"
+#include "cuda/team.cuh"
 
 namespace ps_gpu {
 
@@ -194,7 +195,7 @@ __device__ __forceinline__ void eval_share_done(const args &a)
 __device__ inline void control_watch(const args &a, loop_shared &L, uint64_t t0)
 {
     const volatile unsigned long long *cw = a.cw;
-    const unsigned long long target = ++L.nev * gridDim.x;
+    const unsigned long long target = ++L.nev * (unsigned long long)a.nteam;
     int c = host_command_issue(a.ctl);
     uint64_t issued = global_ns();
     while (cw[PS_GPU_CW_EVAL_DONE] < target) {
@@ -234,6 +235,8 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
 {
     ps_solver &S = L.S;
     int cmd = L.cmd;
+    if (a.batch && cmd == PS_GPU_CMD_PAUSE)
+        cmd = PS_GPU_CMD_YIELD; /* a batch's problem parks, and its team moves on */
     __syncthreads(); /* every thread has taken the command before it changes */
     while (cmd == PS_GPU_CMD_PAUSE) {
         const uint64_t p0 = global_ns();
@@ -313,7 +316,7 @@ __device__ inline int control_obey(const args &a, loop_shared &L, uint64_t &t0)
 /* Benchmark profile: block 0 adds the time since the last mark to prof[i]. */
 __device__ __forceinline__ void prof_mark(const args &a, uint64_t &last, int i)
 {
-    if (a.prof && blockIdx.x == 0 && threadIdx.x == 0) {
+    if (a.prof && team_rank(a) == 0 && threadIdx.x == 0) {
         uint64_t now = global_ns();
         a.prof[i] += now - last;
         last = now;
@@ -352,16 +355,16 @@ __device__ __forceinline__ void eval_barrier(const args &a, cg::grid_group &grid
                                              uint64_t &last, int mark)
 {
     if (a.ctl) {
-        cg::grid_group::arrival_token token = grid.barrier_arrive();
+        team_token token = team_arrive(a, grid);
         if (threadIdx.x == 0)
             eval_share_done(a);
         if (control_thread(a)) {
             control_progress(a, L, (double)(global_ns() - t0) * 1e-9);
             control_watch(a, L, t0);
         }
-        grid.barrier_wait(std::move(token));
+        team_wait(a, grid, token);
     } else {
-        grid.sync();
+        team_sync(a, grid);
     }
     prof_mark(a, last, mark);
 }
@@ -374,7 +377,7 @@ __device__ __forceinline__ void reduce_barrier(const args &a, cg::grid_group &gr
 {
     if (control_thread(a))
         control_post(a, L, cmd, t0);
-    grid.sync();
+    team_sync(a, grid);
     prof_mark(a, last, mark);
 }
 
@@ -387,7 +390,7 @@ __device__ __forceinline__ void direction_barrier(const args &a, cg::grid_group 
 {
     if (control_thread(a) && cmd == PS_GPU_CMD_PAUSE && !L.acked)
         control_ack(a, L, global_ns(), t0);
-    grid.sync();
+    team_sync(a, grid);
     prof_mark(a, last, mark);
 }
 

@@ -536,12 +536,12 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
      * replay stages gth_z where the scan's Tm and Vm were (free then) */
     double *dscr = DG ? dg_scratch(Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE * 33) : nullptr;
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
-    R *gdtb = DG ? (a.stage_gdt ? rtile + 3 * sb : (R *)a.gdtb + (size_t)blockIdx.x * 3 * nt) : nullptr;
+    R *gdtb = DG ? (a.stage_gdt ? rtile + 3 * sb : (R *)a.gdtb + (size_t)team_rank(a) * 3 * nt) : nullptr;
 
     const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
     const int k0 = p * kseg;
     double loss_acc = 0.0;
-    double *gp = a.gpart + (size_t)blockIdx.x * a.n; /* this block's partial gradient */
+    double *gp = a.gpart + (size_t)team_rank(a) * a.n; /* this block's partial gradient */
     bool first = true;                               /* no tile added into gp yet */
 
     if (DG) /* the designed waveforms, the block's gdt, its penalty row and preset rows */
@@ -566,7 +566,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
         __syncthreads();
     }
 
-    for (int tile = blockIdx.x; tile < a.ntiles; tile += gridDim.x) {
+    for (int tile = team_rank(a); tile < a.ntiles; tile += a.nteam) {
         const int j = tile * sb + js;
         const bool valid = j < a.ns;
         const R *sp = spin + (size_t)(valid ? j : a.ns - 1) * SP_STRIDE;
@@ -638,7 +638,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
         reverse_rows(a, gp, dscr);
     }
     if (t == 0)
-        a.lpart[blockIdx.x] = loss_acc;
+        a.lpart[team_rank(a)] = loss_acc;
 }
 
 } // namespace ps_gpu

@@ -181,7 +181,7 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
                 pen[i] += ps_gradient_penalty(des.gmax, ge, 1.0, 1, &g, nullptr, &viol);
                 if (grad) {
                     double dg = 0.0, unused = 0.0;
-                    if (blockIdx.x == 0)
+                    if (team_rank(a) == 0)
                         ps_gradient_penalty(des.gmax, ge, mu, 1, &g, &dg, &unused);
                     gp[x0 + k] = dg;
                 }
@@ -199,7 +199,7 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
         double v = 0.0;
         for (int w = 0; w < nw; w++)
             v = fmax(v, scr[72 + w]);
-        double *row = a.gpen + (size_t)4 * blockIdx.x;
+        double *row = a.gpen + (size_t)4 * team_rank(a);
         row[0] = scr[64];
         row[1] = scr[65];
         row[2] = scr[66];

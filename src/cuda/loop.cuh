@@ -70,7 +70,7 @@ static __device__ __noinline__ void decide_update(ps_solver *S, double f, const 
 /* Block 0 appends one history row (seconds since the solve began). */
 __device__ inline void record(const args &a, const ps_solver &S, double seconds)
 {
-    if (blockIdx.x == 0 && threadIdx.x == 0 && S.iteration < a.hist_cap) {
+    if (team_rank(a) == 0 && threadIdx.x == 0 && S.iteration < a.hist_cap) {
         ps_progress *h = a.hist + S.iteration;
         h->iteration = S.iteration;
         h->f = S.f;
@@ -118,7 +118,7 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
         L.sums[3] += a.des.lambda * L.sums[2];
         L.sums[3] += sar_penalty<NCH>(a, L.S.mu, &L.viol);
         if (DG) {
-            const double *pen = a.gpen + (size_t)4 * blockIdx.x;
+            const double *pen = a.gpen + (size_t)4 * team_rank(a);
             for (int i = 0; i < a.des.ng; i++)
                 L.sums[3] += L.S.mu * pen[i];
             L.viol = fmax(L.viol, pen[3]);
@@ -158,17 +158,17 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     // ---- reduce: gradient and scalars' partials (a trial: the update's dots too) ----
     const int cmd = control_issue(a);
     reduce_gradient<NCH, DG>(a, a.x, d, alpha, L.S.mu, gout, (double *)smem,
-                             a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+                             a.rpart + (size_t)team_rank(a) * PS_GPU_RP);
     prof_mark(a, last, PS_PROF_REDUCE);
     if (ns >= 0) {
         trial_dots<NCH, DG>(a, alpha, ns, gout, (double *)smem);
-        if (blockIdx.x == 0 && threadIdx.x == 0)
+        if (team_rank(a) == 0 && threadIdx.x == 0)
             *a.elapsed = (double)(global_ns() - t0) * 1e-9;
     }
     reduce_barrier(a, grid, L, cmd, t0, last, PS_PROF_UPDATE);
 
     // ---- sums: every block, the same fixed order ----
-    eval_scalars<NCH, DG>(a, gridDim.x, ns >= 0, L, control_posted(a));
+    eval_scalars<NCH, DG>(a, a.nteam, ns >= 0, L, control_posted(a));
     prof_mark(a, last, PS_PROF_SUMS);
 
     // ---- control point (the evaluation changed no state: still before its decision) ----
@@ -233,7 +233,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
         if (ev == EV_STOPPED)
             return 0;
         if (a.mode == MODE_EVAL) {
-            if (blockIdx.x == 0 && threadIdx.x == 0) {
+            if (team_rank(a) == 0 && threadIdx.x == 0) {
                 a.eval_out[0] = sums[3];
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
             }
@@ -265,7 +265,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             if (pend_slot >= 0) { /* the round's last accepted step first */
                 apply_pass(a, pend_alpha, pend_slot);
                 pend_slot = -1;
-                grid.sync();
+                team_sync(a, grid);
             }
             const int ev = evaluate_and_reduce<R, NCH, DG>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
             if (ev == EV_YIELD)
@@ -273,7 +273,7 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             if (ev == EV_STOPPED)
                 continue; /* DONE */
             if (a.mode == MODE_EVAL) {
-                if (blockIdx.x == 0 && threadIdx.x == 0) {
+                if (team_rank(a) == 0 && threadIdx.x == 0) {
                     a.eval_out[0] = sums[3];
                     *a.elapsed = (double)(global_ns() - t0) * 1e-9;
                 }
@@ -317,10 +317,10 @@ __device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L,
             // ---- update of a launch in the UPDATE phase (from a checkpoint
             // of the CPU backend): the partials the trial's reduction would
             // have left were made by update_partials_kernel before the launch ----
-            if (blockIdx.x == 0 && threadIdx.x == 0)
+            if (team_rank(a) == 0 && threadIdx.x == 0)
                 *a.elapsed = (double)(global_ns() - t0) * 1e-9;
-            grid.sync();
-            eval_scalars<NCH, DG>(a, gridDim.x, true, L);
+            team_sync(a, grid);
+            eval_scalars<NCH, DG>(a, a.nteam, true, L);
             if (take_update(a, L, last, elapsed, alpha, ns, one_iteration, pend_alpha, pend_slot))
                 return 0; /* one iteration done */
         }

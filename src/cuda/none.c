@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "cuda/gpu.h"
 #include "cuda/launch.h"
+#include "cuda/batch.h"
 #include "cuda/run.h"
 
 int ps_gpu_device_count(void)
@@ -53,6 +54,12 @@ int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
 {
     *out = NULL;
     return ps_gpu_usable(o);
+}
+
+void ps_gpu_run_shape(const ps_gpu_run *g, ps_gpu_config *cfg, size_t *smem)
+{
+    memset(cfg, 0, sizeof *cfg);
+    *smem = 0;
 }
 
 void ps_gpu_run_free(ps_gpu_run *g)
@@ -162,4 +169,39 @@ int ps_gpu_profile_enable(int on)
 int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF])
 {
     return PS_ERR_NO_GPU;
+}
+
+/* ---- batches (cuda/batch.h) ---- */
+
+int ps_gpu_batch_create(const ps_options *o, int precision, int block, int team_blocks, size_t smem, int cap,
+                        ps_gpu_batch **out)
+{
+    (void)o, (void)precision, (void)block, (void)team_blocks, (void)smem, (void)cap;
+    *out = NULL;
+    return PS_ERR_NO_GPU;
+}
+void ps_gpu_batch_free(ps_gpu_batch *b) { (void)b; }
+int ps_gpu_batch_teams(const ps_gpu_batch *b) { (void)b; return 0; }
+size_t ps_gpu_batch_smem(const ps_gpu_batch *b) { (void)b; return 0; }
+int ps_gpu_batch_attach(ps_gpu_batch *b, int index, ps_gpu_run *g)
+{
+    (void)b, (void)index, (void)g;
+    return PS_ERR_NO_GPU;
+}
+void ps_gpu_batch_push(ps_gpu_batch *b, int index) { (void)b, (void)index; }
+void ps_gpu_batch_stop(ps_gpu_batch *b, int stop) { (void)b, (void)stop; }
+int ps_gpu_batch_launch(ps_gpu_batch *b) { (void)b; return PS_ERR_NO_GPU; }
+int ps_gpu_batch_running(ps_gpu_batch *b) { (void)b; return 0; }
+int ps_gpu_batch_sync(ps_gpu_batch *b) { (void)b; return PS_CONVERGED; }
+uint64_t ps_gpu_batch_exit(const ps_gpu_batch *b, int index, int *reason)
+{
+    (void)b, (void)index;
+    *reason = 0;
+    return 0;
+}
+double ps_gpu_batch_kernel_seconds(const ps_gpu_batch *b) { (void)b; return 0.0; }
+int ps_gpu_batch_blocks_per_sm(int precision, int block, size_t smem)
+{
+    (void)precision, (void)block, (void)smem;
+    return 0;
 }

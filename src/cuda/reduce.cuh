@@ -59,13 +59,13 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
 {
     if (threadIdx.x < 32)
         sar_weights<NCH>(a, mu);
-    const int nt = a.nt, G = gridDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nt = a.nt, G = a.nteam, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nw = blockDim.x >> 5, chunks = (nt + 31) / 32, nq = NCH ? chunks * a.nc : chunks;
     double *wsum = scratch; /* [nw][2][32] */
     /* [3]: the block's loss, carried along so that one sum over blocks
      * gives all four scalars of an evaluation */
-    double acc[4] = {0.0, 0.0, 0.0, threadIdx.x == 0 ? a.lpart[blockIdx.x] : 0.0};
-    for (int q = blockIdx.x; q < nq; q += G) {
+    double acc[4] = {0.0, 0.0, 0.0, threadIdx.x == 0 ? a.lpart[team_rank(a)] : 0.0};
+    for (int q = team_rank(a); q < nq; q += G) {
         const int ch = NCH ? q / chunks : 0, c = NCH ? q - ch * chunks : q;
         const int k = c * 32 + lane;
         const bool ok = k < nt;
@@ -101,7 +101,7 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
         __syncthreads(); /* wsum is taken before the next chunk writes it */
     }
     /* DG: the block's next items, (designed axis, chunk) pairs after the RF's */
-    for (int q = (int)blockIdx.x + ((int)blockIdx.x < nq ? (nq - (int)blockIdx.x + G - 1) / G * G : 0);
+    for (int q = team_rank(a) + (team_rank(a) < nq ? (nq - team_rank(a) + G - 1) / G * G : 0);
          DG && q < reduce_items<NCH, DG>(a); q += G) {
         const int i = (q - nq) / chunks, k = (q - nq - i * chunks) * 32 + lane;
         const bool ok = k < nt, ok1 = k + 1 < nt;
@@ -210,10 +210,10 @@ __device__ __forceinline__ double warp_sum_scatter(double (&v)[NV])
 template <int NCH, int DG = 0>
 __device__ inline void trial_dots(const args &a, double alpha, int ns, const double *gt, double *scratch)
 {
-    const int nt = a.nt, n = a.n, m = a.memory, G = gridDim.x, chunks = (nt + 31) / 32;
+    const int nt = a.nt, n = a.n, m = a.memory, G = a.nteam, chunks = (nt + 31) / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int nq = NCH || DG ? reduce_items<NCH, DG>(a) : chunks, nq_rf = NCH ? chunks * a.nc : chunks;
-    const int mine = (int)blockIdx.x < nq ? (nq - (int)blockIdx.x + G - 1) / G : 0;
+    const int mine = team_rank(a) < nq ? (nq - team_rank(a) + G - 1) / G : 0;
     const int per = 64; /* elements of an item */
     const int items = mine * per, busy = min(nw, (items + 31) / 32); /* warps with elements */
     if (!mine)
@@ -226,7 +226,7 @@ __device__ inline void trial_dots(const args &a, double alpha, int ns, const dou
         for (int it = threadIdx.x; it < items; it += blockDim.x) {
             int i;
             if (NCH || DG) { /* item q: (channel, chunk), then (designed axis, chunk) */
-                const int q = (int)blockIdx.x + (it >> 6) * G, half = (it >> 5) & 1;
+                const int q = team_rank(a) + (it >> 6) * G, half = (it >> 5) & 1;
                 if (DG && q >= nq_rf) {
                     const int ax = (q - nq_rf) / chunks, k = (q - nq_rf - ax * chunks) * 32 + (it & 31);
                     if (half || k >= nt)
@@ -239,7 +239,7 @@ __device__ inline void trial_dots(const args &a, double alpha, int ns, const dou
                     i = half ? PS_X_V(nt, ch, k) : PS_X_U(nt, ch, k);
                 }
             } else {
-                const int k = ((int)blockIdx.x + (it >> 6) * G) * 32 + (it & 31);
+                const int k = (team_rank(a) + (it >> 6) * G) * 32 + (it & 31);
                 if (k >= nt)
                     continue;
                 i = k + ((it >> 5) & 1) * nt;
@@ -279,7 +279,7 @@ __device__ inline void trial_dots(const args &a, double alpha, int ns, const dou
         double v = 0.0;
         for (int w = 0; w < busy; w++)
             v += scratch[w * 4 * m + q];
-        a.rdot[(size_t)q * G + blockIdx.x] = v;
+        a.rdot[(size_t)q * G + team_rank(a)] = v;
     }
     __syncthreads(); /* scratch is free again */
 }
@@ -297,7 +297,7 @@ __device__ inline void update_partials(const args &a, double alpha, int ns, doub
     const int nq = DG ? reduce_items<NCH, DG>(a) : nq_rf;
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
     if (threadIdx.x < 32) {
-        for (int q = blockIdx.x; q < nq; q += gridDim.x) {
+        for (int q = team_rank(a); q < nq; q += a.nteam) {
             if (DG && q >= nq_rf) { /* a designed axis's chunk */
                 const int i = (q - nq_rf) / chunks, k = (q - nq_rf - i * chunks) * 32 + (int)threadIdx.x;
                 if (k < nt) {
@@ -315,7 +315,7 @@ __device__ inline void update_partials(const args &a, double alpha, int ns, doub
         }
     }
     trial_dots<NCH, DG>(a, alpha, ns, a.gt, scratch);
-    block_partials(acc, 4, scratch, a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
+    block_partials(acc, 4, scratch, a.rpart + (size_t)team_rank(a) * PS_GPU_RP);
 }
 
 } // namespace ps_gpu

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda/context.cuh"
+#include "cuda/run.cuh"
 #include "cuda/launch.h"
 #include "cuda/phases.cuh"
 
@@ -21,19 +22,6 @@ extern "C" {
 }
 
 using namespace ps_gpu;
-
-struct ps_gpu_run {
-    context c;
-    ps_options o;            /* copied: the log sink for CUDA errors */
-    ps_gpu_ctl *ctl;         /* mapped pinned control block (host address) */
-    unsigned long long *cw;  /* [PS_GPU_CW_LEN] device words */
-    timed_stream ks;         /* the kernel's stream, the events that time its launches */
-    cudaStream_t copies;     /* transfers while a kernel is paused on ks.s */
-    int launched;            /* a kernel launched and not yet seen to end (set by the
-                                worker before its launch, cleared after its sync; read by
-                                a checkpoint under the run's lock: atomic loads/stores) */
-    double kernel_seconds;   /* CUDA-event time of all launches */
-};
 
 extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
                                  const double *z, ps_gpu_run **out)
@@ -285,6 +273,12 @@ extern "C" void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft)
 {
     g->c.a.t_base = seconds;
     g->c.a.ft_in = ft;
+}
+
+extern "C" void ps_gpu_run_shape(const ps_gpu_run *g, ps_gpu_config *cfg, size_t *smem)
+{
+    *cfg = g->c.cfg;
+    *smem = g->c.smem;
 }
 
 extern "C" void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len)

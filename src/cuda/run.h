@@ -38,6 +38,9 @@ int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
 /* Waits for a launched kernel, then releases everything. */
 void ps_gpu_run_free(ps_gpu_run *g);
 
+/* The run's launch shape and dynamic shared memory a block. */
+void ps_gpu_run_shape(const ps_gpu_run *g, ps_gpu_config *cfg, size_t *smem);
+
 /* One cooperative launch on the run's stream, from the stored state. */
 int ps_gpu_run_launch(ps_gpu_run *g);
 /* Wait for the launched kernel (no-op if none). */

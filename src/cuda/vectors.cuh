@@ -31,7 +31,7 @@ __device__ __forceinline__ void apply_step(const args &a, double alpha, int ns, 
 /* The step alone (a solve that stops after it), on the first gv blocks. */
 __device__ inline void apply_pass(const args &a, double alpha, int ns)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += a.gv * blockDim.x) {
+    for (int i = team_rank(a) * blockDim.x + threadIdx.x; i < a.n; i += a.gv * blockDim.x) {
         double s, y;
         apply_step(a, alpha, ns, i, &s, &y);
     }
@@ -45,7 +45,7 @@ __device__ inline void apply_pass(const args &a, double alpha, int ns)
 __device__ inline void form_direction(const args &a, const ps_lbfgs *lb, double alpha, int ns)
 {
     const int n = a.n, m = a.memory;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += a.gv * blockDim.x) {
+    for (int i = team_rank(a) * blockDim.x + threadIdx.x; i < n; i += a.gv * blockDim.x) {
         double sn = 0.0, yn = 0.0;
         if (ns >= 0)
             apply_step(a, alpha, ns, i, &sn, &yn);

@@ -1,0 +1,471 @@
+/*
+ * The batch kernel and its host side (cuda/batch.h). The grid is split
+ * into teams of team_blocks blocks; a team's leader (thread 0 of its first
+ * block) takes the next problem from the queue, and the team solves it
+ * from its stored state with the same phases as a solo solve
+ * (solve_phases, cuda/loop.cuh) over its own range barrier (cuda/team.cuh)
+ * until it is done or parks (a pause or a yield of that problem, obeyed at
+ * a control point as a solo run's yield), stores the state like the solo
+ * kernel and posts the exit; then it takes the next. A problem's iterates
+ * depend only on the team's shape: the phases index the team's blocks by
+ * their rank, exactly as a solo solve on a grid of team_blocks blocks.
+ *
+ * The queue and the exit records live in mapped host memory: the host
+ * writes a problem's index, then releases the tail (one producer); a
+ * leader claims an entry by a compare-and-swap of the head in device
+ * memory. A team with nothing to take waits (backing off) while another
+ * team still solves (its problem may come back, paused and resumed), and
+ * exits when the queue is empty and no team is busy, or when the host
+ * stops the batch (a yield); the host launches again for work that comes
+ * later.
+ */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/context.cuh"
+#include "cuda/loop.cuh"
+#include "cuda/run.cuh"
+
+extern "C" {
+#include "common/log.h"
+#include "cuda/batch.h"
+}
+
+using namespace ps_gpu;
+
+namespace {
+
+/* The host's words in mapped memory. */
+struct queue_host {
+    unsigned long long tail; /* entries pushed (written by the host only) */
+    int stop;                /* 1: take no more problems (the host only) */
+    int pad;
+};
+
+/* The exit record of a problem in mapped memory (written by the device only). */
+struct exit_record {
+    unsigned long long count; /* exits so far */
+    int reason;               /* PS_GPU_EXIT_* of the last */
+    int pad;
+};
+
+/* The kernel's argument. */
+struct batch_args {
+    args *const *probs;        /* [cap] each problem's arguments in device memory */
+    const queue_host *q;       /* mapped */
+    const int *ids;            /* [cap] mapped: the queue's entries */
+    exit_record *exits;        /* [cap] mapped */
+    unsigned long long *head;  /* entries taken (device) */
+    int *active;               /* teams with a problem (device) */
+    unsigned *bars;            /* [teams][2] the teams' range barriers (device) */
+    int *pick;                 /* [teams] the problem a team took, -1 none (device) */
+    int cap, team_blocks;
+};
+
+__device__ __forceinline__ unsigned long long load_acquire_sys_u64(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ int load_acquire_sys_s32(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.sys.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* The leader: post an exit of problem id (its state stored and fenced). */
+__device__ inline void post_exit(const batch_args &b, int id, int reason)
+{
+    volatile exit_record *e = b.exits + id;
+    e->reason = reason;
+    __threadfence_system();
+    e->count = e->count + 1;
+    __threadfence_system();
+}
+
+/*
+ * The leader: the next problem to solve, or -1 (the batch stopped, or
+ * nothing queued and no team busy). A problem whose command is pending
+ * when it is taken (a pause, yield or cancel that reached it in the queue)
+ * is not run: it exits at once as skipped, and the host decides.
+ */
+__device__ inline int take(const batch_args &b)
+{
+    unsigned ns = 256u;
+    for (;;) {
+        if (load_acquire_sys_s32(&b.q->stop))
+            return -1;
+        const unsigned long long h = *(volatile unsigned long long *)b.head;
+        if (h < load_acquire_sys_u64(&b.q->tail)) {
+            if (atomicCAS(b.head, h, h + 1) != h)
+                continue;
+            const int id = load_acquire_sys_s32(b.ids + h % (unsigned long long)b.cap);
+            args *pa = b.probs[id];
+            if (host_command(pa->ctl) != PS_GPU_CMD_NONE) {
+                post_exit(b, id, PS_GPU_EXIT_SKIPPED);
+                continue;
+            }
+            atomicAdd(b.active, 1);
+            /* the count of blocks done with an evaluation starts again (control_watch) */
+            pa->cw[PS_GPU_CW_EVAL_DONE] = 0;
+            return id;
+        }
+        if (*(volatile int *)b.active == 0)
+            return -1;
+        __nanosleep(ns);
+        if (ns < 32000u)
+            ns *= 2u;
+    }
+}
+
+/* The team's solve of its problem in A, from the stored state; 1 if it
+ * parked. t0: the solve's clock (global ns at its start, moved by pauses). */
+template <typename R, int NCH, int DG>
+__device__ int solve_problem(const args &A, cg::grid_group &grid, loop_shared &L, char *smem, uint64_t &t0)
+{
+    uint64_t last = t0;
+    return solve_phases<R, NCH, DG>(A, grid, L, smem, t0, last, A.t_base, false);
+}
+
+template <typename R>
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args b)
+{
+    cg::grid_group grid = cg::this_grid();
+    extern __shared__ __align__(16) char smem[];
+    __shared__ loop_shared L;
+    __shared__ args A;
+    __shared__ int pid;
+    const int B = b.team_blocks, team = (int)blockIdx.x / B, team0 = team * B;
+    if (team0 + B > (int)gridDim.x)
+        return; /* blocks beyond the last whole team */
+    const bool lead = (int)blockIdx.x == team0;
+    unsigned *bar = b.bars + 2 * team;
+    static_assert(sizeof(args) % sizeof(unsigned long long) == 0, "args is not 8-byte sized");
+    for (;;) {
+        // ---- the leader takes a problem; the team learns which ----
+        if (lead && threadIdx.x == 0)
+            *(volatile int *)&b.pick[team] = take(b);
+        range_wait(bar, range_arrive(bar, B));
+        if (threadIdx.x == 0)
+            pid = *(volatile int *)&b.pick[team];
+        __syncthreads();
+        const int id = pid;
+        if (id < 0)
+            break;
+
+        // ---- every block: the problem's arguments as its team's ----
+        {
+            const unsigned long long *src = (const unsigned long long *)b.probs[id];
+            unsigned long long *dst = (unsigned long long *)&A;
+            for (int i = threadIdx.x; i < (int)(sizeof(args) / 8); i += blockDim.x)
+                dst[i] = src[i];
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            A.team0 = team0;
+            A.tbar = bar;
+            A.controller = team0 + B - 1;
+            A.batch = 1;
+            A.t_base = A.eval_out[0]; /* solve seconds so far */
+            A.ft_in = A.eval_out[1];  /* f at the accepted trial (a state in UPDATE) */
+        }
+        __syncthreads();
+        state_copy(&L.S, A.state);
+        if (threadIdx.x == 0) {
+            L.ft = A.ft_in;
+            L.cmd = PS_GPU_CMD_NONE;
+            L.nev = 0;
+            L.acked = 0;
+            L.gen = *(volatile unsigned long long *)&A.cw[PS_GPU_CW_RELEASE] >> 3;
+        }
+        __syncthreads();
+
+        // ---- the phases (cuda/loop.cuh), the kernel class of the problem ----
+        const int channels = A.kclass & ~PS_GPU_DESIGNED;
+        const bool designed = (A.kclass & PS_GPU_DESIGNED) != 0;
+        uint64_t t0 = global_ns() - (uint64_t)(A.t_base * 1e9);
+        int parked;
+        if (channels == 8)
+            parked = designed ? solve_problem<R, 8, 1>(A, grid, L, smem, t0)
+                              : solve_problem<R, 8, 0>(A, grid, L, smem, t0);
+        else if (channels)
+            parked = designed ? solve_problem<R, 1, 1>(A, grid, L, smem, t0)
+                              : solve_problem<R, 1, 0>(A, grid, L, smem, t0);
+        else
+            parked = designed ? solve_problem<R, 0, 1>(A, grid, L, smem, t0)
+                              : solve_problem<R, 0, 0>(A, grid, L, smem, t0);
+
+        // ---- the state back, as the solo kernel leaves it; then the exit ----
+        if (lead) {
+            state_copy(A.state, &L.S);
+            if (threadIdx.x == 0) {
+                A.eval_out[0] = (double)(global_ns() - t0) * 1e-9; /* solve seconds so far */
+                A.eval_out[1] = L.ft;
+            }
+        }
+        range_wait(bar, range_arrive(bar, B)); /* no block reads the problem's data any more */
+        if (lead && threadIdx.x == 0) {
+            __threadfence_system();
+            post_exit(b, id, parked ? PS_GPU_EXIT_PARKED : PS_GPU_EXIT_FINISHED);
+            atomicSub(b.active, 1);
+        }
+    }
+}
+
+} // namespace
+
+struct ps_gpu_batch {
+    ps_options o;
+    int precision, block, team_blocks, teams, cap;
+    size_t smem;
+    queue_host *q;          /* mapped (host address) */
+    int *ids;               /* mapped [cap] */
+    exit_record *exits;     /* mapped [cap] */
+    batch_args ka;          /* the kernel's argument (device addresses) */
+    args **d_probs;         /* [cap] device */
+    args **h_slot;          /* [cap] host copy: each problem's device args, or NULL */
+    void *d_words;          /* head, active, bars, pick */
+    timed_stream ks;
+    cudaStream_t copies;
+    int launched;
+    double kernel_seconds;
+};
+
+static void *batch_kernel_ptr(int precision)
+{
+    return precision == PS_PRECISION_DOUBLE ? (void *)batch_kernel<double> : (void *)batch_kernel<float>;
+}
+
+extern "C" int ps_gpu_batch_blocks_per_sm(int precision, int block, size_t smem)
+{
+    int bps = 0;
+    void *k = batch_kernel_ptr(precision);
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, block, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return bps;
+}
+
+extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block, int team_blocks, size_t smem,
+                                   int cap, ps_gpu_batch **out)
+{
+    int st = PS_CONVERGED, sms = 0, optin = 0;
+    *out = NULL;
+    ps_gpu_batch *b = (ps_gpu_batch *)calloc(1, sizeof *b);
+    if (!b)
+        return PS_ERR_NO_MEMORY;
+    b->o = *o;
+    b->precision = precision;
+    b->block = block;
+    b->team_blocks = team_blocks;
+    b->cap = cap;
+    CUDA_TRY(o, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), PS_ERR_NO_GPU);
+    CUDA_TRY(o, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), PS_ERR_NO_GPU);
+    {
+        const int bps = ps_gpu_batch_blocks_per_sm(precision, block, smem);
+        PS_RETURN_ERROR_IF(o, bps < 1, PS_ERR_GPU_LAUNCH,
+                           "a batch block of %d threads with %zu bytes of shared memory does not fit on an SM",
+                           block, smem);
+        /* the most shared memory a block may have at the same blocks per SM */
+        size_t lo = smem, hi = (size_t)optin;
+        while (hi > lo + 256) {
+            const size_t mid = (lo + hi) / 2 & ~(size_t)15;
+            if (ps_gpu_batch_blocks_per_sm(precision, block, mid) >= bps)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        b->smem = lo;
+        b->teams = bps * sms / team_blocks;
+        PS_RETURN_ERROR_IF(o, b->teams < 1, PS_ERR_GPU_LAUNCH,
+                           "a batch team of %d blocks exceeds the %d co-resident blocks (%d per SM)", team_blocks,
+                           bps * sms, bps);
+    }
+    CUDA_TRY(o, cudaHostAlloc((void **)&b->q, sizeof(queue_host), cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
+    CUDA_TRY(o, cudaHostAlloc((void **)&b->ids, (size_t)cap * sizeof(int), cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
+    CUDA_TRY(o, cudaHostAlloc((void **)&b->exits, (size_t)cap * sizeof(exit_record), cudaHostAllocMapped),
+             PS_ERR_GPU_MEMORY);
+    memset(b->q, 0, sizeof(queue_host));
+    memset(b->ids, 0, (size_t)cap * sizeof(int));
+    memset(b->exits, 0, (size_t)cap * sizeof(exit_record));
+    b->h_slot = (args **)calloc((size_t)cap, sizeof(args *));
+    if (!b->h_slot) {
+        st = PS_ERR_NO_MEMORY;
+        goto out;
+    }
+    {
+        const size_t words = sizeof(unsigned long long) + sizeof(int) + (size_t)b->teams * (2 * sizeof(unsigned) + sizeof(int));
+        CUDA_TRY(o, cudaMalloc(&b->d_words, words), PS_ERR_GPU_MEMORY);
+        CUDA_TRY(o, cudaMemset(b->d_words, 0, words), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaMalloc((void **)&b->d_probs, (size_t)cap * sizeof(args *)), PS_ERR_GPU_MEMORY);
+        CUDA_TRY(o, cudaMemset(b->d_probs, 0, (size_t)cap * sizeof(args *)), PS_ERR_GPU_LAUNCH);
+        char *w = (char *)b->d_words;
+        batch_args &ka = b->ka;
+        ka.probs = b->d_probs;
+        CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.q, b->q, 0), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.ids, b->ids, 0), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.exits, b->exits, 0), PS_ERR_GPU_LAUNCH);
+        ka.head = (unsigned long long *)w;
+        ka.active = (int *)(w + sizeof(unsigned long long));
+        ka.bars = (unsigned *)(w + sizeof(unsigned long long) + sizeof(int));
+        ka.pick = (int *)(ka.bars + 2 * (size_t)b->teams);
+        ka.cap = cap;
+        ka.team_blocks = team_blocks;
+    }
+    st = timed_stream_create(&b->ks, o);
+    if (st)
+        goto out;
+    CUDA_TRY(o, cudaStreamCreateWithFlags(&b->copies, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
+    *out = b;
+    return PS_CONVERGED;
+out:
+    ps_gpu_batch_free(b);
+    return st;
+}
+
+extern "C" void ps_gpu_batch_free(ps_gpu_batch *b)
+{
+    if (!b)
+        return;
+    if (__atomic_load_n(&b->launched, __ATOMIC_ACQUIRE))
+        cudaStreamSynchronize(b->ks.s);
+    timed_stream_destroy(&b->ks);
+    if (b->copies)
+        cudaStreamDestroy(b->copies);
+    if (b->h_slot)
+        for (int i = 0; i < b->cap; i++)
+            if (b->h_slot[i])
+                cudaFree(b->h_slot[i]);
+    free(b->h_slot);
+    cudaFree(b->d_probs);
+    cudaFree(b->d_words);
+    if (b->q)
+        cudaFreeHost(b->q);
+    if (b->ids)
+        cudaFreeHost(b->ids);
+    if (b->exits)
+        cudaFreeHost(b->exits);
+    cudaGetLastError();
+    free(b);
+}
+
+extern "C" int ps_gpu_batch_teams(const ps_gpu_batch *b)
+{
+    return b->teams;
+}
+
+extern "C" size_t ps_gpu_batch_smem(const ps_gpu_batch *b)
+{
+    return b->smem;
+}
+
+extern "C" int ps_gpu_batch_attach(ps_gpu_batch *b, int index, ps_gpu_run *g)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &b->o;
+    const context &c = g->c;
+    args a = c.a;
+    double resume[2] = {a.t_base, a.ft_in};
+    PS_RETURN_ERROR_IF(o, index < 0 || index >= b->cap, PS_ERR_SIZE, "batch problem %d of at most %d", index,
+                       b->cap);
+    PS_RETURN_ERROR_IF(o, c.cfg.block != b->block || c.cfg.grid != b->team_blocks || c.cfg.regcap ||
+                              c.precision != b->precision,
+                       PS_ERR_STATE, "batch problem %d was set up for another team shape", index);
+    PS_RETURN_ERROR_IF(o, c.smem > b->smem, PS_ERR_SIZE,
+                       "batch problem %d needs %zu bytes of shared memory a block; the batch's blocks have %zu",
+                       index, c.smem, b->smem);
+    if (!b->h_slot[index]) {
+        CUDA_TRY(o, cudaMalloc((void **)&b->h_slot[index], sizeof(args)), PS_ERR_GPU_MEMORY);
+        CUDA_TRY(o, cudaMemcpyAsync(b->d_probs + index, &b->h_slot[index], sizeof(args *), cudaMemcpyHostToDevice,
+                                    b->copies),
+                 PS_ERR_GPU_LAUNCH);
+    }
+    CUDA_TRY(o, cudaMemcpyAsync(b->h_slot[index], &a, sizeof(args), cudaMemcpyHostToDevice, b->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpyAsync(a.eval_out, resume, sizeof resume, cudaMemcpyHostToDevice, b->copies),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(b->copies), PS_ERR_GPU_LAUNCH);
+out:
+    return st;
+}
+
+extern "C" void ps_gpu_batch_push(ps_gpu_batch *b, int index)
+{
+    const unsigned long long t = __atomic_load_n(&b->q->tail, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->ids[t % (unsigned long long)b->cap], index, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->q->tail, t + 1, __ATOMIC_RELEASE);
+}
+
+extern "C" void ps_gpu_batch_stop(ps_gpu_batch *b, int stop)
+{
+    __atomic_store_n(&b->q->stop, stop, __ATOMIC_RELEASE);
+}
+
+extern "C" int ps_gpu_batch_launch(ps_gpu_batch *b)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &b->o;
+    void *k = batch_kernel_ptr(b->precision);
+    void *params[] = {&b->ka};
+    CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(b->ks.ev0, b->ks.s), PS_ERR_GPU_LAUNCH);
+    __atomic_store_n(&b->launched, 1, __ATOMIC_RELEASE);
+    CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(b->teams * b->team_blocks), dim3(b->block), params, b->smem,
+                                            b->ks.s),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaEventRecord(b->ks.ev1, b->ks.s), PS_ERR_GPU_LAUNCH);
+    return PS_CONVERGED;
+out:
+    __atomic_store_n(&b->launched, 0, __ATOMIC_RELEASE);
+    return st;
+}
+
+extern "C" int ps_gpu_batch_running(ps_gpu_batch *b)
+{
+    if (!__atomic_load_n(&b->launched, __ATOMIC_ACQUIRE))
+        return 0;
+    const cudaError_t e = cudaEventQuery(b->ks.ev1);
+    if (e == cudaErrorNotReady)
+        return 1;
+    if (e != cudaSuccess) {
+        ps_log(&b->o, PS_LOG_ERROR, __FILE__, __LINE__, "batch kernel: %s", cudaGetErrorString(e));
+        cudaGetLastError();
+        return PS_ERR_GPU_LAUNCH;
+    }
+    return 0;
+}
+
+extern "C" int ps_gpu_batch_sync(ps_gpu_batch *b)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &b->o;
+    double ms = 0.0;
+    if (!__atomic_load_n(&b->launched, __ATOMIC_ACQUIRE))
+        return PS_CONVERGED;
+    CUDA_TRY(o, cudaEventSynchronize(b->ks.ev1), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, event_ms(b->ks.ev0, b->ks.ev1, &ms), PS_ERR_GPU_LAUNCH);
+    b->kernel_seconds += 1e-3 * ms;
+out:
+    __atomic_store_n(&b->launched, 0, __ATOMIC_RELEASE);
+    return st;
+}
+
+extern "C" uint64_t ps_gpu_batch_exit(const ps_gpu_batch *b, int index, int *reason)
+{
+    const exit_record *e = b->exits + index;
+    const uint64_t n = __atomic_load_n(&e->count, __ATOMIC_ACQUIRE);
+    *reason = __atomic_load_n(&e->reason, __ATOMIC_RELAXED);
+    return n;
+}
+
+extern "C" double ps_gpu_batch_kernel_seconds(const ps_gpu_batch *b)
+{
+    return b->kernel_seconds;
+}
