@@ -69,6 +69,7 @@ typedef struct batch_cmd {
     int drawn;
     double last_draw;
     int cancelled;     /* ps_batch_cancel was called */
+    int teams;         /* the most teams (workers) seen running */
 } batch_cmd;
 
 /* "LIST:7: problem 3 ('spec')" or "problem 3 ('spec')": where a message
@@ -359,8 +360,11 @@ static int watch(batch_cmd *c)
         if (batch_tstp && !c->cancelled)
             suspend(c);
         ps_batch_report pr;
-        if (ps_batch_progress(c->b, &pr) == 0)
+        if (ps_batch_progress(c->b, &pr) == 0) {
             draw_progress(c, &pr);
+            if (pr.teams > c->teams)
+                c->teams = pr.teams;
+        }
         if (cli->every > 0.0 && !c->cancelled && ps_monotonic_seconds() >= next_checkpoint) {
             periodic_checkpoint(c);
             next_checkpoint = ps_monotonic_seconds() + cli->every;
@@ -644,7 +648,7 @@ static int report(batch_cmd *c, const ps_options *o, ps_cli_log *log, int batch_
     ps_batch_report pr;
     if (ps_batch_progress(c->b, &pr) == 0) {
         t.seconds = pr.seconds;
-        t.teams = pr.teams;
+        t.teams = pr.teams > c->teams ? pr.teams : c->teams;
     }
     int code = batch_exit_code(v, c->n, batch_code);
     if (code == PS_EXIT_OK || code == PS_EXIT_NOT_CONVERGED)

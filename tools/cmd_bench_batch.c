@@ -117,12 +117,11 @@ static double run_variant(const bench_batch *bb, int which, variant *v)
         }
         if (st == 0)
             st = ps_batch_start(b);
-        if (st == 0)
-            st = ps_batch_wait(b, -1.0);
-        t1 = ps_monotonic_seconds();
         ps_batch_report rep;
-        if (st == 0 && ps_batch_progress(b, &rep) == 0)
-            v->teams = rep.teams;
+        while (st == 0 && (st = ps_batch_wait(b, 0.01)) == PS_RUNNING)
+            if (ps_batch_progress(b, &rep) == 0 && rep.teams > v->teams)
+                v->teams = rep.teams; /* the teams of the running launch */
+        t1 = ps_monotonic_seconds();
         for (size_t k = 0; k < n && st == 0; k++) {
             st = take_copy(v, k, ps_batch_result(b, k, &r, x), &r, x, nx);
         }
