@@ -2511,6 +2511,14 @@ static void test_batch_list_and_errors(void **state)
 
 #define BCK_A "spiral2d:n=16,nt=300"
 #define BCK_B "spiral2d:n=12,nt=200"
+/* long enough for a periodic checkpoint at 0.05 s to find the batch
+ * running: on the GPU an iteration takes tens of us (the runs may end in a
+ * line-search failure there, exit 4, the same in both) */
+#ifdef PS_TEST_GPU
+#define BCK_ITERS "20000"
+#else
+#define BCK_ITERS "150"
+#endif
 
 /*
  * A running batch's periodic checkpoint, its process killed (SIGKILL),
@@ -2524,11 +2532,12 @@ static void test_batch_checkpoint_kill_resume(void **state)
     remove_dir("cli_bck");
     unlink("cli_bck.bin");
     run_result *r = run("design", BCK_A, BCK_B, "--backend", BACKEND, "--threads", "2",
-                        "--max-iters", "150", "--gtol", "0", "--ftol", "0", "-o", "cli_bck_ref",
-                        "--quiet", NULL);
-    assert_code(r, 1);
+                        "--max-iters", BCK_ITERS, "--gtol", "0", "--ftol", "0", "-o",
+                        "cli_bck_ref", "--quiet", NULL);
+    const int ref_code = r->code;
+    assert_true(ref_code == 1 || ref_code == 4);
     const char *args[] = {"design", BCK_A, BCK_B, "--backend", BACKEND, "--threads", "2",
-                          "--max-iters", "150", "--gtol", "0", "--ftol", "0", "-o", "cli_bck",
+                          "--max-iters", BCK_ITERS, "--gtol", "0", "--ftol", "0", "-o", "cli_bck",
                           "--checkpoint", "cli_bck.bin", "--every", "0.05", "--quiet", NULL};
     pid_t pid = spawn_cli(args);
     int seen = 0, ws = 0, ended = 0;
@@ -2544,10 +2553,10 @@ static void test_batch_checkpoint_kill_resume(void **state)
     assert_true(seen);
     assert_false(ended); /* killed while running */
     assert_int_equal(count_files("cli_bck"), 0);
-    r = run("design", BCK_A, BCK_B, "--backend", BACKEND, "--threads", "2", "--max-iters", "150",
-            "--gtol", "0", "--ftol", "0", "-o", "cli_bck", "--resume", "cli_bck.bin", "--json",
-            NULL);
-    assert_code(r, 1);
+    r = run("design", BCK_A, BCK_B, "--backend", BACKEND, "--threads", "2", "--max-iters",
+            BCK_ITERS, "--gtol", "0", "--ftol", "0", "-o", "cli_bck", "--resume", "cli_bck.bin",
+            "--json", NULL);
+    assert_code(r, ref_code);
     assert_contains(r->out, "\"resumed_from\": \"cli_bck.bin\"");
     assert_same_result("cli_bck_ref/000_spiral2d_n=16_nt=300.h5",
                        "cli_bck/000_spiral2d_n=16_nt=300.h5", 300);
@@ -2580,11 +2589,17 @@ static void test_batch_sigint(void **state)
     run_result *r = malloc(sizeof *r);
     collect(r, code, args);
     assert_code(r, 130);
+#ifdef PS_TEST_GPU
+    /* fast there: a problem may have ended in a line-search failure first */
+    assert_true(json_number(r->out, "cancelled") >= 1);
+#else
     assert_true(json_number(r->out, "cancelled") == 2);
-    assert_true(h5_attr("cli_bint/000_spiral2d_n=32_nt=1000.h5", "/result", "status") ==
-                PS_CANCELLED);
     assert_true(h5_attr("cli_bint/001_spiral2d_n=16_nt=300.h5", "/result", "status") ==
                 PS_CANCELLED);
+#endif
+    assert_true(h5_attr("cli_bint/000_spiral2d_n=32_nt=1000.h5", "/result", "status") ==
+                PS_CANCELLED);
+    free(h5_read("cli_bint/001_spiral2d_n=16_nt=300.h5", "/result/m", 256, 3));
     free(r);
     remove_dir("cli_bint");
 }
