@@ -576,8 +576,9 @@ static void print_text(const batch_cmd *c, const ps_options *o, const item_outco
     fflush(f);
 }
 
+/* backend: the one that ran (NULL: none ran; o's is given) */
 static void print_json(const batch_cmd *c, const ps_options *o, const char *objects,
-                       const batch_totals *t, int code)
+                       const batch_totals *t, const char *backend, int code)
 {
     FILE *f = stdout;
     fputs("{\n  \"problems\": [\n", f);
@@ -590,7 +591,7 @@ static void print_json(const batch_cmd *c, const ps_options *o, const char *obje
             (long long)t->iterations, (long long)t->evaluations, (long long)t->slowest);
     ps_json_number(f, t->seconds);
     fprintf(f, ",\n    \"teams\": %d,\n    \"backend\": ", t->teams);
-    ps_json_string(f, ps_cli_backend_name(o->backend));
+    ps_json_string(f, backend ? backend : ps_cli_backend_name(o->backend));
     fputs(",\n    \"precision\": ", f);
     ps_json_string(f, ps_cli_precision_name(o->precision));
     fprintf(f, ",\n    \"team_blocks\": %d", c->cli->gpu.batch_team_blocks);
@@ -623,6 +624,7 @@ static int report(batch_cmd *c, const ps_options *o, ps_cli_log *log, int batch_
         return PS_EXIT_SOLVER;
     }
     char device[300] = "";
+    const char *backend = NULL;
     for (size_t i = 0; i < c->n; i++) {
         ps_cli_memfile one = {NULL, NULL, 0};
         FILE *jf = json ? ps_cli_memfile_open(&one) : NULL;
@@ -637,7 +639,9 @@ static int report(batch_cmd *c, const ps_options *o, ps_cli_log *log, int batch_
             ps_result r;
             memset(&r, 0, sizeof r);
             if (ps_batch_result(c->b, i, &r, NULL) != PS_RUNNING && r.device[0])
-                snprintf(device, sizeof device, "%s (%s)", ps_cli_backend_name(r.backend),
+                backend = ps_cli_backend_name(r.backend);
+            if (backend)
+                snprintf(device, sizeof device, "%s (%s)", backend,
                          r.device);
             ps_result_free(&r);
         }
@@ -655,7 +659,7 @@ static int report(batch_cmd *c, const ps_options *o, ps_cli_log *log, int batch_
         code = ck_code != PS_EXIT_OK ? ck_code : code;
     if (json) {
         fclose(json);
-        print_json(c, o, objs.buf ? objs.buf : "", &t, code);
+        print_json(c, o, objs.buf ? objs.buf : "", &t, backend, code);
         free(objs.buf);
     } else if (!cli->quiet) {
         print_text(c, o, v, &t, device);
