@@ -118,9 +118,13 @@ static double run_variant(const bench_batch *bb, int which, variant *v)
         if (st == 0)
             st = ps_batch_start(b);
         ps_batch_report rep;
-        while (st == 0 && (st = ps_batch_wait(b, 0.01)) == PS_RUNNING)
+        while (st == 0) {
             if (ps_batch_progress(b, &rep) == 0 && rep.teams > v->teams)
                 v->teams = rep.teams; /* the teams of the running launch */
+            if ((st = ps_batch_wait(b, 0.01)) != PS_RUNNING)
+                break;
+            st = 0;
+        }
         t1 = ps_monotonic_seconds();
         for (size_t k = 0; k < n && st == 0; k++) {
             st = take_copy(v, k, ps_batch_result(b, k, &r, x), &r, x, nx);
@@ -305,18 +309,6 @@ int ps_cmd_bench_batch(const ps_cli *cli)
         for (size_t i = 0; i < bb.nx; i++)
             bb.x0[k * bb.nx + i] = bb.x0[i] * (1.0 + 0.01 * (double)k);
 
-    ps_cli_utc_now(date, sizeof date);
-    printf("persolve bench --batch  %s\n", date);
-    printf("size:       %s  %s  (Ns %zu, Nt %zu, Nc %zu, n %zu)\n", sz.label, sz.spec,
-           ps_problem_ns(p), ps_problem_nt(p), ps_problem_nc(p), bb.nx);
-    printf("copies:     %zu, copy k from x0 scaled by 1 + 0.01 k\n", bb.n);
-    printf("runs:       %lld iterations each (gtol = ftol = 0), %s spins, L-BFGS memory %d,\n"
-           "            one warm-up solve, median of %d timed runs of each variant; wall\n"
-           "            times, setup included\n",
-           (long long)cli->iters, o.precision == PS_PRECISION_DOUBLE ? "float64" : "float32",
-           o.memory, cli->repeats);
-    fflush(stdout);
-
     /* warm-up: one solo solve (a GPU context, the caches) */
     {
         double *x = malloc(bb.nx * sizeof(double));
@@ -336,6 +328,18 @@ int ps_cmd_bench_batch(const ps_cli *cli)
             goto done;
         }
     }
+    ps_cli_utc_now(date, sizeof date);
+    printf("persolve bench --batch  %s\n", date);
+    printf("size:       %s  %s  (Ns %zu, Nt %zu, Nc %zu, n %zu)\n", sz.label, sz.spec,
+           ps_problem_ns(p), ps_problem_nt(p), ps_problem_nc(p), bb.nx);
+    printf("copies:     %zu, copy k from x0 scaled by 1 + 0.01 k\n", bb.n);
+    printf("runs:       %lld iterations each (gtol = ftol = 0), %s spins, L-BFGS memory %d,\n"
+           "            one warm-up solve, median of %d timed runs of each variant; wall\n"
+           "            times, setup included\n",
+           (long long)cli->iters, o.precision == PS_PRECISION_DOUBLE ? "float64" : "float32",
+           o.memory, cli->repeats);
+    fflush(stdout);
+
     for (int i = 0; i < N_VARIANTS; i++) {
         v[i].ran = 1;
         for (int s = 0; s < cli->repeats && v[i].ran; s++) {
@@ -370,11 +374,11 @@ int ps_cmd_bench_batch(const ps_cli *cli)
                w->seconds, spin_steps(&bb, w), up, (long long)w->evaluations,
                w->same < 0 ? "-" : w->same ? "yes" : "no");
     }
-    if (v[V_BATCH].ran)
-        printf("\nbatch:      %d teams (GPU) or workers (CPU); speed-up = the variant's time / "
-               "the batch's;\n            same = every copy's iterates (f per iteration, "
-               "evaluations, final x)\n            bit-identical to the batch's\n",
-               v[V_BATCH].teams);
+    printf("\ncolumns:    speed-up = the variant's time / the batch's; same = every copy's\n"
+           "            iterates (f per iteration, evaluations, final x) bit-identical to\n"
+           "            the batch's\n");
+    if (v[V_BATCH].teams > 0)
+        printf("batch:      %d teams (GPU) or workers (CPU) seen running\n", v[V_BATCH].teams);
     if (cli->json_file) {
         int jc = write_json(json_path, cli, &bb, &sz, v, date);
         if (jc != PS_EXIT_OK && code == PS_EXIT_OK)

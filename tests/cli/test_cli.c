@@ -2608,8 +2608,9 @@ static void test_bench_batch(void **state)
 {
     (void)state;
     unlink("cli_bbench.json");
-    run_result *r = run("bench", "--batch", "3", "spiral2d:n=8,nt=40", "--backend", "cpu",
-                        "--iters", "4", "--repeats", "1", "--threads", "1", "--json",
+    /* long enough (about 0.1 s a variant) for the batch to be seen running */
+    run_result *r = run("bench", "--batch", "3", "spiral2d:n=16,nt=200", "--backend", "cpu",
+                        "--iters", "15", "--repeats", "1", "--threads", "1", "--json",
                         "cli_bbench.json", NULL);
     assert_code(r, 0);
     assert_contains(r->out, "batch ");
