@@ -208,7 +208,7 @@ static int load_items(batch_cmd *c, ps_options *o, ps_cli_log *log)
 {
     const ps_cli *cli = c->cli;
     int width = 3;
-    for (size_t k = c->n; k >= 1000; k /= 10)
+    for (size_t k = c->n - 1; k >= 1000; k /= 10)
         width++;
     for (size_t i = 0; i < c->n; i++) {
         batch_item *it = &c->items[i];
@@ -390,13 +390,14 @@ static int is_converged(int status)
     return status == PS_CONVERGED || status == PS_CONVERGED_FTOL;
 }
 
-/* The whole exit code: 130 after a signal; else the first problem's error
- * (2..6, in the order of the batch); else 1 when a problem did not
- * converge; else 0. */
+/* The whole exit code: 130 when a signal cancelled a problem; else an
+ * error of the batch's launches; else the first problem's error (2..6, in
+ * the order of the batch); else 1 when a problem did not converge; else 0. */
 static int batch_exit_code(const item_outcome *v, size_t n, int batch_code)
 {
-    if (batch_signal)
-        return PS_EXIT_CANCELLED;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].code == PS_EXIT_CANCELLED)
+            return PS_EXIT_CANCELLED;
     if (batch_code != PS_EXIT_OK)
         return batch_code;
     int any_one = 0;
