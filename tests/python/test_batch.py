@@ -182,3 +182,22 @@ def test_empty_batch_and_adding_while_running():
         i = batch.add("slice1d:nz=20,nt=30")  # runs again
         assert batch.wait(timeout=60)
         assert batch.result(i).iterations == 5
+
+
+def test_the_gil_is_released_while_waiting():
+    import threading
+    import time
+
+    with persolve.Batch(backend="cpu", max_iterations=0, ftol=0, gtol=0, threads=1) as batch:
+        batch.add(LONG)
+        batch.start()
+        waiter = threading.Thread(target=batch.wait, args=(1.5,))
+        waiter.start()
+        gap, last, t_end = 0.0, time.monotonic(), time.monotonic() + 1.0
+        while time.monotonic() < t_end:  # Python work while the other thread waits
+            now = time.monotonic()
+            gap, last = max(gap, now - last), now
+        waiter.join()
+        assert batch.progress().state == BatchState.RUNNING  # the wait timed out
+        batch.cancel()
+    assert gap < 0.5, gap
