@@ -2509,15 +2509,28 @@ static void test_batch_list_and_errors(void **state)
     remove_dir("cli_blist");
 }
 
-#define BCK_A "spiral2d:n=16,nt=300"
-#define BCK_B "spiral2d:n=12,nt=200"
-/* long enough for a periodic checkpoint at 0.05 s to find the batch
- * running: on the GPU an iteration takes tens of us (the runs may end in a
- * line-search failure there, exit 4, the same in both) */
+/* Runs long enough for a periodic checkpoint at 0.05 s to find the batch
+ * running: on the GPU an iteration takes tens of us, so there the problems
+ * of the signal tests (which run 30000 iterations without a line-search
+ * failure at the solo shape; one may still end in one, exit 4, the same in
+ * both runs) */
 #ifdef PS_TEST_GPU
+#define BCK_A SIG_PROBLEM
+#define BCK_B "spiral2d:n=32,nt=1000,fov=20"
+#define BCK_A_FILE "000_spiral2d_n=32_nt=1000.h5"
+#define BCK_B_FILE "001_spiral2d_n=32_nt=1000_fov=20.h5"
+#define BCK_A_NT 1000
+#define BCK_B_NT 1000
 #define BCK_ITERS "20000"
 #else
-#define BCK_ITERS "150"
+/* about 0.5 s a problem on a fast core, without a line-search failure */
+#define BCK_A "spiral2d:n=16,nt=300"
+#define BCK_B "spiral2d:n=16,nt=300,fov=20"
+#define BCK_A_FILE "000_spiral2d_n=16_nt=300.h5"
+#define BCK_B_FILE "001_spiral2d_n=16_nt=300_fov=20.h5"
+#define BCK_A_NT 300
+#define BCK_B_NT 300
+#define BCK_ITERS "400"
 #endif
 
 /*
@@ -2558,10 +2571,8 @@ static void test_batch_checkpoint_kill_resume(void **state)
             "--json", NULL);
     assert_code(r, ref_code);
     assert_contains(r->out, "\"resumed_from\": \"cli_bck.bin\"");
-    assert_same_result("cli_bck_ref/000_spiral2d_n=16_nt=300.h5",
-                       "cli_bck/000_spiral2d_n=16_nt=300.h5", 300);
-    assert_same_result("cli_bck_ref/001_spiral2d_n=12_nt=200.h5",
-                       "cli_bck/001_spiral2d_n=12_nt=200.h5", 200);
+    assert_same_result("cli_bck_ref/" BCK_A_FILE, "cli_bck/" BCK_A_FILE, BCK_A_NT);
+    assert_same_result("cli_bck_ref/" BCK_B_FILE, "cli_bck/" BCK_B_FILE, BCK_B_NT);
     /* another problem list: refused */
     r = run("design", BCK_B, BCK_A, "--backend", BACKEND, "-o", "cli_bck", "--resume",
             "cli_bck.bin", NULL);
@@ -2574,12 +2585,17 @@ static void test_batch_checkpoint_kill_resume(void **state)
     remove_dir("cli_bck");
 }
 
+/* a second problem as slow as SIG_PROBLEM, so both are running when the
+ * signal comes */
+#define SIG_PROBLEM_2 "spiral2d:n=32,nt=1000,fov=20"
+#define SIG_FILE_2 "001_spiral2d_n=32_nt=1000_fov=20.h5"
+
 /* Ctrl-C cancels every problem and still writes every result (exit 130). */
 static void test_batch_sigint(void **state)
 {
     (void)state;
     remove_dir("cli_bint");
-    const char *args[] = {"design", SIG_PROBLEM, BCK_A, "--backend", BACKEND, SIG_OPTS
+    const char *args[] = {"design", SIG_PROBLEM, SIG_PROBLEM_2, "--backend", BACKEND, SIG_OPTS
                           "--max-iters", LONG_ITERS, "--gtol", "0", "--ftol", "0", "-o",
                           "cli_bint", "--json", NULL};
     pid_t pid = spawn_cli(args);
@@ -2594,12 +2610,12 @@ static void test_batch_sigint(void **state)
     assert_true(json_number(r->out, "cancelled") >= 1);
 #else
     assert_true(json_number(r->out, "cancelled") == 2);
-    assert_true(h5_attr("cli_bint/001_spiral2d_n=16_nt=300.h5", "/result", "status") ==
+    assert_true(h5_attr("cli_bint/" SIG_FILE_2, "/result", "status") ==
                 PS_CANCELLED);
 #endif
     assert_true(h5_attr("cli_bint/000_spiral2d_n=32_nt=1000.h5", "/result", "status") ==
                 PS_CANCELLED);
-    free(h5_read("cli_bint/001_spiral2d_n=16_nt=300.h5", "/result/m", 256, 3));
+    free(h5_read("cli_bint/" SIG_FILE_2, "/result/m", 32 * 32, 3));
     free(r);
     remove_dir("cli_bint");
 }
