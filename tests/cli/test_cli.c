@@ -2620,6 +2620,47 @@ static void test_batch_sigint(void **state)
     remove_dir("cli_bint");
 }
 
+/* On a terminal: the aggregate progress line of a batch. */
+static void test_batch_progress_on_terminal(void **state)
+{
+    (void)state;
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    const char *slave = ptsname(master);
+    assert_non_null(slave);
+    remove_dir("cli_btty");
+    const char *args[] = {"design", BCK_A, BCK_B, "--max-iters", "60", "--backend", "cpu",
+                          "--threads", "2", "-o", "cli_btty", NULL};
+    pid_t pid = spawn_cli_to(args, slave);
+    static char tty[CAP];
+    size_t n = 0;
+    for (;;) {
+        ssize_t k = read(master, tty + n, sizeof tty - 1 - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    tty[n] = '\0';
+    int code = wait_code(pid);
+    close(master);
+    assert_true(code == 0 || code == 1);
+    assert_non_null(strstr(tty, "\r  problems "));
+    assert_non_null(strstr(tty, "/2 done"));
+    assert_non_null(strstr(tty, " running, "));
+    assert_non_null(strstr(tty, " paused, "));
+    assert_non_null(strstr(tty, " queued"));
+    assert_non_null(strstr(tty, "slowest iter "));
+    assert_non_null(strstr(tty, "\r\033[K")); /* cleared before the summary */
+    run_result *r = malloc(sizeof *r);
+    slurp(OUT_FILE, r->out, sizeof r->out);
+    assert_null(strstr(r->out, "slowest iter")); /* progress never on stdout */
+    assert_non_null(strstr(r->out, "output       cli_btty"));
+    free(r);
+    remove_dir("cli_btty");
+}
+
 static void test_bench_batch(void **state)
 {
     (void)state;
@@ -2725,6 +2766,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_batch_list_and_errors),
         cmocka_unit_test(test_batch_checkpoint_kill_resume),
         cmocka_unit_test(test_batch_sigint),
+        cmocka_unit_test(test_batch_progress_on_terminal),
         cmocka_unit_test(test_bench_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
