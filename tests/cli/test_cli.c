@@ -643,20 +643,16 @@ static void test_design_cancel(void **state)
     free(r);
 }
 
-static void test_progress_on_terminal(void **state)
+/* Run persolve with stderr on a pseudo-terminal: what it wrote there
+ * (static), its exit code into *code. */
+static const char *run_on_terminal(const char *const *args, int *code)
 {
-    (void)state;
-    /* stderr on a pseudo-terminal: the live progress line appears */
     int master = posix_openpt(O_RDWR | O_NOCTTY);
     assert_true(master >= 0);
     assert_int_equal(grantpt(master), 0);
     assert_int_equal(unlockpt(master), 0);
     const char *slave = ptsname(master);
     assert_non_null(slave);
-    /* the CPU backend: live progress from the GPU kernel comes with the
-     * asynchronous API (the host-control issue) */
-    const char *args[] = {"design", "spiral2d:n=32,nt=1000", "--max-iters", "12",
-                          "--backend", "cpu", "-o", "cli_tty.h5", NULL};
     pid_t pid = spawn_cli_to(args, slave);
     static char tty[CAP];
     size_t n = 0;
@@ -667,9 +663,22 @@ static void test_progress_on_terminal(void **state)
         n += (size_t)k;
     }
     tty[n] = '\0';
-    int code = wait_code(pid);
+    *code = wait_code(pid);
     close(master);
     printf("terminal: %zu bytes\n", n);
+    return tty;
+}
+
+static void test_progress_on_terminal(void **state)
+{
+    (void)state;
+    /* stderr on a pseudo-terminal: the live progress line appears; the
+     * CPU backend: live progress from the GPU kernel comes with the
+     * asynchronous API (the host-control issue) */
+    const char *args[] = {"design", "spiral2d:n=32,nt=1000", "--max-iters", "12",
+                          "--backend", "cpu", "-o", "cli_tty.h5", NULL};
+    int code = -1;
+    const char *tty = run_on_terminal(args, &code);
     assert_true(code == 0 || code == 1);
     assert_non_null(strstr(tty, "\r  iter "));
     assert_non_null(strstr(tty, "   f "));
@@ -2624,27 +2633,11 @@ static void test_batch_sigint(void **state)
 static void test_batch_progress_on_terminal(void **state)
 {
     (void)state;
-    int master = posix_openpt(O_RDWR | O_NOCTTY);
-    assert_true(master >= 0);
-    assert_int_equal(grantpt(master), 0);
-    assert_int_equal(unlockpt(master), 0);
-    const char *slave = ptsname(master);
-    assert_non_null(slave);
     remove_dir("cli_btty");
     const char *args[] = {"design", BCK_A, BCK_B, "--max-iters", "60", "--backend", "cpu",
                           "--threads", "2", "-o", "cli_btty", NULL};
-    pid_t pid = spawn_cli_to(args, slave);
-    static char tty[CAP];
-    size_t n = 0;
-    for (;;) {
-        ssize_t k = read(master, tty + n, sizeof tty - 1 - n);
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
-    tty[n] = '\0';
-    int code = wait_code(pid);
-    close(master);
+    int code = -1;
+    const char *tty = run_on_terminal(args, &code);
     assert_true(code == 0 || code == 1);
     assert_non_null(strstr(tty, "\r  problems "));
     assert_non_null(strstr(tty, "/2 done"));
