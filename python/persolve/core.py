@@ -932,6 +932,15 @@ class Batch(_Handle):
         self._results[i] = res
         return res
 
+    def shape(self, i):
+        """The options that force a solo :func:`design` to problem i's shape
+        (``ps_batch_shape``): ``threads`` (1) and the GPU launch shape
+        (``gpu_grid`` = its team's blocks, ``gpu_block``, ...; automatic on
+        the CPU). With them and the batch's other options, design() gives
+        the problem's result bit for bit. On the GPU, StateError before
+        the problem is set up there (before :meth:`start`)."""
+        return dict(self._c.shape(int(i)))
+
     def results(self):
         """Every problem's :meth:`result`, in order."""
         return [self.result(i) for i in range(len(self))]

@@ -884,6 +884,24 @@ static nb::bytes batch_checkpoint(Batch &bt)
     return out;
 }
 
+// The options that force a solo solve to problem i's shape (ps_batch_shape),
+// keyed as the options of design().
+static nb::dict batch_shape(Batch &bt, size_t i)
+{
+    ps_gpu_options g;
+    int threads = 0;
+    check(ps_batch_shape(bt.get(), i, &g, &threads), bt.opt.log.take());
+    nb::dict d;
+    d["tune_cache"] = g.tune_cache;
+    d["gpu_block"] = g.gpu_block;
+    d["gpu_spins_per_tile"] = g.gpu_spins_per_tile;
+    d["gpu_max_registers"] = g.gpu_max_registers;
+    d["gpu_blocks_per_sm"] = g.gpu_blocks_per_sm;
+    d["gpu_grid"] = g.gpu_grid;
+    d["threads"] = threads;
+    return d;
+}
+
 // Problem i's outcome as run_wait gives a run's, or None while it runs.
 static nb::object batch_result(Batch &bt, size_t i)
 {
@@ -1109,6 +1127,7 @@ NB_MODULE(_persolve, m)
         .def("yield_", [](Batch &bt) { batch_call(bt, ps_batch_yield); })
         .def("checkpoint", &batch_checkpoint)
         .def("result", &batch_result, "i"_a)
+        .def("shape", &batch_shape, "i"_a)
         .def("size", [](const Batch &bt) { return ps_batch_size(bt.get()); })
         .def("close", &Batch::close);
 

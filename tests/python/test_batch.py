@@ -41,9 +41,12 @@ def test_batch_equals_solo(precision):
         assert prog.state == BatchState.FINISHED
         assert prog.finished == len(batch) and prog.failed == 0
         results = batch.results()
+        shapes = [batch.shape(i) for i in range(len(batch))]
     for i, spec in enumerate(MIXED + [None]):
+        shape = shapes[i]
+        assert shape["threads"] == 1
         solo = persolve.design(p if spec is None else spec, x0 if spec is None else None,
-                               threads=1, **opts)
+                               **shape, **opts)
         res = results[i]
         assert isinstance(res, persolve.Result)
         assert res.status == solo.status

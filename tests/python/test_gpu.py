@@ -70,3 +70,42 @@ def test_evaluations_agree_with_the_cpu():
             p, x, backend="cpu", precision="double").gradient_g, rtol=1e-8, atol=1e-12)
     except persolve.BackendError as err:
         assert err.status == Status.ERR_NOT_IMPLEMENTED
+
+
+def test_a_batch_on_the_gpu(tmp_path):
+    """A batch of mixed problems in one launch: every result equals a solo
+    design forced to its team's shape (Batch.shape), also for a problem
+    paused and resumed meanwhile and after a yield and a checkpoint resumed
+    in a new batch."""
+    specs = ["spiral2d:n=32,nt=1000", "ptx2d:n=32,nt=400", "slice1d", "inversion",
+             "spiral2d:n=32,nt=1000,fov=20"]
+    opts = dict(backend="gpu", max_iterations=1000, gtol=0, ftol=0)
+    with persolve.Batch(**opts) as batch:
+        for s in specs:
+            batch.add(s)
+        batch.start()
+        wait_for(batch, lambda p: p.running > 0 or p.finished == len(specs))
+        try:  # it may have finished already: then a StateError
+            batch.pause(0)
+            batch.wait(timeout=0.05)
+            batch.resume(0)
+        except persolve.StateError:
+            pass
+        batch.yield_gpu()
+        assert batch.state in (persolve.BatchState.YIELDED, persolve.BatchState.FINISHED)
+        blob = batch.checkpoint(tmp_path / "batch.ckpt")
+        if batch.state == persolve.BatchState.YIELDED:
+            batch.resume()
+        assert batch.wait(timeout=300)
+        results = batch.results()
+        shapes = [batch.shape(i) for i in range(len(batch))]
+    for spec, res, shape in zip(specs, results, shapes):
+        assert res.backend == "gpu"
+        solo = persolve.design(spec, **shape, **opts)
+        np.testing.assert_array_equal(res.x, solo.x)
+        np.testing.assert_array_equal(res.history.f, solo.history.f)
+    with persolve.Batch.restore(blob, specs, **opts) as again:
+        again.start()
+        assert again.wait(timeout=300)
+        for a, b in zip(again.results(), results):
+            np.testing.assert_array_equal(a.x, b.x)
