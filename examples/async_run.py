@@ -1,7 +1,7 @@
 """An asynchronous design with live progress: start a run, watch it, pause
 it, save a checkpoint, resume it to the end, then continue the checkpoint in
-a new run and find the same pulse bit for bit. (Batches of problems are not
-in the C API yet; this is the example of a steered run instead.)
+a new run and find the same pulse bit for bit. (Several problems at once:
+examples/batch_progress.py.)
 
     python examples/async_run.py [--spec spiral2d:n=24,nt=600] [-o async_history.png]
 """

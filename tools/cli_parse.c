@@ -42,6 +42,8 @@ enum {
     OPT_PENALTY_MU,
     OPT_STRICT,
     OPT_PULSEQ,
+    OPT_BATCH,
+    OPT_TEAM_BLOCKS,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -75,6 +77,8 @@ static const struct option design_options[] = {
     {"constraint-tol", required_argument, NULL, OPT_CONSTRAINT_TOL},
     {"penalty-mu", required_argument, NULL, OPT_PENALTY_MU},
     {"strict", no_argument, NULL, OPT_STRICT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"team-blocks", required_argument, NULL, OPT_TEAM_BLOCKS},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -119,6 +123,8 @@ static const struct option bench_options[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"cpu-iters", required_argument, NULL, OPT_CPU_ITERS},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"team-blocks", required_argument, NULL, OPT_TEAM_BLOCKS},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -157,11 +163,11 @@ static const struct {
     const char *positional_name;
 } commands[] = {
     {PS_CMD_NONE, NULL, top_options, "-:hV", 0, 0, NULL},
-    {PS_CMD_DESIGN, "design", design_options, "-:hVo:q", 1, 1, "PRESET|FILE"},
+    {PS_CMD_DESIGN, "design", design_options, "-:hVo:q", PS_CLI_MAX_INPUTS, 1, "PRESET|FILE"},
     {PS_CMD_EVAL, "eval", eval_options, "-:hVo:", 1, 1, "PROBLEM"},
     {PS_CMD_PRESET, "preset", preset_options, "-:hVo:", 1, 1, "NAME"},
     {PS_CMD_INFO, "info", info_options, "-:hV", 0, 0, NULL},
-    {PS_CMD_BENCH, "bench", bench_options, "-:hV", 0, 0, NULL},
+    {PS_CMD_BENCH, "bench", bench_options, "-:hV", 1, 0, "SIZE"},
     {PS_CMD_TUNE, "tune", tune_options, "-:hV", 1, 0, "PRESET|FILE"},
     {PS_CMD_EXPORT, "export", export_options, "-:hV", 1, 1, "RESULT"},
 };
@@ -430,6 +436,25 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         else
             cli->resume = arg;
         return PS_CLI_OK;
+    case OPT_BATCH:
+        if (cli->command == PS_CMD_BENCH) {
+            if (!parse_int(arg, 1, PS_BATCH_MAX, &iv))
+                return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                                     "--batch: '%s' is not an integer in 1..%d", arg, PS_BATCH_MAX);
+            cli->bench_batch = (int)iv;
+            return PS_CLI_OK;
+        }
+        if (!*arg)
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--batch: empty file name");
+        cli->batch_list = arg;
+        return PS_CLI_OK;
+    case OPT_TEAM_BLOCKS:
+        if (!parse_int(arg, 0, 1 << 20, &iv))
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                                 "--team-blocks: '%s' is not a non-negative integer (0: automatic)",
+                                 arg);
+        cli->gpu.batch_team_blocks = (int)iv;
+        return PS_CLI_OK;
     case OPT_NO_TUNE_CACHE:
         cli->gpu.tune_cache = 0;
         return PS_CLI_OK;
@@ -470,6 +495,35 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
     }
 }
 
+/* One positional argument: design keeps them all (inputs[]), the others
+ * their one. */
+static int add_positional(ps_cli *cli, size_t ci, int *npos, const char *arg, char *err,
+                          size_t errlen)
+{
+    const char *cmdname = commands[ci].name;
+    if (*npos >= commands[ci].positional) {
+        if (cli->command == PS_CMD_DESIGN)
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                                 "design: more than %d PRESET|FILE arguments: list them in a "
+                                 "file for --batch LIST", PS_CLI_MAX_INPUTS);
+        if (cmdname)
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s: unexpected argument '%s'",
+                                 cmdname, arg);
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "unknown command '%s'", arg);
+    }
+    if (cli->command == PS_CMD_DESIGN)
+        cli->inputs[cli->ninputs++] = arg;
+    if (!cli->input)
+        cli->input = arg;
+    (*npos)++;
+    return PS_CLI_OK;
+}
+
+int ps_cli_is_batch(const ps_cli *cli)
+{
+    return cli->command == PS_CMD_DESIGN && (cli->ninputs > 1 || cli->batch_list != NULL);
+}
+
 /* getopt_long over one command's table; argv[0] is the command name. */
 static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
                          char *err, size_t errlen)
@@ -487,15 +541,8 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
         if (code == -1)
             break;
         if (code == 1) {
-            if (npos >= commands[ci].positional) {
-                if (cmdname)
-                    return ps_status_msg(err, errlen, PS_CLI_USAGE,
-                                       "%s: unexpected argument '%s'", cmdname,
-                                       optarg);
-                return ps_status_msg(err, errlen, PS_CLI_USAGE, "unknown command '%s'", optarg);
-            }
-            cli->input = optarg;
-            npos++;
+            if ((st = add_positional(cli, ci, &npos, optarg, err, errlen)) != PS_CLI_OK)
+                return st;
             continue;
         }
         if (code == '?' || code == ':') {
@@ -521,21 +568,35 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
     }
     /* After "--": the rest are positional. */
     for (int i = optind; i < argc; i++) {
-        if (npos >= commands[ci].positional)
+        if (npos >= commands[ci].positional && cli->command != PS_CMD_DESIGN)
             return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s: unexpected argument '%s'",
                                cmdname ? cmdname : "persolve", argv[i]);
-        cli->input = argv[i];
-        npos++;
+        if ((st = add_positional(cli, ci, &npos, argv[i], err, errlen)) != PS_CLI_OK)
+            return st;
     }
     if (cli->help || cli->version)
         return PS_CLI_OK;
-    if (npos < commands[ci].required)
+    if (npos < commands[ci].required && !cli->batch_list)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "%s: missing %s argument", cmdname,
                            commands[ci].positional_name);
     if (cli->command == PS_CMD_TUNE && !cli->input)
         cli->input = PS_TUNE_DEFAULT_INPUT;
     if (cli->every > 0.0 && !cli->checkpoint)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "--every: requires --checkpoint FILE");
+    if (ps_cli_is_batch(cli) && !cli->output)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                             "design: several problems need -o DIR, the directory of their "
+                             "result files");
+    if (cli->command == PS_CMD_BENCH && cli->input && !cli->bench_batch)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                             "bench: unexpected argument '%s' (a SIZE goes with --batch N; "
+                             "--sizes LIST for the variants)", cli->input);
+    if (cli->command == PS_CMD_BENCH && cli->bench_batch && !cli->input)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "bench --batch %d: missing SIZE argument",
+                             cli->bench_batch);
+    if (cli->command == PS_CMD_BENCH && cli->bench_batch && cli->sizes)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                             "bench: --batch N SIZE and --sizes LIST do not go together");
     if (cli->command == PS_CMD_EXPORT && !cli->pulseq)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "export: missing --pulseq OUT.seq");
     return PS_CLI_OK;
@@ -718,11 +779,13 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "L-BFGS, on the GPU inside one persistent kernel or on the CPU.\n"
               "\n"
               "commands:\n"
-              "  design PRESET|FILE   optimize the pulse, write the result file\n"
+              "  design PRESET|FILE   optimize the pulse, write the result file (several\n"
+              "                       problems: one batch, -o DIR)\n"
               "  eval PROBLEM         objective F and its gradient at a pulse\n"
               "  preset NAME          write a preset problem to an HDF5 file\n"
               "  info                 version, build features and GPUs\n"
-              "  bench                the GPU solve variants side by side\n"
+              "  bench                the GPU solve variants side by side (--batch N SIZE:\n"
+              "                       a batch against solo solves)\n"
               "  tune [PRESET|FILE]   measure the GPU launch shapes, cache the fastest\n"
               "  export RESULT        write a result's pulse as a Pulseq file\n"
               "\n"
@@ -737,8 +800,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
         usage_exit_codes(f);
         break;
     case PS_CMD_DESIGN:
-        fprintf(f,
-                "usage: persolve design PRESET|FILE [OPTIONS]\n"
+        fputs("usage: persolve design PRESET|FILE [OPTIONS]\n"
+                "       persolve design PRESET|FILE PRESET|FILE... -o DIR [OPTIONS]\n"
+                "       persolve design --batch LIST -o DIR [OPTIONS]\n"
                 "\n"
                 "Minimize the Bloch loss over the RF pulse with L-BFGS, from the\n"
                 "problem's start pulse (/pulse/b1 of FILE, or the preset's x0), and\n"
@@ -757,10 +821,39 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "(--checkpoint, --resume) work on both backends, and one written on\n"
                 "the GPU resumes on the CPU backend and back.\n"
                 "\n"
+                "Several problems (more than one PRESET|FILE, or --batch LIST) are\n"
+                "solved as one batch: on the GPU in one persistent launch whose teams\n"
+                "of blocks take the problems from a queue, on the CPU by --threads\n"
+                "workers of one thread each. Each problem's result file, the same as\n"
+                "a solo design writes, goes into the directory -o DIR (created if\n"
+                "missing) as NNN_NAME.h5: NNN its number in the batch from 000, NAME\n"
+                "the preset spec or the file's base name, ':' ',' and other\n"
+                "characters a file name trips on replaced by '_'. Its iterates equal\n"
+                "those of a solo design of that problem with --threads 1 (CPU), or\n"
+                "with the team's launch shape (GPU). The progress line counts the\n"
+                "problems done, running, paused and queued and shows the slowest\n"
+                "unfinished one's iteration; Ctrl-C cancels every problem and still\n"
+                "writes every result (exit 130); --json prints one object with an\n"
+                "array \"problems\" (one solo summary each, with its \"index\") and\n"
+                "the totals under \"batch\". The exit code is the first failing\n"
+                "problem's (2..6), else 1 when one did not converge, else 0.\n"
+                "--checkpoint FILE [--every S] saves the whole batch (yielded for the\n"
+                "moment) and --resume FILE continues it, given the same problems in\n"
+                "the same order.\n"
+                "\n", f);
+        fprintf(f,
                 "options:\n"
                 "  -o, --output FILE   result file (default NAME_result.h5 in the\n"
                 "                      current directory, NAME the preset name or\n"
-                "                      FILE's base name without .h5)\n"
+                "                      FILE's base name without .h5); with several\n"
+                "                      problems the directory of their result files\n"
+                "                      (required)\n"
+                "      --batch LIST    the problems of a batch, one PRESET|FILE a line\n"
+                "                      (files relative to the current directory; blank\n"
+                "                      lines and lines starting with # skipped), after\n"
+                "                      those on the command line\n"
+                "      --team-blocks N blocks per team of a GPU batch (0: automatic,\n"
+                "                      the heuristic or the tune cache)\n"
                 "      --backend B     auto | cpu | gpu (default auto: the GPU when\n"
                 "                      one is usable, else the CPU)\n"
                 "      --precision P   single | double spin loop (default single)\n"
@@ -889,6 +982,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
     case PS_CMD_BENCH:
         fprintf(f,
                 "usage: persolve bench [OPTIONS]\n"
+                "       persolve bench --batch N SIZE [OPTIONS]\n"
                 "\n"
                 "Time the GPU solve three ways, in one process, on the same problems\n"
                 "with the same launch shape and the same number of iterations:\n"
@@ -912,6 +1006,20 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "yield (request to the kernel's exit) and relaunch, medians and\n"
                 "99th percentiles. Without a usable GPU it exits 5, unless\n"
                 "--backend cpu.\n"
+                "\n"
+                "--batch N SIZE instead times N copies of one size (S, T, ... or a\n"
+                "spec; copy k starts from x0 scaled by 1 + 0.01 k) solved three ways,\n"
+                "each with the same --iters N iterations (gtol = ftol = 0): one batch\n"
+                "(ps_batch_*: on the GPU one launch), N solo solves one after the\n"
+                "other, and N solo solves started together (ps_solve_start N times,\n"
+                "then wait for all: on the GPU N kernels on N streams). It prints the\n"
+                "wall time of each, the aggregate spin-steps/s (Ns Nt evaluations\n"
+                "summed over the copies / wall time), the batch's speed-up over the\n"
+                "other two and whether every copy's iterates agree between them\n"
+                "(column same: on the CPU they are with --threads 1, where a solo\n"
+                "solve runs at one thread as a batch problem does; on the GPU where\n"
+                "the solo launch shape equals a team's). It runs on the backend\n"
+                "--backend picks (auto: the GPU when usable, else the CPU).\n"
                 "\n"
                 "options:\n"
                 "      --sizes LIST    comma-separated sizes (default S,M,L,T):\n"
@@ -941,7 +1049,10 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "                      of N as fit in about 2 s a run; the table says\n"
                 "                      when it ran fewer than N)\n"
                 "      --memory M      L-BFGS memory, 1..32 (default %d)\n"
-                "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n",
+                "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n"
+                "      --batch N       N copies of SIZE: batch against solo solves\n"
+                "                      (1..16384)\n"
+                "      --team-blocks N blocks per team of the GPU batch (0: automatic)\n",
                 PS_BENCH_ITERS, PS_BENCH_REPEATS, d.memory, d.threads);
         usage_launch_shape(f);
         fputs("  -h, --help          this help\n\n", f);

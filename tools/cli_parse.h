@@ -45,13 +45,19 @@ typedef enum ps_cli_command {
 #define PS_TUNE_ITERS 20
 #define PS_TUNE_REPEATS 5
 #define PS_TUNE_DEFAULT_INPUT "M"
+/* design: the most PRESET|FILE arguments on the command line (more: --batch LIST) */
+#define PS_CLI_MAX_INPUTS 1024
 
 typedef struct ps_cli {
     ps_cli_command command;
     int help;            /* --help given: print usage of `command`, exit 0 */
     int version;         /* --version given */
-    const char *input;   /* design, tune: PRESET|FILE; eval: PROBLEM; preset: NAME;
-                            export: RESULT */
+    const char *input;   /* design, tune: PRESET|FILE (design: the first); eval: PROBLEM;
+                            preset: NAME; export: RESULT; bench --batch: SIZE */
+    /* design: every PRESET|FILE argument, in order (inputs[0] == input) */
+    const char *inputs[PS_CLI_MAX_INPUTS];
+    int ninputs;
+    const char *batch_list; /* design --batch LIST: a file of problems, one a line */
     const char *output;  /* -o FILE (NULL: the command's default name) */
     const char *x_file;  /* eval --x FILE (NULL: the problem's start pulse) */
     const char *pulseq;  /* export --pulseq OUT.seq */
@@ -73,6 +79,7 @@ typedef struct ps_cli {
     int repeats;           /* --repeats R: timed runs per variant (default 5) */
     int64_t cpu_iters;     /* --cpu-iters N: CPU row's iterations (0: automatic) */
     const char *json_file; /* --json FILE: the tables as JSON (bench, tune) */
+    int bench_batch;       /* bench --batch N: N copies of SIZE in one batch (0: no) */
     /* tune */
     int no_write;          /* --no-write (also --no-cache): do not write the cache */
     /* the command line as given (argv[0..argc-1]) */
@@ -120,6 +127,10 @@ enum {
  * the library's ps_options_validate() still runs before a solve.
  */
 int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen);
+
+/* design: several problems (more than one PRESET|FILE, or --batch LIST),
+ * solved as one batch (ps_batch_*) into the directory -o DIR. */
+int ps_cli_is_batch(const ps_cli *cli);
 
 /* The exit code for a ps_status a command ended with (see enum ps_exit). */
 int ps_cli_exit_code(int status);

@@ -21,6 +21,10 @@ int ps_cmd_info(const ps_cli *cli);
 int ps_cmd_bench(const ps_cli *cli);
 int ps_cmd_tune(const ps_cli *cli);
 int ps_cmd_export(const ps_cli *cli);
+/* design with several problems (ps_cli_is_batch): one batch (cmd_batch.c) */
+int ps_cmd_design_batch(const ps_cli *cli);
+/* bench --batch N SIZE: a batch against solo solves (cmd_bench_batch.c) */
+int ps_cmd_bench_batch(const ps_cli *cli);
 
 /* "persolve: <message>" on stderr. */
 #if defined(__GNUC__)
@@ -155,6 +159,56 @@ void ps_cli_command_line(const ps_cli *cli, char *buf, size_t len);
 
 /* The current UTC time as "YYYY-MM-DDTHH:MM:SSZ". */
 void ps_cli_utc_now(char *buf, size_t len);
+
+/* ---- design: what the solo command and a batch share (cmd_design.c) ---- */
+
+/* Install handler fn for sig (sigaction flags) unless the signal is
+ * ignored (a background job). */
+void ps_cli_catch_signal(int sig, void (*fn)(int), int flags);
+/* Block SIGINT, SIGTERM and SIGTSTP in this thread (the old mask into
+ * *old): threads started meanwhile (a run's or a batch's workers) inherit
+ * the mask, so that the main thread receives the signals. */
+void ps_cli_block_signals(sigset_t *old);
+void ps_cli_restore_signals(const sigset_t *old);
+void ps_cli_nap(double seconds);
+
+/* A start pulse that is zero where the gradient of F is exactly zero is
+ * refused (message printed, PS_EXIT_INPUT); PS_EXIT_OK otherwise. */
+int ps_cli_check_start(const ps_problem *p, const ps_options *o, ps_cli_log *log,
+                       const double *x);
+
+/* Write buf[len] to path atomically (a new temporary file beside it,
+ * fsync, rename); -1 with the reason in why[] on failure. */
+int ps_cli_write_atomic(const char *path, const void *buf, size_t len, char *why,
+                        size_t whylen);
+/* A checkpoint blob (buf[len], freed here) that a call ended with status
+ * st written to path atomically; returns an exit code (message printed:
+ * st's text, or why the file could not be written). */
+int ps_cli_save_checkpoint(const char *path, int st, void *buf, size_t len);
+/* A whole checkpoint file into *buf (malloc). Prints the reason and returns
+ * an exit code on failure. */
+int ps_cli_read_checkpoint(const char *path, void **buf, size_t *len);
+/* Whether a and b name the same file (the same name, or one inode). */
+int ps_cli_same_file(const char *a, const char *b);
+/* "backend B unavailable: ..." for a GPU selection status. */
+void ps_cli_backend_error(const ps_options *o, int st, const ps_cli_log *log,
+                          const char *what);
+
+/* After a solve: x[nx] clamped into its peak limits, |grad F| in the
+ * pulse's own variables into *gnorm_physical, the final magnetization into
+ * m[ns][3] (ps_simulate). Returns an exit code (message printed). */
+int ps_cli_design_final(const ps_problem *p, const ps_options *o, ps_cli_log *log, double *x,
+                        double *m, double *gnorm_physical);
+/* The result file `out` of a design of problem `input` (the problem, x,
+ * m, r, the provenance). Returns an exit code (message printed). */
+int ps_cli_design_save(const ps_cli *cli, const ps_options *o, const char *input,
+                       const ps_problem *p, const ps_result *r, const double *x,
+                       const double *m, double gnorm_physical, const char *out);
+/* The JSON summary object of one design (x NULL: the solve left no
+ * point; out NULL: not written). */
+void ps_cli_design_json(FILE *f, const ps_cli *cli, const ps_options *o, const char *input,
+                        const ps_problem *p, const ps_result *r, const double *x, double f0,
+                        double gnorm_physical, const char *out, int exit_code);
 
 const char *ps_cli_backend_name(ps_backend b);
 const char *ps_cli_precision_name(ps_precision p);

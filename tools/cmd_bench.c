@@ -596,6 +596,8 @@ static void print_control(FILE *f, const char *label, const control_stats *cs)
 
 int ps_cmd_bench(const ps_cli *cli)
 {
+    if (cli->bench_batch)
+        return ps_cmd_bench_batch(cli);
     control_stats ctl;
     int ctl_size = -1;
     ps_options o = cli->opts;

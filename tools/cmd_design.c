@@ -52,8 +52,7 @@ static void on_tstp(int sig)
     ps_design_tstp = 1;
 }
 
-/* Install a handler unless the signal is ignored (a background job). */
-static void catch_signal(int sig, void (*fn)(int), int flags)
+void ps_cli_catch_signal(int sig, void (*fn)(int), int flags)
 {
     struct sigaction sa, old;
     if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
@@ -67,13 +66,11 @@ static void catch_signal(int sig, void (*fn)(int), int flags)
 
 static void install_signals(void)
 {
-    catch_signal(SIGINT, on_signal, SA_RESETHAND); /* a second Ctrl-C kills */
-    catch_signal(SIGTERM, on_signal, 0);
+    ps_cli_catch_signal(SIGINT, on_signal, SA_RESETHAND); /* a second Ctrl-C kills */
+    ps_cli_catch_signal(SIGTERM, on_signal, 0);
 }
 
-/* The run's threads inherit the mask of the thread that starts them: they
- * start with these signals blocked so the main thread receives them. */
-static void block_signals(sigset_t *old)
+void ps_cli_block_signals(sigset_t *old)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -83,12 +80,12 @@ static void block_signals(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-static void restore_signals(const sigset_t *old)
+void ps_cli_restore_signals(const sigset_t *old)
 {
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-static void nap(double seconds)
+void ps_cli_nap(double seconds)
 {
     struct timespec ts;
     ts.tv_sec = (time_t)seconds;
@@ -205,7 +202,7 @@ static double physical_gnorm(const ps_problem *p, const ps_options *o, const dou
  * would end the solve at once as converged. Checked (one evaluation) when
  * the start's RF is zero: an error naming the remedy.
  */
-static int check_start(const ps_problem *p, const ps_options *o, ps_cli_log *log,
+int ps_cli_check_start(const ps_problem *p, const ps_options *o, ps_cli_log *log,
                        const double *x)
 {
     const size_t nx = ps_problem_nx(p), nrf = 2 * ps_problem_nc(p) * ps_problem_nt(p);
@@ -245,12 +242,10 @@ static int is_converged(int status)
     return status == PS_CONVERGED || status == PS_CONVERGED_FTOL;
 }
 
-/* x: the result's pulse (NULL when the solve left none). */
-static void print_json(const ps_cli *cli, const ps_options *o,
-                       const ps_problem *p, const ps_result *r, const double *x,
-                       double f0, double gnorm_physical, const char *out, int exit_code)
+void ps_cli_design_json(FILE *f, const ps_cli *cli, const ps_options *o, const char *input,
+                        const ps_problem *p, const ps_result *r, const double *x, double f0,
+                        double gnorm_physical, const char *out, int exit_code)
 {
-    FILE *f = stdout;
     /* a solve that ended in an error other than the line search has no point */
     int ran = r->status >= 0 || r->status == PS_ERR_LINE_SEARCH;
     fputs("{\n  \"status\": ", f);
@@ -293,7 +288,7 @@ static void print_json(const ps_cli *cli, const ps_options *o,
     fputs(",\n  \"violation\": ", f);
     ps_json_number(f, ran ? r->violation : NAN);
     fputs(",\n  \"input\": ", f);
-    ps_json_string(f, cli->input);
+    ps_json_string(f, input);
     fputs(",\n  \"output\": ", f);
     if (out)
         ps_json_string(f, out);
@@ -361,8 +356,8 @@ static void print_text(const ps_cli *cli, const ps_options *o, const ps_problem 
 /* Write buf to path atomically: a new temporary file beside it
  * (path.tmp-PID-N, never an existing file), fsync, rename over path, fsync
  * of the directory. why[] gets the reason. */
-static int write_atomic(const char *path, const void *buf, size_t len,
-                        char *why, size_t whylen)
+int ps_cli_write_atomic(const char *path, const void *buf, size_t len, char *why,
+                       size_t whylen)
 {
     char tmp[4200];
     ps_replace_step step = ps_replace_file(path, 0644, buf, len, tmp, sizeof tmp);
@@ -380,7 +375,7 @@ static int write_atomic(const char *path, const void *buf, size_t len,
 
 /* The whole file into *buf (malloc). Prints the reason and returns an exit
  * code on failure. */
-static int read_whole_file(const char *path, void **buf, size_t *len)
+int ps_cli_read_checkpoint(const char *path, void **buf, size_t *len)
 {
     *buf = NULL;
     *len = 0;
@@ -439,6 +434,9 @@ static void options_text(const ps_cli *cli, const ps_options *o, char *buf, size
              cli->checkpoint ? cli->checkpoint : "none", cli->every,
              cli->resume ? cli->resume : "none", g->tune_cache ? "yes" : "no", g->gpu_block,
              g->gpu_spins_per_tile, g->gpu_max_registers, g->gpu_blocks_per_sm);
+    size_t n = strlen(buf);
+    if (ps_cli_is_batch(cli) && n < len) /* a batch: its team shape too */
+        snprintf(buf + n, len - n, " team_blocks=%d", g->batch_team_blocks);
 }
 
 /* ---- the asynchronous run ------------------------------------------- */
@@ -456,9 +454,9 @@ typedef struct design_run {
 static void resume_run(ps_run *run)
 {
     sigset_t old;
-    block_signals(&old); /* a yielded run restarts its worker here */
+    ps_cli_block_signals(&old); /* a yielded run restarts its worker here */
     ps_run_resume(run);
-    restore_signals(&old);
+    ps_cli_restore_signals(&old);
 }
 
 /* Ctrl-Z: yield, wait (bounded) for YIELDED, stop; when continued, resume. */
@@ -470,7 +468,7 @@ static void suspend_run(design_run *d)
         ps_snapshot s;
         while (ps_run_snapshot(d->run, &s) == 0 && s.state != PS_RUN_YIELDED &&
                s.state != PS_RUN_FINISHED && ps_monotonic_seconds() - t0 < YIELD_WAIT)
-            nap(0.001);
+            ps_cli_nap(0.001);
     }
     if (d->pc->drawn) {
         fputs("\r\033[K", stderr);
@@ -494,7 +492,7 @@ static void on_paused(design_run *d, const ps_snapshot *s)
         size_t n = 0;
         if (ps_run_checkpoint(d->run, &b, &n) == 0 && d->cli->checkpoint) {
             char why[4400];
-            if (write_atomic(d->cli->checkpoint, b, n, why, sizeof why) != 0)
+            if (ps_cli_write_atomic(d->cli->checkpoint, b, n, why, sizeof why) != 0)
                 ps_cli_error("checkpoint: %s", why);
         }
         free(b);
@@ -554,13 +552,18 @@ static int final_checkpoint(design_run *d)
     void *b = NULL;
     size_t n = 0;
     int st = ps_run_checkpoint(d->run, &b, &n);
+    return ps_cli_save_checkpoint(d->cli->checkpoint, st, b, n);
+}
+
+int ps_cli_save_checkpoint(const char *path, int st, void *buf, size_t len)
+{
     if (st != 0) {
         ps_cli_error("checkpoint: %s", ps_strerror(st));
         return PS_EXIT_SOLVER;
     }
     char why[4400];
-    int rc = write_atomic(d->cli->checkpoint, b, n, why, sizeof why);
-    free(b);
+    int rc = ps_cli_write_atomic(path, buf, len, why, sizeof why);
+    free(buf);
     if (rc != 0) {
         ps_cli_error("checkpoint: %s", why);
         return PS_EXIT_INPUT;
@@ -568,9 +571,43 @@ static int final_checkpoint(design_run *d)
     return PS_EXIT_OK;
 }
 
+int ps_cli_design_final(const ps_problem *p, const ps_options *o, ps_cli_log *log, double *x,
+                        double *m, double *gnorm_physical)
+{
+    ps_options so = *o;
+    so.progress = NULL;
+    so.progress_user = NULL;
+    clamp_to_limits(p, x);
+    *gnorm_physical = physical_gnorm(p, &so, x);
+    int sst = ps_simulate(p, &so, x, m);
+    if (sst != 0) {
+        ps_cli_error("simulating the final pulse: %s%s%s", ps_strerror(sst),
+                     ps_cli_log_reason(log, sst)[0] ? ": " : "", ps_cli_log_reason(log, sst));
+        return ps_cli_exit_code(sst);
+    }
+    return PS_EXIT_OK;
+}
+
+int ps_cli_design_save(const ps_cli *cli, const ps_options *o, const char *input,
+                       const ps_problem *p, const ps_result *r, const double *x,
+                       const double *m, double gnorm_physical, const char *out)
+{
+    char opts[1024], cmdline[4096], created[32], err[1024];
+    options_text(cli, o, opts, sizeof opts);
+    ps_cli_command_line(cli, cmdline, sizeof cmdline);
+    ps_cli_utc_now(created, sizeof created);
+    ps_h5_result_info info = {gnorm_physical, gnorm_test(p), input, cmdline, opts, created};
+    int wst = ps_h5_write_result_info(out, p, x, m, r, &info, err, sizeof err);
+    if (wst != 0) {
+        ps_cli_error("%s", err);
+        return PS_EXIT_INPUT;
+    }
+    return PS_EXIT_OK;
+}
+
 /* Whether paths a and b name the same file (the same name, or both exist
  * and are one inode). */
-static int same_file(const char *a, const char *b)
+int ps_cli_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     if (strcmp(a, b) == 0)
@@ -579,7 +616,7 @@ static int same_file(const char *a, const char *b)
            sa.st_ino == sb.st_ino;
 }
 
-static void backend_error(const ps_options *o, int st, const ps_cli_log *log,
+void ps_cli_backend_error(const ps_options *o, int st, const ps_cli_log *log,
                           const char *what)
 {
     ps_cli_error("backend %s unavailable: %s%s%s (try --backend cpu%s)",
@@ -589,6 +626,9 @@ static void backend_error(const ps_options *o, int st, const ps_cli_log *log,
 
 int ps_cmd_design(const ps_cli *cli)
 {
+    if (ps_cli_is_batch(cli))
+        return ps_cmd_design_batch(cli);
+
     ps_options o = cli->opts;
     ps_cli_log log;
     ps_problem *p = NULL;
@@ -596,7 +636,7 @@ int ps_cmd_design(const ps_cli *cli)
     double *x = NULL, *m = NULL, gnorm_physical = NAN;
     void *in_blob = NULL;
     size_t in_len = 0;
-    char base[256], out[4096], ckpt[4096], err[1024];
+    char base[256], out[4096], ckpt[4096];
     progress_ctx pc = {0, 0, 0.0};
     design_run d;
     int code, ck_code = PS_EXIT_OK;
@@ -623,23 +663,23 @@ int ps_cmd_design(const ps_cli *cli)
     /* the files written never replace the input problem or each other */
     struct stat ist;
     int input_file = stat(cli->input, &ist) == 0;
-    if (input_file && same_file(out, cli->input)) {
+    if (input_file && ps_cli_same_file(out, cli->input)) {
         ps_cli_error("-o %s: is the input problem file", out);
         code = PS_EXIT_USAGE;
         goto done;
     }
-    if (cli->checkpoint && input_file && same_file(ckpt, cli->input)) {
+    if (cli->checkpoint && input_file && ps_cli_same_file(ckpt, cli->input)) {
         ps_cli_error("--checkpoint %s: is the input problem file", ckpt);
         code = PS_EXIT_USAGE;
         goto done;
     }
-    if (cli->checkpoint && same_file(ckpt, out)) {
+    if (cli->checkpoint && ps_cli_same_file(ckpt, out)) {
         ps_cli_error("--checkpoint %s: is also the result file (-o)", ckpt);
         code = PS_EXIT_USAGE;
         goto done;
     }
     if (cli->resume &&
-        (code = read_whole_file(cli->resume, &in_blob, &in_len)) != PS_EXIT_OK)
+        (code = ps_cli_read_checkpoint(cli->resume, &in_blob, &in_len)) != PS_EXIT_OK)
         goto done;
 
     size_t ns = ps_problem_ns(p);
@@ -656,23 +696,23 @@ int ps_cmd_design(const ps_cli *cli)
         code = ps_cli_exit_code(st);
         goto done;
     }
-    if (!cli->resume && (code = check_start(p, &o, &log, x)) != PS_EXIT_OK)
+    if (!cli->resume && (code = ps_cli_check_start(p, &o, &log, x)) != PS_EXIT_OK)
         goto done;
 
     pc.show = !cli->quiet && isatty(STDERR_FILENO);
     log.msg[0] = '\0';
     sigset_t old;
-    block_signals(&old);
+    ps_cli_block_signals(&old);
     if (cli->resume)
         st = ps_solve_resume(p, &o, in_blob, in_len, &d.run);
     else
         st = ps_solve_start(p, &o, x, &d.run);
-    restore_signals(&old);
+    ps_cli_restore_signals(&old);
 
     if (st == 0) {
         d.cli = cli;
         d.pc = &pc;
-        catch_signal(SIGTSTP, on_tstp, 0);
+        ps_cli_catch_signal(SIGTSTP, on_tstp, 0);
         watch_run(&d);
         st = ps_run_wait(d.run, -1.0, &r, x);
         signal(SIGTSTP, SIG_DFL);
@@ -694,12 +734,12 @@ int ps_cmd_design(const ps_cli *cli)
     /* Errors that leave no usable point: report and stop. */
     if (st < 0 && st != PS_ERR_LINE_SEARCH) {
         if (st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED)
-            backend_error(&o, st, &log, "");
+            ps_cli_backend_error(&o, st, &log, "");
         else
             ps_cli_error("solve failed: %s%s%s", ps_strerror(st),
                          ps_cli_log_reason(&log, st)[0] ? ": " : "", ps_cli_log_reason(&log, st));
         if (cli->json)
-            print_json(cli, &o, p, &r, NULL, NAN, NAN, NULL, code);
+            ps_cli_design_json(stdout, cli, &o, cli->input, p, &r, NULL, NAN, NAN, NULL, code);
         goto done;
     }
     if (st == PS_ERR_LINE_SEARCH)
@@ -707,26 +747,13 @@ int ps_cmd_design(const ps_cli *cli)
 
     /* The pulse inside its peak limits to the last bit, |grad F| in the
      * pulse's own variables, the final magnetization, the result file. */
-    ps_options so = o;
-    so.progress = NULL;
-    so.progress_user = NULL;
-    clamp_to_limits(p, x);
-    gnorm_physical = physical_gnorm(p, &so, x);
-    int sst = ps_simulate(p, &so, x, m);
-    if (sst != 0) {
-        ps_cli_error("simulating the final pulse: %s%s%s", ps_strerror(sst),
-                     ps_cli_log_reason(&log, sst)[0] ? ": " : "", ps_cli_log_reason(&log, sst));
-        code = ps_cli_exit_code(sst);
+    int sst = ps_cli_design_final(p, &o, &log, x, m, &gnorm_physical);
+    if (sst != PS_EXIT_OK) {
+        code = sst;
         goto done;
     }
-    char opts[1024], cmdline[4096], created[32];
-    options_text(cli, &o, opts, sizeof opts);
-    ps_cli_command_line(cli, cmdline, sizeof cmdline);
-    ps_cli_utc_now(created, sizeof created);
-    ps_h5_result_info info = {gnorm_physical, gnorm_test(p), cli->input, cmdline, opts, created};
-    int wst = ps_h5_write_result_info(out, p, x, m, &r, &info, err, sizeof err);
+    int wst = ps_cli_design_save(cli, &o, cli->input, p, &r, x, m, gnorm_physical, out);
     if (wst != 0) {
-        ps_cli_error("%s", err);
         code = PS_EXIT_INPUT;
     } else if (ck_code != PS_EXIT_OK) {
         code = ck_code;
@@ -734,7 +761,8 @@ int ps_cmd_design(const ps_cli *cli)
     const char *written = wst == 0 ? out : NULL;
     double f0 = r.history && r.history_len > 0 ? r.history[0].f : NAN;
     if (cli->json)
-        print_json(cli, &o, p, &r, x, f0, gnorm_physical, written, code);
+        ps_cli_design_json(stdout, cli, &o, cli->input, p, &r, x, f0, gnorm_physical, written,
+                           code);
     else if (!cli->quiet)
         print_text(cli, &o, p, &r, x, f0, gnorm_physical, written);
 done:

@@ -6,6 +6,8 @@
  *                   [--max-evals N] [--time-limit S] [--memory M] [--gtol X]
  *                   [--ftol X] [--threads N] [--json] [--quiet]
  *                   [--checkpoint FILE [--every S]] [--resume FILE]
+ *   persolve design PRESET|FILE PRESET|FILE... | --batch LIST  -o DIR
+ *                   [OPTIONS] [--team-blocks N]   (several problems: a batch)
  *   persolve eval PROBLEM [--x FILE] [-o OUT.h5] [--backend B]
  *                 [--precision P] [--threads N] [--json]
  *   persolve preset NAME[:key=value,...] [-o FILE]
@@ -13,6 +15,7 @@
  *   persolve bench [--sizes S,M,L,T] [--iters N] [--repeats R] [--json FILE]
  *                  [--precision P] [--backend auto|gpu|cpu] [--cpu-iters N]
  *                  [--memory M] [--threads N]
+ *   persolve bench --batch N SIZE [--iters N] [--repeats R] [--json FILE]
  *   persolve tune [PRESET|FILE] [--precision P] [--iters N] [--repeats R]
  *                 [--memory M] [--json FILE] [--no-write] [--no-cache]
  *   (design, eval and bench also take --no-tune-cache and

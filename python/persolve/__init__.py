@@ -14,14 +14,15 @@ result files (:meth:`Result.save`, :func:`load_result`); Pulseq export
 (:func:`export_pulseq`); plots (:mod:`persolve.plot`). Errors raise
 :class:`Error` subclasses carrying the library's :class:`Status`.
 
-Batches (many problems in one launch) are not in the C API yet, so not
-here either.
+Batches of problems solved together, on the GPU in one launch
+(:class:`Batch`).
 """
 
 from . import _persolve
 from ._errors import (BackendError, CheckpointError, Error, FileError, InputError,
                       SolverError, StateError, Status)
-from .core import (Evaluation, History, Problem, Progress, Result, Run, RunState, design,
+from .core import (Batch, BatchProgress, BatchState, Evaluation, History, Problem, Progress,
+                   Result, Run, RunState, design,
                    evaluate, export_pulseq, load_result, options_default, presets,
                    pulseq_resample, simulate)
 
@@ -53,7 +54,8 @@ def __getattr__(name):
 
 
 __all__ = [
-    "Problem", "Result", "History", "Evaluation", "Progress", "Run", "RunState", "Status",
+    "Problem", "Result", "History", "Evaluation", "Progress", "Run", "RunState", "Batch",
+    "BatchProgress", "BatchState", "Status",
     "Error", "InputError", "FileError", "SolverError", "BackendError", "StateError",
     "CheckpointError", "design", "evaluate", "simulate", "load_result", "export_pulseq",
     "pulseq_resample", "presets", "options_default", "have_cuda", "have_openmp", "gpus", "plot",

@@ -19,6 +19,7 @@ from ._errors import InputError, Status, _from_status
 
 __all__ = [
     "Problem", "Result", "History", "Evaluation", "Progress", "RunState", "Run",
+    "Batch", "BatchProgress", "BatchState",
     "design", "evaluate", "simulate", "load_result", "export_pulseq", "pulseq_resample",
     "presets", "options_default",
 ]
@@ -39,7 +40,8 @@ def options_default():
     ``max_linesearch``, ``fnoise``, ``threads``, ``max_rounds``,
     ``constraint_tol``, ``penalty_mu``; and the GPU launch shape
     (``persolve_gpu.h``): ``tune_cache``, ``gpu_block``,
-    ``gpu_spins_per_tile``, ``gpu_max_registers``, ``gpu_blocks_per_sm``.
+    ``gpu_spins_per_tile``, ``gpu_max_registers``, ``gpu_blocks_per_sm``,
+    ``gpu_grid``, and of a :class:`Batch` ``batch_team_blocks``.
     """
     return dict(_persolve.options_default())
 
@@ -568,7 +570,31 @@ class Progress:
     sequence: int
 
 
-class Run:
+class _Handle:
+    """What a run and a batch share: close() frees the library's handle, and
+    a context manager closes it."""
+
+    def close(self):
+        """Free the handle (a running solve is cancelled and joined first)."""
+        if self._c is not None:
+            self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _read_blob(source):
+    """A checkpoint given as bytes or as a file name."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    with open(os.fspath(source), "rb") as f:
+        return f.read()
+
+
+class Run(_Handle):
     """An asynchronous solve (``ps_solve_start``): it runs on a worker (the
     CPU backend's threads, or the GPU's persistent kernel) while Python
     watches and steers it.
@@ -602,11 +628,7 @@ class Run:
         same problem. The limits (max_iterations, max_evaluations,
         time_limit) may change; the algorithmic settings may not."""
         problem = _problem(problem)
-        if isinstance(source, (bytes, bytearray, memoryview)):
-            blob = bytes(source)
-        else:
-            with open(os.fspath(source), "rb") as f:
-                blob = f.read()
+        blob = _read_blob(source)
         run = cls.__new__(cls)
         run._init(problem, options)
         run._c = _persolve.Run.resume_from(problem._c, blob, options, callback)
@@ -614,10 +636,7 @@ class Run:
 
     def progress(self):
         """The latest progress (:class:`Progress`), without blocking."""
-        s = self._c.snapshot()
-        return Progress(s["iteration"], s["f"], s["gnorm"], s["step"], s["evaluations"],
-                        s["seconds"], RunState(s["state"]), _as_status(s["status"]),
-                        s["round"], s["idle"], s["phase"], s["heartbeat"], s["sequence"])
+        return _progress_of(self._c.snapshot())
 
     @property
     def state(self):
@@ -676,17 +695,6 @@ class Run:
         if path is not None:
             _write_atomic(os.fspath(path), blob)
         return blob
-
-    def close(self):
-        """Free the run (a running one is cancelled and joined first)."""
-        if self._c is not None:
-            self._c.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         try:
@@ -778,3 +786,186 @@ def _progress_bar(options):
     total = options.get("max_iterations", _persolve.options_default()["max_iterations"])
     return _Bar(tqdm, total)
 
+
+
+# ---- batches ----------------------------------------------------------------
+
+class BatchState(enum.IntEnum):
+    """What a batch is doing (``ps_batch_state``)."""
+
+    IDLE = 0
+    RUNNING = 1
+    YIELDED = 2
+    FINISHED = 3
+
+
+@dataclasses.dataclass
+class BatchProgress:
+    """Aggregate progress of a batch (``ps_batch_report``): counts of its
+    problems, the fewest completed iterations of an unfinished one
+    (``slowest_iteration``), the iterations summed over all, the seconds
+    since the start (yielded time excluded), the state, and the teams (GPU)
+    or workers (CPU) of the running launch."""
+
+    problems: int
+    queued: int
+    running: int
+    paused: int
+    finished: int
+    failed: int
+    slowest_iteration: int
+    iterations: int
+    seconds: float
+    state: BatchState
+    teams: int
+
+
+def _progress_of(s):
+    return Progress(s["iteration"], s["f"], s["gnorm"], s["step"], s["evaluations"],
+                    s["seconds"], RunState(s["state"]), _as_status(s["status"]), s["round"],
+                    s["idle"], s["phase"], s["heartbeat"], s["sequence"])
+
+
+class Batch(_Handle):
+    """Many problems solved together (``ps_batch_*``): on the GPU in one
+    persistent launch whose teams of blocks take the problems from a queue,
+    on the CPU by worker threads (``threads`` of them) of one thread each.
+
+    ``Batch(**options)`` makes an empty batch (the options, as for
+    :func:`design`, apply to every problem; ``batch_team_blocks`` forces the
+    GPU team size). :meth:`add` a problem (a :class:`Problem`, preset spec
+    or file, and an optional start point) before or after :meth:`start`;
+    watch it with :meth:`progress` (aggregate) and :meth:`snapshot` (one
+    problem); steer one problem or all (``i=None``) with :meth:`pause`,
+    :meth:`resume`, :meth:`cancel`; :meth:`yield_gpu` frees the device with
+    every state kept; :meth:`wait` releases the GIL; :meth:`result` gives
+    problem i's :class:`Result`, the same as :func:`design` returns (bit
+    for bit the same as a solo design with ``threads=1`` on the CPU).
+    :meth:`checkpoint` saves a batch that is not running (yield it first)
+    and :meth:`restore` continues it over the same problems. The batch
+    keeps its problems alive. Use it as a context manager, or :meth:`close`
+    it (a running batch is cancelled).
+    """
+
+    def __init__(self, **options):
+        self._init(options)
+        self._c = _persolve.Batch.create(options)
+
+    def _init(self, options):
+        self.options = dict(options)
+        self.problems = []
+        self._results = {}
+        self._c = None
+
+    def add(self, problem, x0=None):
+        """Add a problem (queued at once if the batch runs); returns its
+        index. A problem the batch cannot run is still added and its error
+        is raised by :meth:`result`."""
+        problem = _problem(problem)
+        x0 = None if x0 is None else problem._x(x0, "x0")
+        index, _ = self._c.add(problem._c, x0)
+        self.problems.append(problem)
+        return int(index)
+
+    def start(self):
+        """Start solving (a restored batch continues)."""
+        self._c.start()
+
+    def progress(self):
+        """The aggregate progress (:class:`BatchProgress`), without blocking."""
+        d = self._c.progress()
+        return BatchProgress(d["problems"], d["queued"], d["running"], d["paused"],
+                             d["finished"], d["failed"], d["slowest_iteration"],
+                             d["iterations"], d["seconds"], BatchState(d["state"]), d["teams"])
+
+    @property
+    def state(self):
+        return self.progress().state
+
+    def snapshot(self, i):
+        """Problem i's progress (:class:`Progress`: RUNNING while queued or
+        on a team, PAUSED once parked, FINISHED with its status)."""
+        return _progress_of(self._c.snapshot(int(i)))
+
+    def pause(self, i=None):
+        """Pause problem i (None: every unfinished one): it parks at its next
+        control point and its team takes the next problem."""
+        self._c.pause(None if i is None else int(i))
+
+    def resume(self, i=None):
+        """Resume problem i (None: every paused one, and a yielded batch)."""
+        self._c.resume(None if i is None else int(i))
+
+    def cancel(self, i=None):
+        """Cancel problem i (None: every unfinished one): it ends with
+        CANCELLED and its best point."""
+        self._c.cancel(None if i is None else int(i))
+
+    def yield_gpu(self):
+        """Yield the batch: the kernel (the CPU workers) exits with every
+        state kept; ``resume()`` continues it. Returns once yielded."""
+        self._c.yield_()
+
+    def wait(self, timeout=None):
+        """Wait until every problem has finished, at most ``timeout`` seconds
+        (None: no limit; paused problems and a yielded batch never finish by
+        themselves). Returns True when all have finished. The GIL is
+        released; Ctrl-C interrupts the wait (not the batch)."""
+        if timeout is None:
+            while not self._c.wait(0.1):
+                pass
+            return True
+        return bool(self._c.wait(float(timeout)))
+
+    def result(self, i):
+        """Problem i's :class:`Result` (the final magnetization simulated with
+        the batch's options, as :func:`design` does), or None while it has
+        not finished; raises :class:`persolve.Error` when it ended in an
+        error that leaves no point."""
+        i = int(i)
+        if i in self._results:
+            return self._results[i]
+        info = self._c.result(i)
+        if info is None:
+            return None
+        res = _finish(self.problems[i], info, self.options)
+        self._results[i] = res
+        return res
+
+    def results(self):
+        """Every problem's :meth:`result`, in order."""
+        return [self.result(i) for i in range(len(self))]
+
+    def checkpoint(self, path=None):
+        """The batch's state as bytes (it must not be running: yield it
+        first, or let it finish), also written to ``path`` when given
+        (replaced atomically)."""
+        blob = self._c.checkpoint()
+        if path is not None:
+            _write_atomic(os.fspath(path), blob)
+        return blob
+
+    @classmethod
+    def restore(cls, source, problems, **options):
+        """A batch from a checkpoint (bytes, or a file name) over the same
+        problems in the same order; :meth:`start` continues it (paused
+        problems stay paused). The limits may change, the algorithmic
+        settings may not."""
+        problems = [_problem(p) for p in problems]
+        blob = _read_blob(source)
+        b = cls.__new__(cls)
+        b._init(options)
+        b._c = _persolve.Batch.restore(blob, [p._c for p in problems], options)
+        b.problems = problems
+        return b
+
+    def __len__(self):
+        return int(self._c.size())
+
+    def __repr__(self):
+        try:
+            p = self.progress()
+            return (f"Batch({p.problems} problems: {p.finished} finished, {p.running} running, "
+                    f"{p.paused} paused, {p.queued} queued; {p.state.name})")
+        except Exception:
+            return "Batch(closed)"

@@ -197,6 +197,8 @@ static void set_options(options &opt, const nb::dict &kw)
         GPU_OPTION("gpu_spins_per_tile", gpu_spins_per_tile)
         GPU_OPTION("gpu_max_registers", gpu_max_registers)
         GPU_OPTION("gpu_blocks_per_sm", gpu_blocks_per_sm)
+        GPU_OPTION("batch_team_blocks", batch_team_blocks)
+        GPU_OPTION("gpu_grid", gpu_grid)
 #undef INT_OPTION
 #undef REAL_OPTION
 #undef GPU_OPTION
@@ -581,10 +583,8 @@ static Run *run_resume(nb::handle prob, nb::bytes blob, const nb::dict &kw, nb::
     return r;
 }
 
-static nb::dict run_snapshot(const Run &r)
+static nb::dict snapshot_dict(const ps_snapshot &s)
 {
-    ps_snapshot s;
-    check(ps_run_snapshot(r.get(), &s));
     nb::dict d;
     d["sequence"] = s.sequence;
     d["iteration"] = s.iteration;
@@ -602,6 +602,13 @@ static nb::dict run_snapshot(const Run &r)
     return d;
 }
 
+static nb::dict run_snapshot(const Run &r)
+{
+    ps_snapshot s;
+    check(ps_run_snapshot(r.get(), &s));
+    return snapshot_dict(s);
+}
+
 static void run_control(Run &r, int (*fn)(ps_run *))
 {
     ps_run *run = r.get();
@@ -612,6 +619,8 @@ static void run_control(Run &r, int (*fn)(ps_run *))
     }
     check(st, r.opt.log.take());
 }
+
+static nb::dict result_dict(const ps_result &res, const out_array &x, const std::string &message);
 
 // The finished run's outcome as a dict (x, history [rows,7], the ps_result
 // fields and the log's last message; the Python layer raises for the
@@ -637,6 +646,15 @@ static nb::object run_wait(Run &r, double timeout_s, nb::handle prob)
     }
     if (st == PS_RUNNING)
         return nb::none();
+    nb::dict d = result_dict(res, x, r.opt.log.take());
+    ps_result_free(&res);
+    return d;
+}
+
+// A finished solve's outcome as a dict: x, history [rows,7], the ps_result
+// fields and the log's last message.
+static nb::dict result_dict(const ps_result &res, const out_array &x, const std::string &message)
+{
     out_array hist = new_array({res.history_len, 7});
     for (size_t i = 0; i < res.history_len; i++) {
         const ps_progress &h = res.history[i];
@@ -665,8 +683,7 @@ static nb::object run_wait(Run &r, double timeout_s, nb::handle prob)
     d["violation"] = res.violation;
     d["history"] = hist;
     d["x"] = x;
-    d["message"] = r.opt.log.take();
-    ps_result_free(&res);
+    d["message"] = message;
     return d;
 }
 
@@ -684,6 +701,213 @@ static nb::bytes run_checkpoint(Run &r)
     nb::bytes b(static_cast<const char *>(buf), len);
     std::free(buf);
     return b;
+}
+
+// ---- batches --------------------------------------------------------------
+
+// A batch (ps_batch_*): the problems it borrows are kept alive here.
+struct Batch {
+    ps_batch *b = nullptr;
+    std::vector<nb::object> problems; // the Problem of every index
+    options opt;                       // the log sink and the GPU options outlive the batch
+
+    Batch() = default;
+    Batch(const Batch &) = delete;
+    Batch &operator=(const Batch &) = delete;
+    ~Batch() { close(); }
+
+    void close()
+    {
+        if (b) {
+            ps_batch *q = b;
+            b = nullptr;
+            nb::gil_scoped_release rel;
+            ps_batch_free(q);
+        }
+    }
+
+    ps_batch *get() const
+    {
+        if (!b)
+            raise_status(PS_ERR_STATE, "the batch is closed");
+        return b;
+    }
+};
+
+static size_t batch_index(const std::optional<size_t> &i)
+{
+    return i ? *i : PS_BATCH_ALL;
+}
+
+static Batch *batch_create(const nb::dict &kw)
+{
+    Batch *bt = new Batch();
+    try {
+        set_options(bt->opt, kw);
+        int st;
+        {
+            nb::gil_scoped_release rel;
+            st = ps_batch_create(&bt->opt.o, &bt->b);
+        }
+        check(st, bt->opt.log.take());
+    } catch (...) {
+        delete bt;
+        throw;
+    }
+    return bt;
+}
+
+// Add a problem; returns (index, status): a problem the batch cannot run
+// is still added with its own error status (raised by result()), any
+// other failure raises here.
+static nb::tuple batch_add(Batch &bt, nb::handle prob, std::optional<in_array> x0)
+{
+    ps_batch *b = bt.get();
+    const Problem &p = nb::cast<const Problem &>(prob);
+    const double *xp = x0 ? point(p, *x0, "x0") : nullptr;
+    size_t before = ps_batch_size(b), index = 0;
+    int st;
+    {
+        nb::gil_scoped_release rel;
+        st = ps_batch_add(b, p.p, xp, &index);
+    }
+    if (ps_batch_size(b) == before)
+        check(st < 0 ? st : PS_ERR_STATE, bt.opt.log.take());
+    else
+        index = before;
+    bt.problems.push_back(nb::borrow(prob));
+    return nb::make_tuple(index, st);
+}
+
+static Batch *batch_restore(nb::bytes blob, nb::list probs, const nb::dict &kw)
+{
+    std::vector<const ps_problem *> ps;
+    Batch *bt = new Batch();
+    try {
+        for (nb::handle h : probs) {
+            ps.push_back(nb::cast<const Problem &>(h).p);
+            bt->problems.push_back(nb::borrow(h));
+        }
+        set_options(bt->opt, kw);
+        const void *buf = blob.c_str();
+        size_t len = blob.size();
+        int st;
+        {
+            nb::gil_scoped_release rel;
+            st = ps_batch_restore(&bt->opt.o, ps.data(), ps.size(), buf, len, &bt->b);
+        }
+        check(st, bt->opt.log.take());
+    } catch (...) {
+        delete bt;
+        throw;
+    }
+    return bt;
+}
+
+static nb::dict batch_progress(const Batch &bt)
+{
+    ps_batch_report r;
+    check(ps_batch_progress(bt.get(), &r));
+    nb::dict d;
+    d["problems"] = r.problems;
+    d["queued"] = r.queued;
+    d["running"] = r.running;
+    d["paused"] = r.paused;
+    d["finished"] = r.finished;
+    d["failed"] = r.failed;
+    d["slowest_iteration"] = r.slowest_iteration;
+    d["iterations"] = r.iterations;
+    d["seconds"] = r.seconds;
+    d["state"] = r.state;
+    d["teams"] = r.teams;
+    return d;
+}
+
+static nb::dict batch_snapshot(const Batch &bt, size_t i)
+{
+    ps_snapshot s;
+    check(ps_batch_snapshot(bt.get(), i, &s), "problem " + std::to_string(i) + " out of range");
+    return snapshot_dict(s);
+}
+
+static void batch_control(Batch &bt, int (*fn)(ps_batch *, size_t), std::optional<size_t> i)
+{
+    ps_batch *b = bt.get();
+    size_t idx = batch_index(i);
+    int st;
+    {
+        nb::gil_scoped_release rel;
+        st = fn(b, idx);
+    }
+    check(st, bt.opt.log.take());
+}
+
+// True when every problem has finished, False when timeout_s passed first.
+static bool batch_wait(Batch &bt, double timeout_s)
+{
+    ps_batch *b = bt.get();
+    int st;
+    {
+        nb::gil_scoped_release rel;
+        st = ps_batch_wait(b, timeout_s);
+    }
+    if (st == PS_RUNNING)
+        return false;
+    check(st, bt.opt.log.take());
+    return true;
+}
+
+static void batch_call(Batch &bt, int (*fn)(ps_batch *))
+{
+    ps_batch *b = bt.get();
+    int st;
+    {
+        nb::gil_scoped_release rel;
+        st = fn(b);
+    }
+    check(st, bt.opt.log.take());
+}
+
+static nb::bytes batch_checkpoint(Batch &bt)
+{
+    ps_batch *b = bt.get();
+    void *buf = nullptr;
+    size_t len = 0;
+    int st;
+    {
+        nb::gil_scoped_release rel;
+        st = ps_batch_checkpoint(b, &buf, &len);
+    }
+    check(st, bt.opt.log.take());
+    nb::bytes out(static_cast<const char *>(buf), len);
+    std::free(buf);
+    return out;
+}
+
+// Problem i's outcome as run_wait gives a run's, or None while it runs.
+static nb::object batch_result(Batch &bt, size_t i)
+{
+    ps_batch *b = bt.get();
+    if (i >= bt.problems.size())
+        raise_status(PS_ERR_SIZE, "problem " + std::to_string(i) + " out of range (" +
+                                      std::to_string(bt.problems.size()) + " problems)");
+    const Problem &p = nb::cast<const Problem &>(bt.problems[i]);
+    out_array x = new_array({p.nx()});
+    ps_result res;
+    std::memset(&res, 0, sizeof res);
+    int st;
+    {
+        nb::gil_scoped_release rel;
+        st = ps_batch_result(b, i, &res, x.data());
+    }
+    if (st == PS_RUNNING) {
+        ps_result_free(&res);
+        return nb::none();
+    }
+    nb::dict d = result_dict(res, x, bt.opt.log.take());
+    d["status"] = st;
+    ps_result_free(&res);
+    return d;
 }
 
 // ---- files ----------------------------------------------------------------
@@ -866,6 +1090,27 @@ NB_MODULE(_persolve, m)
         .def("wait", [](Run &r, double t) { return run_wait(r, t, r.problem); }, "timeout"_a)
         .def("checkpoint", &run_checkpoint)
         .def("close", &Run::close);
+
+    nb::class_<Batch>(m, "Batch")
+        .def_static("create", &batch_create, "options"_a, nb::rv_policy::take_ownership)
+        .def_static("restore", &batch_restore, "blob"_a, "problems"_a, "options"_a,
+                    nb::rv_policy::take_ownership)
+        .def("add", &batch_add, "problem"_a, "x0"_a = nb::none())
+        .def("start", [](Batch &bt) { batch_call(bt, ps_batch_start); })
+        .def("progress", &batch_progress)
+        .def("snapshot", &batch_snapshot, "i"_a)
+        .def("pause", [](Batch &bt, std::optional<size_t> i) { batch_control(bt, ps_batch_pause, i); },
+             "i"_a = nb::none())
+        .def("resume", [](Batch &bt, std::optional<size_t> i) { batch_control(bt, ps_batch_resume, i); },
+             "i"_a = nb::none())
+        .def("cancel", [](Batch &bt, std::optional<size_t> i) { batch_control(bt, ps_batch_cancel, i); },
+             "i"_a = nb::none())
+        .def("wait", &batch_wait, "timeout"_a)
+        .def("yield_", [](Batch &bt) { batch_call(bt, ps_batch_yield); })
+        .def("checkpoint", &batch_checkpoint)
+        .def("result", &batch_result, "i"_a)
+        .def("size", [](const Batch &bt) { return ps_batch_size(bt.get()); })
+        .def("close", &Batch::close);
 
     m.def("write_result", &write_result, "path"_a, "problem"_a, "x"_a, "m"_a, "history"_a,
           "status"_a, "iterations"_a, "evaluations"_a, "f"_a, "gnorm"_a, "seconds"_a,

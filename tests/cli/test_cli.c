@@ -643,20 +643,16 @@ static void test_design_cancel(void **state)
     free(r);
 }
 
-static void test_progress_on_terminal(void **state)
+/* Run persolve with stderr on a pseudo-terminal: what it wrote there
+ * (static), its exit code into *code. */
+static const char *run_on_terminal(const char *const *args, int *code)
 {
-    (void)state;
-    /* stderr on a pseudo-terminal: the live progress line appears */
     int master = posix_openpt(O_RDWR | O_NOCTTY);
     assert_true(master >= 0);
     assert_int_equal(grantpt(master), 0);
     assert_int_equal(unlockpt(master), 0);
     const char *slave = ptsname(master);
     assert_non_null(slave);
-    /* the CPU backend: live progress from the GPU kernel comes with the
-     * asynchronous API (the host-control issue) */
-    const char *args[] = {"design", "spiral2d:n=32,nt=1000", "--max-iters", "12",
-                          "--backend", "cpu", "-o", "cli_tty.h5", NULL};
     pid_t pid = spawn_cli_to(args, slave);
     static char tty[CAP];
     size_t n = 0;
@@ -667,9 +663,22 @@ static void test_progress_on_terminal(void **state)
         n += (size_t)k;
     }
     tty[n] = '\0';
-    int code = wait_code(pid);
+    *code = wait_code(pid);
     close(master);
     printf("terminal: %zu bytes\n", n);
+    return tty;
+}
+
+static void test_progress_on_terminal(void **state)
+{
+    (void)state;
+    /* stderr on a pseudo-terminal: the live progress line appears; the
+     * CPU backend: live progress from the GPU kernel comes with the
+     * asynchronous API (the host-control issue) */
+    const char *args[] = {"design", "spiral2d:n=32,nt=1000", "--max-iters", "12",
+                          "--backend", "cpu", "-o", "cli_tty.h5", NULL};
+    int code = -1;
+    const char *tty = run_on_terminal(args, &code);
     assert_true(code == 0 || code == 1);
     assert_non_null(strstr(tty, "\r  iter "));
     assert_non_null(strstr(tty, "   f "));
@@ -2331,6 +2340,356 @@ static void test_reports(void **state)
     assert_null(strstr(r->err, "neither a file"));
 }
 
+/* ---- batches: several problems in one design ---------------------------- */
+
+/* Remove dir and the files directly in it. */
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char path[4096];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static size_t count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The k-th (from 0) occurrence of the JSON number field "key" in s. */
+static double json_number_at(const char *s, const char *key, int k)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = s;
+    for (int i = 0; i <= k; i++) {
+        p = strstr(p, pat);
+        if (!p) {
+            printf("no occurrence %d of \"%s\" in the JSON\n", k, key);
+            fail();
+        }
+        if (i < k)
+            p += strlen(pat);
+    }
+    return json_number(p, key);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+#define BATCH_A "slice1d:nz=60,nt=80"
+#define BATCH_B "spiral2d:n=8,nt=100"
+
+/*
+ * Three problems (two presets and a file) in one batch: one result file
+ * each, named by number and problem, each bit-identical to a solo design
+ * of that problem at one thread; the JSON has one summary per problem and
+ * the totals.
+ */
+static void test_batch_design(void **state)
+{
+    (void)state;
+    remove_dir("cli_batch");
+    run_result *r = run("preset", "inversion:ndf=11,nb1=2,nt=30", "-o", "cli_binv.h5", NULL);
+    assert_code(r, 0);
+    r = run("design", BATCH_A, BATCH_B, "cli_binv.h5", "--backend", "cpu", "--max-iters", "15",
+            "--threads", "2", "-o", "cli_batch", "--json", NULL);
+    assert_code(r, 1);
+    assert_int_equal(count_files("cli_batch"), 3);
+    assert_contains(r->out, "\"batch\": {");
+    assert_contains(r->out, "\"output_dir\": \"cli_batch\"");
+    assert_contains(r->out, "\"input\": \"" BATCH_B "\"");
+    assert_contains(r->out, "\"output\": \"cli_batch/001_spiral2d_n=8_nt=100.h5\"");
+    assert_true(json_number(r->out, "index") == 0);
+    assert_true(json_number_at(r->out, "index", 2) == 2);
+    assert_true(json_number_at(r->out, "problems", 1) == 3);
+    assert_true(json_number(r->out, "not_converged") == 3);
+    assert_true(json_number(r->out, "failed") == 0);
+    assert_true(json_number_at(r->out, "exit_code", 3) == 1); /* the batch's */
+    double iters = json_number_at(r->out, "iterations", 3);   /* summed */
+    assert_true(iters == 45);
+
+    static const struct {
+        const char *input, *file;
+        size_t nt;
+    } solo[] = {
+        {BATCH_A, "cli_batch/000_slice1d_nz=60_nt=80.h5", 80},
+        {BATCH_B, "cli_batch/001_spiral2d_n=8_nt=100.h5", 100},
+        {"cli_binv.h5", "cli_batch/002_cli_binv.h5", 30},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        unlink("cli_bsolo.h5");
+        r = run("design", solo[i].input, "--backend", "cpu", "--max-iters", "15", "--threads",
+                "1", "-o", "cli_bsolo.h5", "--quiet", NULL);
+        assert_code(r, 1);
+        assert_same_result("cli_bsolo.h5", solo[i].file, solo[i].nt);
+        free(h5_read(solo[i].file, "/result/m", i == 0 ? 60 : i == 1 ? 64 : 22, 3));
+        assert_true(h5_attr(solo[i].file, "/result", "iterations") == 15);
+    }
+
+    /* the text summary: a row per problem and the totals */
+    r = run("design", BATCH_A, BATCH_B, "--backend", "cpu", "--max-iters", "3", "-o",
+            "cli_batch", NULL);
+    assert_code(r, 1);
+    assert_contains(r->out, "max iterations");
+    assert_contains(r->out, "cli_batch/000_slice1d_nz=60_nt=80.h5");
+    assert_true(text_number(r->out, "problems ") == 2);
+    assert_contains(r->out, "output       cli_batch");
+    remove_dir("cli_batch");
+}
+
+static void test_batch_list_and_errors(void **state)
+{
+    (void)state;
+    remove_dir("cli_blist");
+    write_text("cli_blist.txt", "# two problems\n\n  " BATCH_A "  \n# the second\n" BATCH_B "\n");
+    run_result *r = run("design", "--batch", "cli_blist.txt", "--backend", "cpu", "--max-iters",
+                        "4", "-o", "cli_blist/sub", "--quiet", NULL);
+    assert_code(r, 1);
+    assert_int_equal(count_files("cli_blist/sub"), 2);
+    assert_true(file_exists("cli_blist/sub/000_slice1d_nz=60_nt=80.h5"));
+    assert_true(file_exists("cli_blist/sub/001_spiral2d_n=8_nt=100.h5"));
+    remove_dir("cli_blist/sub");
+    remove_dir("cli_blist");
+
+    /* a bad line: its line number and the entry, nothing solved */
+    write_text("cli_blist_bad.txt", BATCH_A "\n\n# comment\nnosuchpreset:n=3\n" BATCH_B "\n");
+    r = run("design", "--batch", "cli_blist_bad.txt", "--backend", "cpu", "-o", "cli_blist", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_blist_bad.txt:4:");
+    assert_contains(r->err, "nosuchpreset");
+    assert_int_equal(count_files("cli_blist"), 0);
+    remove_dir("cli_blist");
+
+    /* several problems without -o DIR; -o a file; an empty list; a missing list */
+    r = run("design", BATCH_A, BATCH_B, NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "-o DIR");
+    r = run("design", "--batch", "cli_blist.txt", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "-o DIR");
+    write_text("cli_bfile.h5", "not a directory");
+    r = run("design", BATCH_A, BATCH_B, "-o", "cli_bfile.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_bfile.h5: not a directory");
+    write_text("cli_blist_empty.txt", "# nothing\n\n   \n");
+    r = run("design", "--batch", "cli_blist_empty.txt", "-o", "cli_blist", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_blist_empty.txt: no problem");
+    r = run("design", "--batch", "cli_blist_missing.txt", "-o", "cli_blist", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_blist_missing.txt");
+    remove_dir("cli_blist");
+    /* a checkpoint of a solo run is not a batch's */
+    r = run("design", BATCH_A, "--backend", "cpu", "--max-iters", "2", "--checkpoint",
+            "cli_bsolo.bin", "-o", "cli_bsolo2.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    r = run("design", BATCH_A, BATCH_B, "--backend", "cpu", "--resume", "cli_bsolo.bin", "-o",
+            "cli_blist", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_bsolo.bin");
+    r = run("design", "--help", NULL);
+    assert_contains(r->out, "--batch LIST");
+    assert_contains(r->out, "--team-blocks N");
+    assert_contains(r->out, "NNN_NAME.h5");
+    r = run("design", BATCH_A, BATCH_B, "--team-blocks", "x", "-o", "cli_blist", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--team-blocks: 'x'");
+    remove_dir("cli_blist");
+}
+
+/* Runs long enough for a periodic checkpoint at 0.05 s to find the batch
+ * running: on the GPU an iteration takes tens of us, so there the problems
+ * of the signal tests (which run 30000 iterations without a line-search
+ * failure at the solo shape; one may still end in one, exit 4, the same in
+ * both runs) */
+#ifdef PS_TEST_GPU
+#define BCK_A SIG_PROBLEM
+#define BCK_B "spiral2d:n=32,nt=1000,fov=20"
+#define BCK_A_FILE "000_spiral2d_n=32_nt=1000.h5"
+#define BCK_B_FILE "001_spiral2d_n=32_nt=1000_fov=20.h5"
+#define BCK_A_NT 1000
+#define BCK_B_NT 1000
+#define BCK_ITERS "20000"
+#else
+/* about 0.5 s a problem on a fast core, without a line-search failure */
+#define BCK_A "spiral2d:n=16,nt=300"
+#define BCK_B "spiral2d:n=16,nt=300,fov=20"
+#define BCK_A_FILE "000_spiral2d_n=16_nt=300.h5"
+#define BCK_B_FILE "001_spiral2d_n=16_nt=300_fov=20.h5"
+#define BCK_A_NT 300
+#define BCK_B_NT 300
+#define BCK_ITERS "400"
+#endif
+
+/*
+ * A running batch's periodic checkpoint, its process killed (SIGKILL),
+ * resumed in a new process: every result bit-identical to an
+ * uninterrupted batch.
+ */
+static void test_batch_checkpoint_kill_resume(void **state)
+{
+    (void)state;
+    remove_dir("cli_bck_ref");
+    remove_dir("cli_bck");
+    unlink("cli_bck.bin");
+    run_result *r = run("design", BCK_A, BCK_B, "--backend", BACKEND, "--threads", "2",
+                        "--max-iters", BCK_ITERS, "--gtol", "0", "--ftol", "0", "-o",
+                        "cli_bck_ref", "--quiet", NULL);
+    const int ref_code = r->code;
+    assert_true(ref_code == 1 || ref_code == 4);
+    const char *args[] = {"design", BCK_A, BCK_B, "--backend", BACKEND, "--threads", "2",
+                          "--max-iters", BCK_ITERS, "--gtol", "0", "--ftol", "0", "-o", "cli_bck",
+                          "--checkpoint", "cli_bck.bin", "--every", "0.05", "--quiet", NULL};
+    pid_t pid = spawn_cli(args);
+    int seen = 0, ws = 0, ended = 0;
+    for (int i = 0; i < (int)(bound_s(10.0) * 1000) && !seen && !ended; i++) {
+        sleep_s(0.001);
+        seen = file_size("cli_bck.bin") > 0;
+        ended = waitpid(pid, &ws, WNOHANG) == pid;
+    }
+    if (!ended) {
+        kill(pid, SIGKILL);
+        wait_code(pid);
+    }
+    assert_true(seen);
+    assert_false(ended); /* killed while running */
+    assert_int_equal(count_files("cli_bck"), 0);
+    r = run("design", BCK_A, BCK_B, "--backend", BACKEND, "--threads", "2", "--max-iters",
+            BCK_ITERS, "--gtol", "0", "--ftol", "0", "-o", "cli_bck", "--resume", "cli_bck.bin",
+            "--json", NULL);
+    assert_code(r, ref_code);
+    assert_contains(r->out, "\"resumed_from\": \"cli_bck.bin\"");
+    assert_same_result("cli_bck_ref/" BCK_A_FILE, "cli_bck/" BCK_A_FILE, BCK_A_NT);
+    assert_same_result("cli_bck_ref/" BCK_B_FILE, "cli_bck/" BCK_B_FILE, BCK_B_NT);
+    /* another problem list: refused */
+    r = run("design", BCK_B, BCK_A, "--backend", BACKEND, "-o", "cli_bck", "--resume",
+            "cli_bck.bin", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_bck.bin");
+    r = run("design", BCK_A, BCK_B, BATCH_A, "--backend", BACKEND, "-o", "cli_bck", "--resume",
+            "cli_bck.bin", NULL);
+    assert_code(r, 3);
+    remove_dir("cli_bck_ref");
+    remove_dir("cli_bck");
+}
+
+/* a second problem as slow as SIG_PROBLEM, so both are running when the
+ * signal comes */
+#define SIG_PROBLEM_2 "spiral2d:n=32,nt=1000,fov=20"
+#define SIG_FILE_2 "001_spiral2d_n=32_nt=1000_fov=20.h5"
+
+/* Ctrl-C cancels every problem and still writes every result (exit 130). */
+static void test_batch_sigint(void **state)
+{
+    (void)state;
+    remove_dir("cli_bint");
+    const char *args[] = {"design", SIG_PROBLEM, SIG_PROBLEM_2, "--backend", BACKEND, SIG_OPTS
+                          "--max-iters", LONG_ITERS, "--gtol", "0", "--ftol", "0", "-o",
+                          "cli_bint", "--json", NULL};
+    pid_t pid = spawn_cli(args);
+    sleep_s(0.5);
+    kill(pid, SIGINT);
+    int code = wait_bounded(pid, bound_s(10.0));
+    run_result *r = malloc(sizeof *r);
+    collect(r, code, args);
+    assert_code(r, 130);
+#ifdef PS_TEST_GPU
+    /* fast there: a problem may have ended in a line-search failure first */
+    assert_true(json_number(r->out, "cancelled") >= 1);
+#else
+    assert_true(json_number(r->out, "cancelled") == 2);
+    assert_true(h5_attr("cli_bint/" SIG_FILE_2, "/result", "status") ==
+                PS_CANCELLED);
+#endif
+    assert_true(h5_attr("cli_bint/000_spiral2d_n=32_nt=1000.h5", "/result", "status") ==
+                PS_CANCELLED);
+    free(h5_read("cli_bint/" SIG_FILE_2, "/result/m", 32 * 32, 3));
+    free(r);
+    remove_dir("cli_bint");
+}
+
+/* On a terminal: the aggregate progress line of a batch. */
+static void test_batch_progress_on_terminal(void **state)
+{
+    (void)state;
+    remove_dir("cli_btty");
+    const char *args[] = {"design", BCK_A, BCK_B, "--max-iters", "60", "--backend", "cpu",
+                          "--threads", "2", "-o", "cli_btty", NULL};
+    int code = -1;
+    const char *tty = run_on_terminal(args, &code);
+    assert_true(code == 0 || code == 1);
+    assert_non_null(strstr(tty, "\r  problems "));
+    assert_non_null(strstr(tty, "/2 done"));
+    assert_non_null(strstr(tty, " running, "));
+    assert_non_null(strstr(tty, " paused, "));
+    assert_non_null(strstr(tty, " queued"));
+    assert_non_null(strstr(tty, "slowest iter "));
+    assert_non_null(strstr(tty, "\r\033[K")); /* cleared before the summary */
+    run_result *r = malloc(sizeof *r);
+    slurp(OUT_FILE, r->out, sizeof r->out);
+    assert_null(strstr(r->out, "slowest iter")); /* progress never on stdout */
+    assert_non_null(strstr(r->out, "output       cli_btty"));
+    free(r);
+    remove_dir("cli_btty");
+}
+
+static void test_bench_batch(void **state)
+{
+    (void)state;
+    unlink("cli_bbench.json");
+    /* long enough (about 0.1 s a variant) for the batch to be seen running */
+    run_result *r = run("bench", "--batch", "3", "spiral2d:n=16,nt=200", "--backend", "cpu",
+                        "--iters", "15", "--repeats", "1", "--threads", "1", "--json",
+                        "cli_bbench.json", NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "batch ");
+    assert_contains(r->out, "sequence ");
+    assert_contains(r->out, "concurrent ");
+    assert_contains(r->out, "spin-steps/s");
+    assert_null(strstr(r->out, " no\n")); /* at one thread: the same iterates */
+    char json[CAP];
+    slurp("cli_bbench.json", json, sizeof json);
+    assert_contains(json, "\"variant\": \"batch\"");
+    assert_contains(json, "\"same_iterates_as_batch\": true");
+    assert_true(json_number(json, "copies") == 3);
+    assert_true(json_number_at(json, "evaluations", 0) > 0);
+    assert_true(json_number_at(json, "spin_steps_per_second", 1) > 0);
+    assert_true(json_number_at(json, "batch_speedup", 2) > 0);
+
+    r = run("bench", "--batch", "3", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "missing SIZE");
+    r = run("bench", "--batch", "0", "S", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--batch: '0'");
+    r = run("bench", "S", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--batch N");
+    r = run("bench", "--help", NULL);
+    assert_contains(r->out, "--batch N SIZE");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -2354,6 +2713,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_design_sigint),
         cmocka_unit_test(test_design_stop_continue),
         cmocka_unit_test(test_design_checkpoint_every),
+        cmocka_unit_test(test_batch_checkpoint_kill_resume),
+        cmocka_unit_test(test_batch_sigint),
     };
     return cmocka_run_group_tests(gpu_tests, NULL, NULL);
 #endif
@@ -2394,6 +2755,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_limits_and_types),
         cmocka_unit_test(test_zero_start),
         cmocka_unit_test(test_reports),
+        cmocka_unit_test(test_batch_design),
+        cmocka_unit_test(test_batch_list_and_errors),
+        cmocka_unit_test(test_batch_checkpoint_kill_resume),
+        cmocka_unit_test(test_batch_sigint),
+        cmocka_unit_test(test_batch_progress_on_terminal),
+        cmocka_unit_test(test_bench_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

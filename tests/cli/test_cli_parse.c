@@ -173,7 +173,8 @@ static void test_bad_command_lines(void **state)
                  parse(&c, "design", "x", "--json=1", NULL));
     expect_usage("PRESET|FILE", "missing", parse(&c, "design", NULL));
     expect_usage("PROBLEM", NULL, parse(&c, "eval", NULL));
-    expect_usage("'b'", "unexpected", parse(&c, "design", "a", "b", NULL));
+    /* several problems are a batch, which needs a directory for the results */
+    expect_usage("-o DIR", NULL, parse(&c, "design", "a", "b", NULL));
     expect_usage("'x'", "unexpected", parse(&c, "info", "x", NULL));
     /* options of another command */
     expect_usage("--x", NULL, parse(&c, "design", "a", "--x", "f.h5", NULL));
@@ -400,6 +401,55 @@ static void test_launch_shape_options(void **state)
     expect_usage("--gpu-config", NULL, parse(&c, "preset", "x", "--gpu-config", "256,8,64", NULL));
 }
 
+static void test_batch_options(void **state)
+{
+    (void)state;
+    ps_cli c;
+    /* one PRESET|FILE: the solo design, as before */
+    assert_int_equal(parse(&c, "design", "slice1d", NULL), PS_CLI_OK);
+    assert_int_equal(c.ninputs, 1);
+    assert_false(ps_cli_is_batch(&c));
+    /* several, in order, options between them */
+    assert_int_equal(parse(&c, "design", "a.h5", "--max-iters", "3", "slice1d", "-o", "dir",
+                           "--team-blocks", "4", "ptx2d:b0=10", NULL),
+                     PS_CLI_OK);
+    assert_int_equal(c.ninputs, 3);
+    assert_string_equal(c.input, "a.h5");
+    assert_string_equal(c.inputs[1], "slice1d");
+    assert_string_equal(c.inputs[2], "ptx2d:b0=10");
+    assert_true(ps_cli_is_batch(&c));
+    assert_int_equal(c.gpu.batch_team_blocks, 4);
+    assert_int_equal(ps_options_validate(&c.opts), 0);
+    /* --batch LIST alone, or after arguments */
+    assert_int_equal(parse(&c, "design", "--batch", "list.txt", "-o", "dir", NULL), PS_CLI_OK);
+    assert_int_equal(c.ninputs, 0);
+    assert_string_equal(c.batch_list, "list.txt");
+    assert_true(ps_cli_is_batch(&c));
+    assert_int_equal(parse(&c, "design", "slice1d", "--batch", "l", "-o", "d", "--checkpoint",
+                           "ck", "--every", "1", NULL),
+                     PS_CLI_OK);
+    assert_true(ps_cli_is_batch(&c));
+    expect_usage("-o DIR", NULL, parse(&c, "design", "a", "b", NULL));
+    expect_usage("-o DIR", NULL, parse(&c, "design", "--batch", "l", NULL));
+    expect_usage("--batch: empty", NULL, parse(&c, "design", "--batch", "", "-o", "d", NULL));
+    expect_usage("--team-blocks: '-1'", NULL, parse(&c, "design", "a", "--team-blocks", "-1", NULL));
+    expect_usage("PRESET|FILE", NULL, parse(&c, "design", "-o", "d", NULL));
+
+    /* bench --batch N SIZE */
+    assert_int_equal(parse(&c, "bench", "--batch", "64", "S", "--team-blocks", "2", NULL),
+                     PS_CLI_OK);
+    assert_int_equal(c.bench_batch, 64);
+    assert_string_equal(c.input, "S");
+    assert_int_equal(c.gpu.batch_team_blocks, 2);
+    expect_usage("missing SIZE", NULL, parse(&c, "bench", "--batch", "2", NULL));
+    expect_usage("--batch: 'x'", "1..16384", parse(&c, "bench", "--batch", "x", "S", NULL));
+    expect_usage("--batch: '16385'", NULL, parse(&c, "bench", "--batch", "16385", "S", NULL));
+    expect_usage("'S'", "--batch N", parse(&c, "bench", "S", NULL));
+    expect_usage("do not go together", NULL,
+                 parse(&c, "bench", "--batch", "2", "S", "--sizes", "T", NULL));
+    expect_usage("unexpected argument 'T'", NULL, parse(&c, "bench", "--batch", "2", "S", "T", NULL));
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -441,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_tune_options),
         cmocka_unit_test(test_launch_shape_options),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_batch_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

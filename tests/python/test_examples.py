@@ -12,6 +12,8 @@ CASES = {
     "slice_profile.py": ["--spec", "slice1d:nz=60,nt=80", "--max-iterations", "5"],
     "ptx_from_arrays.py": ["--max-iterations", "3"],
     "async_run.py": ["--spec", "spiral2d:n=8,nt=200", "--max-iterations", "40"],
+    "batch_progress.py": ["--slices", "2", "--ptx", "ptx2d:n=12,nc=4,nt=60",
+                          "--slice1d", "slice1d:nz=60,nt=80", "--max-iterations", "30"],
 }
 
 
@@ -24,5 +26,7 @@ def test_example_runs(script, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert png.exists() and png.stat().st_size > 10000
     assert "status" in r.stdout
+    if script == "batch_progress.py":
+        assert "4/4 done" in r.stdout and r.stdout.count("status ") == 4
     if script == "async_run.py":
         assert "same pulse bit for bit: True" in r.stdout
