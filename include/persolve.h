@@ -620,7 +620,8 @@ typedef struct ps_batch_report {
     int64_t iterations;       ///< completed iterations, summed over the problems
     double seconds;           ///< wall time since ps_batch_start (yielded time excluded)
     int state;                ///< ps_batch_state
-    int teams;                ///< teams (GPU) or workers (CPU) of the running launch; 0 otherwise
+    int teams;                ///< teams of the batch's kernel (GPU) or its workers (CPU) once
+                              ///< started; 0 before
 } ps_batch_report;
 
 /**
@@ -637,7 +638,8 @@ int ps_batch_create(const ps_options *o, ps_batch **out);
  * large for a team's shared memory, a start point that is not finite, a
  * GPU error while it is set up) is still added and finishes at once with
  * its own error status, which this call returns too; the other problems
- * go on. PS_ERR_NULL, PS_ERR_SIZE (more than PS_BATCH_MAX problems).
+ * go on. PS_ERR_NULL, PS_ERR_SIZE (more than PS_BATCH_MAX problems: not
+ * added, *index left alone; a problem is added exactly when *index is set).
  */
 int ps_batch_add(ps_batch *b, const ps_problem *p, const double *x0, size_t *index);
 

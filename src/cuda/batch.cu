@@ -122,6 +122,23 @@ __device__ inline int take(const batch_args &b)
     }
 }
 
+/* The team's barrier while its leader looks for a problem (which may take
+ * long): the waiting blocks sleep between looks, leaving the SM's issue
+ * slots to the teams that solve. */
+__device__ inline void idle_barrier(unsigned *bar, int n)
+{
+    const unsigned gen = range_arrive(bar, n);
+    if (threadIdx.x == 0) {
+        unsigned ns = 128u;
+        while (load_acquire_gpu(bar + 1) == gen) {
+            __nanosleep(ns);
+            if (ns < 4096u)
+                ns *= 2u;
+        }
+    }
+    __syncthreads();
+}
+
 /* The team's solve of its problem in A, from the stored state; 1 if it
  * parked. t0: the solve's clock (global ns at its start, moved by pauses). */
 template <typename R, int NCH, int DG>
@@ -149,7 +166,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args
         // ---- the leader takes a problem; the team learns which ----
         if (lead && threadIdx.x == 0)
             *(volatile int *)&b.pick[team] = take(b);
-        range_wait(bar, range_arrive(bar, B));
+        idle_barrier(bar, B);
         if (threadIdx.x == 0)
             pid = *(volatile int *)&b.pick[team];
         __syncthreads();

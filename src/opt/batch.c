@@ -183,7 +183,8 @@ static void gpu_attach(ps_batch *b, size_t i)
 }
 
 /* Blocks per team (README "Batches"): the options' batch_team_blocks, else
- * the largest power of two with a team for every problem, 1 at least. */
+ * as many as give every problem a team of its own (the co-resident blocks
+ * over the problems, rounded down), 1 at least. */
 static int team_heuristic(const ps_batch *b, int resident)
 {
     const ps_gpu_options *g = ps_gpu_options_of(&b->o);
@@ -192,10 +193,8 @@ static int team_heuristic(const ps_batch *b, int resident)
     size_t n = 0;
     for (size_t i = 0; i < b->n; i++)
         n += b->items[i].state != IT_FINISHED;
-    int B = 1;
-    while (n && (size_t)(2 * B) * n <= (size_t)resident)
-        B *= 2;
-    return B;
+    const size_t B = n ? (size_t)resident / n : (size_t)resident;
+    return B < 1 ? 1 : (int)B;
 }
 
 /* At the start: the team shape, every problem set up, the kernel's batch. */
@@ -667,7 +666,7 @@ int ps_batch_progress(const ps_batch *cb, ps_batch_report *out)
     v.slowest_iteration = slow >= 0 ? slow : slow_all >= 0 ? slow_all : 0;
     v.seconds = batch_seconds(b);
     v.state = b->state;
-    if (b->state == PS_BATCH_RUNNING)
+    if (b->state != PS_BATCH_IDLE)
         v.teams = b->gb ? ps_gpu_batch_teams(b->gb) : b->workers;
     pthread_mutex_unlock(&b->mu);
     *out = v;
