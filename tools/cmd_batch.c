@@ -110,7 +110,8 @@ static int add_item(batch_cmd *c, const char *input, int line)
 /*
  * --batch LIST: one PRESET|FILE a line (a file name relative to the
  * current directory); blank lines and lines whose first non-blank
- * character is '#' are skipped, blanks around an entry ignored.
+ * character is '#' are skipped, blanks around an entry ignored (and a
+ * CR before the newline, and a UTF-8 byte order mark).
  */
 static int read_list(batch_cmd *c, const char *path)
 {
@@ -148,7 +149,10 @@ static int read_list(batch_cmd *c, const char *path)
         return PS_EXIT_INPUT;
     }
     int line = 0, code = PS_EXIT_OK;
-    for (char *p = text; p && *p && code == PS_EXIT_OK;) {
+    char *start = text;
+    if (!strncmp(start, "\xef\xbb\xbf", 3)) /* a UTF-8 byte order mark */
+        start += 3;
+    for (char *p = start; p && *p && code == PS_EXIT_OK;) {
         char *nl = strchr(p, '\n');
         if (nl)
             *nl = '\0';

@@ -2462,7 +2462,9 @@ static void test_batch_list_and_errors(void **state)
 {
     (void)state;
     remove_dir("cli_blist");
-    write_text("cli_blist.txt", "# two problems\n\n  " BATCH_A "  \n# the second\n" BATCH_B "\n");
+    /* a byte order mark, CR LF line ends, blanks, comments */
+    write_text("cli_blist.txt",
+               "\xef\xbb\xbf# two problems\r\n\r\n  " BATCH_A "  \r\n# the second\n" BATCH_B);
     run_result *r = run("design", "--batch", "cli_blist.txt", "--backend", "cpu", "--max-iters",
                         "4", "-o", "cli_blist/sub", "--quiet", NULL);
     assert_code(r, 1);
