@@ -207,6 +207,8 @@ static int make_dir(const char *dir)
     return PS_EXIT_OK;
 }
 
+static int check_collisions(batch_cmd *c);
+
 /* Load every problem and name its result file. */
 static int load_items(batch_cmd *c, ps_options *o, ps_cli_log *log)
 {
@@ -251,31 +253,79 @@ static int load_items(batch_cmd *c, ps_options *o, ps_cli_log *log)
             }
         }
     }
-    /* the files written never replace an input or each other's */
+    return check_collisions(c);
+}
+
+/* The (device, inode) of a file that exists, and which problem's input it is. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    size_t item;
+} file_id;
+
+static int file_id_cmp(const void *a, const void *b)
+{
+    const file_id *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return 0;
+}
+
+/* The input file that is the existing file `path`, or NULL (inputs sorted). */
+static const file_id *input_file_of(const file_id *inputs, size_t n, const char *path)
+{
+    struct stat st;
+    if (n == 0 || stat(path, &st) != 0)
+        return NULL;
+    file_id key = {st.st_dev, st.st_ino, 0};
+    return bsearch(&key, inputs, n, sizeof key, file_id_cmp);
+}
+
+/* The files written never replace an input problem file (a result file
+ * or the checkpoint), and the checkpoint is no result file. Inputs are
+ * found by their inode, in n log n. */
+static int check_collisions(batch_cmd *c)
+{
+    const ps_cli *cli = c->cli;
+    file_id *inputs = malloc((c->n ? c->n : 1) * sizeof *inputs);
+    size_t m = 0;
+    int code = PS_EXIT_OK;
+    if (!inputs) {
+        ps_cli_error("out of memory");
+        return PS_EXIT_SOLVER;
+    }
     for (size_t i = 0; i < c->n; i++) {
-        struct stat ist;
-        if (stat(c->items[i].input, &ist) != 0)
-            continue;
-        for (size_t j = 0; j < c->n; j++)
-            if (ps_cli_same_file(c->items[j].out, c->items[i].input)) {
-                ps_cli_error("-o %s: the result file %s of problem %zu is the input problem "
-                             "file of problem %zu", cli->output, c->items[j].out, j, i);
-                return PS_EXIT_USAGE;
-            }
-        if (cli->checkpoint && ps_cli_same_file(cli->checkpoint, c->items[i].input)) {
-            ps_cli_error("--checkpoint %s: is the input problem file of problem %zu",
-                         cli->checkpoint, i);
-            return PS_EXIT_USAGE;
+        struct stat st;
+        if (stat(c->items[i].input, &st) == 0)
+            inputs[m++] = (file_id){st.st_dev, st.st_ino, i};
+    }
+    qsort(inputs, m, sizeof *inputs, file_id_cmp);
+    for (size_t j = 0; j < c->n && code == PS_EXIT_OK; j++) {
+        const file_id *in = input_file_of(inputs, m, c->items[j].out);
+        if (in) {
+            ps_cli_error("-o %s: the result file %s of problem %zu is the input problem "
+                         "file of problem %zu", cli->output, c->items[j].out, j, in->item);
+            code = PS_EXIT_USAGE;
         }
     }
-    if (cli->checkpoint)
-        for (size_t j = 0; j < c->n; j++)
-            if (ps_cli_same_file(cli->checkpoint, c->items[j].out)) {
-                ps_cli_error("--checkpoint %s: is also the result file of problem %zu",
-                             cli->checkpoint, j);
-                return PS_EXIT_USAGE;
-            }
-    return PS_EXIT_OK;
+    const file_id *in = cli->checkpoint && code == PS_EXIT_OK
+                            ? input_file_of(inputs, m, cli->checkpoint)
+                            : NULL;
+    if (in) {
+        ps_cli_error("--checkpoint %s: is the input problem file of problem %zu",
+                     cli->checkpoint, in->item);
+        code = PS_EXIT_USAGE;
+    }
+    free(inputs);
+    for (size_t j = 0; cli->checkpoint && j < c->n && code == PS_EXIT_OK; j++)
+        if (ps_cli_same_file(cli->checkpoint, c->items[j].out)) {
+            ps_cli_error("--checkpoint %s: is also the result file of problem %zu",
+                         cli->checkpoint, j);
+            code = PS_EXIT_USAGE;
+        }
+    return code;
 }
 
 /* ---- the running batch ------------------------------------------------ */

@@ -2510,6 +2510,26 @@ static void test_batch_list_and_errors(void **state)
             "cli_blist", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "cli_bsolo.bin");
+    /* a result file or the checkpoint that would replace an input problem file */
+    remove_dir("cli_bcol");
+    mkdir("cli_bcol", 0755);
+    r = run("preset", "slice1d:nz=20,nt=30", "-o", "cli_bcol/001_slice1d_nz=20_nt=30.h5", NULL);
+    assert_code(r, 0);
+    r = run("design", "cli_bcol/001_slice1d_nz=20_nt=30.h5", "slice1d:nz=20,nt=30", "-o",
+            "cli_bcol", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "of problem 1 is the input problem file of problem 0");
+    r = run("design", "cli_bcol/001_slice1d_nz=20_nt=30.h5", BATCH_A, "-o", "cli_bcol2",
+            "--checkpoint", "cli_bcol/001_slice1d_nz=20_nt=30.h5", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "is the input problem file of problem 0");
+    r = run("design", BATCH_A, BATCH_B, "-o", "cli_bcol2", "--checkpoint",
+            "cli_bcol2/001_spiral2d_n=8_nt=100.h5", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "is also the result file of problem 1");
+    assert_int_equal(count_files("cli_bcol"), 1);
+    remove_dir("cli_bcol");
+    remove_dir("cli_bcol2");
     r = run("design", "--help", NULL);
     assert_contains(r->out, "--batch LIST");
     assert_contains(r->out, "--team-blocks N");
