@@ -10,6 +10,7 @@ waveform of every designed gradient axis (G/cm) in the order x, y, z.
 import dataclasses
 import enum
 import os
+import time
 import warnings
 
 import numpy as np
@@ -790,6 +791,14 @@ def _progress_bar(options):
 
 # ---- batches ----------------------------------------------------------------
 
+def _batch_bar(total):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="problem", desc="persolve batch", leave=False)
+
+
 class BatchState(enum.IntEnum):
     """What a batch is doing (``ps_batch_state``)."""
 
@@ -906,16 +915,29 @@ class Batch(_Handle):
         state kept; ``resume()`` continues it. Returns once yielded."""
         self._c.yield_()
 
-    def wait(self, timeout=None):
+    def wait(self, timeout=None, *, progress=False):
         """Wait until every problem has finished, at most ``timeout`` seconds
         (None: no limit; paused problems and a yielded batch never finish by
         themselves). Returns True when all have finished. The GIL is
-        released; Ctrl-C interrupts the wait (not the batch)."""
-        if timeout is None:
-            while not self._c.wait(0.1):
-                pass
-            return True
-        return bool(self._c.wait(float(timeout)))
+        released; Ctrl-C interrupts the wait (not the batch). With
+        ``progress=True`` a tqdm bar counts the problems finished (when
+        tqdm is installed)."""
+        bar = _batch_bar(len(self)) if progress else None
+        end = None if timeout is None else time.monotonic() + float(timeout)
+        try:
+            while True:
+                step = 0.1 if end is None else max(0.0, min(0.1, end - time.monotonic()))
+                done = self._c.wait(step)
+                if bar is not None:
+                    p = self.progress()
+                    bar.update(p.finished - bar.n)
+                    bar.set_postfix(running=p.running, paused=p.paused, queued=p.queued,
+                                    slowest=p.slowest_iteration, refresh=False)
+                if done or (end is not None and time.monotonic() >= end):
+                    return bool(done)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def result(self, i):
         """Problem i's :class:`Result` (the final magnetization simulated with

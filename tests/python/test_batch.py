@@ -36,7 +36,7 @@ def test_batch_equals_solo(precision):
         assert len(batch) == len(MIXED) + 1
         assert batch.progress().state == BatchState.IDLE
         batch.start()
-        assert batch.wait()
+        assert batch.wait(progress=True)  # a tqdm bar of the problems finished
         prog = batch.progress()
         assert prog.state == BatchState.FINISHED
         assert prog.finished == len(batch) and prog.failed == 0
