@@ -622,6 +622,11 @@ typedef struct ps_batch_report {
     int state;                ///< ps_batch_state
     int teams;                ///< teams of the batch's kernel (GPU) or its workers (CPU) once
                               ///< started; 0 before
+    int team_blocks;          ///< GPU: blocks per team (0 on the CPU or before the start)
+    double setup_seconds;     ///< GPU: host time spent setting the problems up on the device
+                              ///< (in ps_batch_start and ps_batch_add); 0 on the CPU
+    double kernel_seconds;    ///< GPU: CUDA-event time of the batch kernel's launches that
+                              ///< have ended; 0 on the CPU
 } ps_batch_report;
 
 /**

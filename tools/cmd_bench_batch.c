@@ -7,7 +7,9 @@
  *   sequence     N solo solves one after the other (solve_persistent)
  *   concurrent   N solo solves started together (ps_solve_start N times,
  *                then ps_run_wait on each): on the GPU N cooperative
- *                kernels on N streams, on the CPU N worker threads
+ *                kernels on N streams, each forced to the batch's team
+ *                shape (ps_batch_shape; a kernel that fills the GPU would
+ *                leave no room for the others), on the CPU N worker threads
  * Copy k starts from the problem's x0 scaled by 1 + 0.01 k (the copies
  * differ, the work per copy stays alike). Times are wall times of the
  * whole variant, setup included; one warm-up solve precedes them and each
@@ -46,6 +48,9 @@ typedef struct variant {
     int64_t iterations, evaluations; /* summed over the copies (last run) */
     int same;         /* iterates bit-identical to the batch's: 1, 0; -1 n/a */
     int teams;        /* batch: teams or workers */
+    int team_blocks;  /* batch, GPU: blocks per team */
+    double setup, kernel; /* the last run's: batch, GPU: setup and kernel seconds
+                             (ps_batch_report); sequence: the solves' kernel seconds */
     char device[128]; /* the first copy's ps_result.device */
     copy_out *copy;   /* [n] the last run's */
 } variant;
@@ -56,6 +61,9 @@ typedef struct bench_batch {
     size_t n, nx;
     double *x0;       /* [n][nx] the copies' start points */
     ps_cli_log *log;
+    ps_gpu_options *shape; /* the batch's team shape (ps_batch_shape), for concurrent */
+    int *have_shape;
+    double *bound;   /* concurrent: seconds it may take before it is cancelled */
 } bench_batch;
 
 static int has_iterates(int st)
@@ -126,25 +134,50 @@ static double run_variant(const bench_batch *bb, int which, variant *v)
             st = 0;
         }
         t1 = ps_monotonic_seconds();
+        if (b && st == 0 && ps_batch_shape(b, 0, bb->shape, NULL) == 0)
+            *bb->have_shape = bb->shape->gpu_grid > 0;
+        if (b && ps_batch_progress(b, &rep) == 0) {
+            v->team_blocks = rep.team_blocks;
+            v->setup = rep.setup_seconds;
+            v->kernel = rep.kernel_seconds;
+        }
         for (size_t k = 0; k < n && st == 0; k++) {
             st = take_copy(v, k, ps_batch_result(b, k, &r, x), &r, x, nx);
         }
         ps_batch_free(b);
     } else if (which == V_SEQUENCE) {
+        v->kernel = 0.0;
         for (size_t k = 0; k < n && st == 0; k++) {
             memcpy(x, bb->x0 + k * nx, nx * sizeof(double));
             st = take_copy(v, k, solve_persistent(bb->p, bb->o, x, &r), &r, x, nx);
+            v->kernel += r.kernel_seconds;
         }
         t1 = ps_monotonic_seconds();
     } else {
         ps_run **runs = calloc(n, sizeof *runs);
         if (!runs)
             st = PS_ERR_NO_MEMORY;
+        ps_options oc = *bb->o;
+        if (*bb->have_shape)
+            oc.gpu = bb->shape;
         for (size_t k = 0; k < n && st == 0; k++)
-            st = ps_solve_start(bb->p, bb->o, bb->x0 + k * nx, &runs[k]);
-        for (size_t k = 0; k < n && runs && runs[k]; k++)
-            ps_run_wait(runs[k], -1.0, NULL, NULL);
+            st = ps_solve_start(bb->p, &oc, bb->x0 + k * nx, &runs[k]);
+        /* bounded: N cooperative kernels on N streams may take very long */
+        int late = 0;
+        for (size_t k = 0; k < n && runs && runs[k]; k++) {
+            double left = *bb->bound - (ps_monotonic_seconds() - t0);
+            if (ps_run_wait(runs[k], left > 0 ? left : 0.0, NULL, NULL) == PS_RUNNING)
+                late = 1;
+        }
         t1 = ps_monotonic_seconds();
+        if (late) {
+            for (size_t k = 0; k < n; k++)
+                if (runs[k])
+                    ps_run_cancel(runs[k]);
+            ps_cli_error("bench --batch: concurrent: not finished after %.1f s (20 times the slower of "
+                         "batch and sequence): cancelled", t1 - t0);
+            st = PS_CANCELLED;
+        }
         for (size_t k = 0; k < n && st == 0; k++) {
             st = take_copy(v, k, ps_run_wait(runs[k], -1.0, &r, x), &r, x, nx);
         }
@@ -288,6 +321,12 @@ int ps_cmd_bench_batch(const ps_cli *cli)
     bb.n = (size_t)cli->bench_batch;
     bb.nx = ps_problem_nx(p);
     bb.log = &log;
+    ps_gpu_options shape;
+    int have_shape = 0;
+    bb.shape = &shape;
+    bb.have_shape = &have_shape;
+    double bound = 60.0;
+    bb.bound = &bound;
     bb.x0 = malloc(bb.n * bb.nx * sizeof(double));
     for (int i = 0; i < N_VARIANTS; i++) {
         v[i].samples = calloc((size_t)cli->repeats, sizeof(double));
@@ -342,8 +381,19 @@ int ps_cmd_bench_batch(const ps_cli *cli)
 
     for (int i = 0; i < N_VARIANTS; i++) {
         v[i].ran = 1;
+        if (i == V_CONCURRENT) { /* 20 times the slower of the others (their first runs) */
+            double slow = 0.0;
+            for (int j = 0; j < V_CONCURRENT; j++)
+                if (v[j].ran && v[j].samples[0] > slow)
+                    slow = v[j].samples[0];
+            bound = slow > 0.0 ? 20.0 * slow : 60.0;
+        }
         for (int s = 0; s < cli->repeats && v[i].ran; s++) {
             v[i].samples[s] = run_variant(&bb, i, &v[i]);
+            if (i < V_CONCURRENT) {
+                printf("            %s run %d: %.4f s\n", variant_names[i], s + 1, v[i].samples[s]);
+                fflush(stdout);
+            }
             v[i].ran = isfinite(v[i].samples[s]);
         }
         if (v[i].ran)
@@ -379,6 +429,10 @@ int ps_cmd_bench_batch(const ps_cli *cli)
            "            the batch's\n");
     if (v[V_BATCH].teams > 0)
         printf("batch:      %d teams (GPU) or workers (CPU) seen running\n", v[V_BATCH].teams);
+    if (v[V_BATCH].team_blocks > 0)
+        printf("            %d blocks per team; last run: setup %.4f s, kernel %.4f s (CUDA events);\n"
+               "            the sequence's kernels %.4f s\n",
+               v[V_BATCH].team_blocks, v[V_BATCH].setup, v[V_BATCH].kernel, v[V_SEQUENCE].kernel);
     if (cli->json_file) {
         int jc = write_json(json_path, cli, &bb, &sz, v, date);
         if (jc != PS_EXIT_OK && code == PS_EXIT_OK)

@@ -142,13 +142,31 @@ __device__ inline void idle_barrier(unsigned *bar, int n)
 /* The team's solve of its problem in A, from the stored state; 1 if it
  * parked. t0: the solve's clock (global ns at its start, moved by pauses). */
 template <typename R, int NCH, int DG>
-__device__ int solve_problem(const args &A, cg::grid_group &grid, loop_shared &L, char *smem, uint64_t &t0)
+__device__ __forceinline__ int solve_problem(const args &A, cg::grid_group &grid, loop_shared &L, char *smem, uint64_t &t0)
 {
     uint64_t last = t0;
     return solve_phases<R, NCH, DG>(A, grid, L, smem, t0, last, A.t_base, false);
 }
 
-template <typename R>
+/*
+ * The kernel paths: a problem's kernel class (ps_gpu_kernel_class) as
+ * (NCH, DG) of the solo kernels, numbered 2 * (0 | 1 | 2 for NCH 0, 1, 8)
+ * + DG. A batch kernel built for one path (KP >= 0) holds that path's
+ * phases alone, as lean as the solo kernel's; the mixed kernel (KP = -1)
+ * holds all six and takes any problem (its register allocation is the
+ * largest of them, so it spills more).
+ */
+#define PATH_NCH(kp) ((kp) / 2 == 0 ? 0 : (kp) / 2 == 1 ? 1 : 8)
+#define PATH_DG(kp) ((kp) % 2)
+enum { N_PATHS = 6 };
+
+__host__ __device__ inline int path_of_class(int kclass)
+{
+    const int ch = kclass & ~PS_GPU_DESIGNED;
+    return 2 * (ch == 0 ? 0 : ch == 8 ? 2 : 1) + ((kclass & PS_GPU_DESIGNED) ? 1 : 0);
+}
+
+template <typename R, int KP>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args b)
 {
     cg::grid_group grid = cg::this_grid();
@@ -174,7 +192,8 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args
         if (id < 0)
             break;
 
-        // ---- every block: the problem's arguments as its team's ----
+        // ---- every block: the problem's arguments as its team's, in shared
+        // memory (a copy per thread would take registers the phases need) ----
         {
             const unsigned long long *src = (const unsigned long long *)b.probs[id];
             unsigned long long *dst = (unsigned long long *)&A;
@@ -206,7 +225,9 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args
         const bool designed = (A.kclass & PS_GPU_DESIGNED) != 0;
         uint64_t t0 = global_ns() - (uint64_t)(A.t_base * 1e9);
         int parked;
-        if (channels == 8)
+        if (KP >= 0) /* the host queues only problems of this path (ps_gpu_batch_path) */
+            parked = solve_problem<R, PATH_NCH(KP < 0 ? 0 : KP), PATH_DG(KP < 0 ? 0 : KP)>(A, grid, L, smem, t0);
+        else if (channels == 8)
             parked = designed ? solve_problem<R, 8, 1>(A, grid, L, smem, t0)
                               : solve_problem<R, 8, 0>(A, grid, L, smem, t0);
         else if (channels)
@@ -249,12 +270,27 @@ struct ps_gpu_batch {
     timed_stream ks;
     cudaStream_t copies;
     int launched;
+    int path;               /* the path of the last launch (-1: mixed) */
     double kernel_seconds;
 };
 
-static void *batch_kernel_ptr(int precision)
+template <typename R> static void *kernel_of_path(int path)
 {
-    return precision == PS_PRECISION_DOUBLE ? (void *)batch_kernel<double> : (void *)batch_kernel<float>;
+    switch (path) {
+    case 0: return (void *)batch_kernel<R, 0>;
+    case 1: return (void *)batch_kernel<R, 1>;
+    case 2: return (void *)batch_kernel<R, 2>;
+    case 3: return (void *)batch_kernel<R, 3>;
+    case 4: return (void *)batch_kernel<R, 4>;
+    case 5: return (void *)batch_kernel<R, 5>;
+    default: return (void *)batch_kernel<R, -1>;
+    }
+}
+
+/* The batch kernel of a path (-1: the mixed kernel). */
+static void *batch_kernel_ptr(int precision, int path = -1)
+{
+    return precision == PS_PRECISION_DOUBLE ? kernel_of_path<double>(path) : kernel_of_path<float>(path);
 }
 
 extern "C" int ps_gpu_batch_blocks_per_sm(int precision, int block, size_t smem)
@@ -424,11 +460,22 @@ extern "C" void ps_gpu_batch_stop(ps_gpu_batch *b, int stop)
     __atomic_store_n(&b->q->stop, stop, __ATOMIC_RELEASE);
 }
 
-extern "C" int ps_gpu_batch_launch(ps_gpu_batch *b)
+extern "C" int ps_gpu_batch_path(const ps_gpu_run *g)
+{
+    return path_of_class(g->c.kclass);
+}
+
+extern "C" int ps_gpu_batch_launched_path(const ps_gpu_batch *b)
+{
+    return b->path;
+}
+
+extern "C" int ps_gpu_batch_launch(ps_gpu_batch *b, int path)
 {
     int st = PS_CONVERGED;
     const ps_options *o = &b->o;
-    void *k = batch_kernel_ptr(b->precision);
+    void *k = batch_kernel_ptr(b->precision, path);
+    b->path = path;
     void *params[] = {&b->ka};
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
              PS_ERR_GPU_LAUNCH);

@@ -57,8 +57,14 @@ void ps_gpu_batch_push(ps_gpu_batch *b, int index);
 /* 1: teams take no more problems and exit once theirs park (a yield); 0: go on. */
 void ps_gpu_batch_stop(ps_gpu_batch *b, int stop);
 
-/* One cooperative launch on the batch's stream (returns at once). */
-int ps_gpu_batch_launch(ps_gpu_batch *b);
+/* The kernel path of a run's problem (its kernel class: 0..5). */
+int ps_gpu_batch_path(const ps_gpu_run *g);
+/* One cooperative launch on the batch's stream (returns at once) of the
+ * kernel of one path (a lean kernel: every problem it is given must be of
+ * that path), or of -1: the mixed kernel, which takes any problem. */
+int ps_gpu_batch_launch(ps_gpu_batch *b, int path);
+/* The path of the last launch. */
+int ps_gpu_batch_launched_path(const ps_gpu_batch *b);
 /* 1 while the launched kernel runs, 0 when none runs (it ended, or none
  * was launched), or an error of the launch (logged). */
 int ps_gpu_batch_running(ps_gpu_batch *b);

@@ -190,7 +190,13 @@ int ps_gpu_batch_attach(ps_gpu_batch *b, int index, ps_gpu_run *g)
 }
 void ps_gpu_batch_push(ps_gpu_batch *b, int index) { (void)b, (void)index; }
 void ps_gpu_batch_stop(ps_gpu_batch *b, int stop) { (void)b, (void)stop; }
-int ps_gpu_batch_launch(ps_gpu_batch *b) { (void)b; return PS_ERR_NO_GPU; }
+int ps_gpu_batch_launch(ps_gpu_batch *b, int path)
+{
+    (void)b, (void)path;
+    return PS_ERR_NO_GPU;
+}
+int ps_gpu_batch_path(const ps_gpu_run *g) { (void)g; return 0; }
+int ps_gpu_batch_launched_path(const ps_gpu_batch *b) { (void)b; return -1; }
 int ps_gpu_batch_running(ps_gpu_batch *b) { (void)b; return 0; }
 int ps_gpu_batch_sync(ps_gpu_batch *b) { (void)b; return PS_CONVERGED; }
 uint64_t ps_gpu_batch_exit(const ps_gpu_batch *b, int index, int *reason)

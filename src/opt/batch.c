@@ -80,6 +80,7 @@ struct ps_batch {
     /* GPU */
     ps_gpu_batch *gb;
     int team_blocks, block;
+    double setup_seconds; /* host time of the problems' device setup */
 };
 
 /* ---- problems ---- */
@@ -127,7 +128,17 @@ static void gpu_command(ps_batch *b, item *it)
 
 /* The team shape of a problem: the batch's block, team_blocks blocks, the
  * tile of the heuristic (or the options' forced tile), no register cap. */
+static int gpu_setup_timed(ps_batch *b, item *it);
+
 static int gpu_setup(ps_batch *b, item *it)
+{
+    const double t = ps_monotonic_seconds();
+    int st = gpu_setup_timed(b, it);
+    b->setup_seconds += ps_monotonic_seconds() - t;
+    return st;
+}
+
+static int gpu_setup_timed(ps_batch *b, item *it)
 {
     ps_run *r;
     int st = ps_run_impl_create(it->p, &b->o, it->x0, b->fell_back, &r);
@@ -314,12 +325,16 @@ static void gpu_step(ps_batch *b)
     }
     if (b->yield_req)
         return;
-    /* queued problems onto the device queue, in order */
+    /* queued problems onto the device queue, in order; while a lean kernel
+     * (one path) runs, only those of its path: the others wait for the next
+     * launch, which takes the mixed kernel when the paths differ */
+    const int kpath = running ? ps_gpu_batch_launched_path(b->gb) : -1;
     for (;;) {
         item *next = NULL;
         for (size_t i = 0; i < b->n; i++) {
             item *it = &b->items[i];
-            if (it->state == IT_QUEUED && !it->inq && it->r && (!next || it->order < next->order))
+            if (it->state == IT_QUEUED && !it->inq && it->r && (!next || it->order < next->order) &&
+                (kpath < 0 || ps_gpu_batch_path(it->r->gpu) == kpath))
                 next = it;
         }
         if (!next)
@@ -333,11 +348,17 @@ static void gpu_step(ps_batch *b)
         item_set_state(next, IT_RUNNING);
         ps_gpu_batch_push(b->gb, (int)(next - b->items));
     }
-    int pending = 0;
+    /* a launch for what is queued: the lean kernel of their path when they
+     * share one, else the mixed kernel */
+    int pending = 0, path = -2;
     for (size_t i = 0; i < b->n; i++)
-        pending |= b->items[i].inq;
+        if (b->items[i].inq) {
+            const int p = ps_gpu_batch_path(b->items[i].r->gpu);
+            pending = 1;
+            path = path == -2 || path == p ? p : -1;
+        }
     if (pending && !running && !b->error) {
-        int st = ps_gpu_batch_launch(b->gb);
+        int st = ps_gpu_batch_launch(b->gb, path);
         if (st)
             b->error = st;
     }
@@ -441,10 +462,14 @@ static void *scheduler(void *arg)
             else
                 cpu_step(b);
             if (b->yield_req && !any_running(b)) {
+                if (b->gb)
+                    gpu_step(b); /* the ended kernel's last exits, and its time */
                 b->t_done = batch_seconds(b);
                 b->state = PS_BATCH_YIELDED;
                 pthread_cond_broadcast(&b->cv);
             } else if (all_finished(b) && !any_running(b)) {
+                if (b->gb)
+                    ps_gpu_batch_sync(b->gb); /* its time */
                 b->t_done = batch_seconds(b);
                 b->state = PS_BATCH_FINISHED;
                 pthread_cond_broadcast(&b->cv);
@@ -668,6 +693,11 @@ int ps_batch_progress(const ps_batch *cb, ps_batch_report *out)
     v.state = b->state;
     if (b->state != PS_BATCH_IDLE)
         v.teams = b->gb ? ps_gpu_batch_teams(b->gb) : b->workers;
+    if (b->gb) {
+        v.team_blocks = b->team_blocks;
+        v.kernel_seconds = ps_gpu_batch_kernel_seconds(b->gb);
+    }
+    v.setup_seconds = b->setup_seconds;
     pthread_mutex_unlock(&b->mu);
     *out = v;
     return PS_CONVERGED;

@@ -263,6 +263,42 @@ static void test_add_while_running(void **state)
 }
 
 /*
+ * Problems of one kernel class (the GPU runs the lean kernel of their
+ * path), then one of another class added while it runs (it waits for the
+ * next launch, of the mixed kernel or its own): all equal their solo solves.
+ */
+static void test_one_class_then_another(void **state)
+{
+    (void)state;
+    static const char *const one[] = {"slice1d:nz=60,nt=80", "slice1d:nz=40,nt=60", "slice1d:nz=50,nt=70",
+                                      "ptx2d:n=10,nt=40"};
+    set s;
+    s.n = 4;
+    for (size_t i = 0; i < s.n; i++)
+        s.p[i] = make_problem(one[i]);
+    ps_options o = batch_opts(PS_PRECISION_SINGLE, 2);
+    o.max_iterations = 200;
+    ps_batch *b = NULL;
+    assert_int_equal(ps_batch_create(&o, &b), 0);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(ps_batch_add(b, s.p[i], NULL, NULL), 0);
+    assert_int_equal(ps_batch_start(b), 0);
+    sleep_us(1000);
+    assert_int_equal(ps_batch_add(b, s.p[3], NULL, NULL), 0);
+    assert_int_equal(wait_bounded(b), 0);
+    for (size_t i = 0; i < s.n; i++) {
+        outcome u, v;
+        batch_outcome(b, i, s.p[i], &u);
+        solo_outcome(b, i, s.p[i], &o, &v);
+        assert_true(same_outcome(one[i], &u, &v, ps_problem_nx(s.p[i])));
+        outcome_free(&u);
+        outcome_free(&v);
+    }
+    ps_batch_free(b);
+    set_free(&s);
+}
+
+/*
  * Pauses, resumes and cancels of single problems at random moments while
  * the others run: every problem that was not cancelled ends bit-identical
  * to its solo solve; a cancelled one ends cancelled (or finished before
@@ -498,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_equals_solo_single),
         cmocka_unit_test(test_equals_solo_double),
         cmocka_unit_test(test_add_while_running),
+        cmocka_unit_test(test_one_class_then_another),
         cmocka_unit_test(test_steering_storm),
         cmocka_unit_test(test_yield_checkpoint),
         cmocka_unit_test(test_edges),
