@@ -564,6 +564,8 @@ typedef struct batch_totals {
     int64_t iterations, evaluations, slowest;
     double seconds; /* the batch's wall time (ps_batch_progress) */
     int teams;
+    int team_blocks;               /* GPU: blocks per team */
+    double setup_seconds, kernel_seconds; /* GPU: set-up on the device, the kernel */
 } batch_totals;
 
 static void totals_of(const item_outcome *v, size_t n, batch_totals *t)
@@ -621,8 +623,11 @@ static void print_text(const batch_cmd *c, const ps_options *o, const item_outco
     fprintf(f, "backend      %s, %s precision\n",
             device[0] ? device : ps_cli_backend_name(o->backend),
             ps_cli_precision_name(o->precision));
-    if (t->teams > 0) /* GPU teams, or CPU workers */
-        fprintf(f, "teams        %d\n", t->teams);
+    if (t->teams > 0 && t->team_blocks > 0) /* GPU */
+        fprintf(f, "teams        %d of %d blocks; set-up %.3f s, kernel %.3f s\n", t->teams,
+                t->team_blocks, t->setup_seconds, t->kernel_seconds);
+    else if (t->teams > 0) /* CPU workers */
+        fprintf(f, "workers      %d\n", t->teams);
     fprintf(f, "output       %s\n", c->cli->output);
     if (c->cli->resume)
         fprintf(f, "resumed from %s\n", c->cli->resume);
@@ -649,7 +654,12 @@ static void print_json(const batch_cmd *c, const ps_options *o, const char *obje
     ps_json_string(f, backend ? backend : ps_cli_backend_name(o->backend));
     fputs(",\n    \"precision\": ", f);
     ps_json_string(f, ps_cli_precision_name(o->precision));
-    fprintf(f, ",\n    \"team_blocks\": %d", c->cli->gpu.batch_team_blocks);
+    fprintf(f, ",\n    \"team_blocks\": %d,\n    \"team_blocks_option\": %d", t->team_blocks,
+            c->cli->gpu.batch_team_blocks);
+    fputs(",\n    \"setup_seconds\": ", f);
+    ps_json_number(f, t->setup_seconds);
+    fputs(",\n    \"kernel_seconds\": ", f);
+    ps_json_number(f, t->kernel_seconds);
     fputs(",\n    \"list\": ", f);
     json_or_null(f, c->cli->batch_list);
     fputs(",\n    \"output_dir\": ", f);
@@ -708,6 +718,9 @@ static int report(batch_cmd *c, const ps_options *o, ps_cli_log *log, int batch_
     if (ps_batch_progress(c->b, &pr) == 0) {
         t.seconds = pr.seconds;
         t.teams = pr.teams > c->teams ? pr.teams : c->teams;
+        t.team_blocks = pr.team_blocks;
+        t.setup_seconds = pr.setup_seconds;
+        t.kernel_seconds = pr.kernel_seconds;
     }
     int code = batch_exit_code(v, c->n, batch_code);
     if (code == PS_EXIT_OK || code == PS_EXIT_NOT_CONVERGED)

@@ -813,8 +813,9 @@ class BatchProgress:
     """Aggregate progress of a batch (``ps_batch_report``): counts of its
     problems, the fewest completed iterations of an unfinished one
     (``slowest_iteration``), the iterations summed over all, the seconds
-    since the start (yielded time excluded), the state, and the teams (GPU)
-    or workers (CPU) of the running launch."""
+    since the start (yielded time excluded), the state, the teams (GPU)
+    or workers (CPU) once started, and on the GPU the blocks per team, the
+    host time setting the problems up and the batch kernel's time."""
 
     problems: int
     queued: int
@@ -827,6 +828,9 @@ class BatchProgress:
     seconds: float
     state: BatchState
     teams: int
+    team_blocks: int = 0
+    setup_seconds: float = 0.0
+    kernel_seconds: float = 0.0
 
 
 def _progress_of(s):
@@ -885,7 +889,8 @@ class Batch(_Handle):
         d = self._c.progress()
         return BatchProgress(d["problems"], d["queued"], d["running"], d["paused"],
                              d["finished"], d["failed"], d["slowest_iteration"],
-                             d["iterations"], d["seconds"], BatchState(d["state"]), d["teams"])
+                             d["iterations"], d["seconds"], BatchState(d["state"]), d["teams"],
+                             d["team_blocks"], d["setup_seconds"], d["kernel_seconds"])
 
     @property
     def state(self):

@@ -820,6 +820,9 @@ static nb::dict batch_progress(const Batch &bt)
     d["seconds"] = r.seconds;
     d["state"] = r.state;
     d["teams"] = r.teams;
+    d["team_blocks"] = r.team_blocks;
+    d["setup_seconds"] = r.setup_seconds;
+    d["kernel_seconds"] = r.kernel_seconds;
     return d;
 }
 
