@@ -980,7 +980,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               f);
         break;
     case PS_CMD_BENCH:
-        fprintf(f,
+        fputs(
                 "usage: persolve bench [OPTIONS]\n"
                 "       persolve bench --batch N SIZE [OPTIONS]\n"
                 "\n"
@@ -1006,22 +1006,25 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "yield (request to the kernel's exit) and relaunch, medians and\n"
                 "99th percentiles. Without a usable GPU it exits 5, unless\n"
                 "--backend cpu.\n"
-                "\n"
-                "--batch N SIZE instead times N copies of one size (S, T, ... or a\n"
+                "\n", f);
+        fputs("--batch N SIZE instead times N copies of one size (S, T, ... or a\n"
                 "spec; copy k starts from x0 scaled by 1 + 0.01 k) solved three ways,\n"
                 "each with the same --iters N iterations (gtol = ftol = 0): one batch\n"
                 "(ps_batch_*: on the GPU one launch), N solo solves one after the\n"
                 "other, and N solo solves started together (ps_solve_start N times,\n"
-                "then wait for all: on the GPU N kernels on N streams). It prints the\n"
-                "wall time of each, the aggregate spin-steps/s (Ns Nt evaluations\n"
-                "summed over the copies / wall time), the batch's speed-up over the\n"
-                "other two and whether every copy's iterates agree between them\n"
-                "(column same: on the CPU they are with --threads 1, where a solo\n"
-                "solve runs at one thread as a batch problem does; on the GPU where\n"
-                "the solo launch shape equals a team's). It runs on the backend\n"
-                "--backend picks (auto: the GPU when usable, else the CPU).\n"
-                "\n"
-                "options:\n"
+                "then wait for all: on the GPU N kernels on N streams, each forced\n"
+                "to the batch's team shape; cancelled after 20 times the slower of\n"
+                "the other two). It prints the wall time of each, the aggregate\n"
+                "spin-steps/s (Ns Nt evaluations summed over the copies / wall\n"
+                "time), the batch's speed-up over the other two, whether every\n"
+                "copy's iterates agree between them (column same: on the CPU they\n"
+                "do with --threads 1, where a solo solve runs at one thread as a\n"
+                "batch problem does; on the GPU where the solo launch shape equals\n"
+                "a team's, as in the concurrent runs), and on the GPU the batch's\n"
+                "set-up and kernel seconds. It runs on the backend --backend picks\n"
+                "(auto: the GPU when usable, else the CPU).\n"
+                "\n", f);
+        fprintf(f, "options:\n"
                 "      --sizes LIST    comma-separated sizes (default S,M,L,T):\n"
                 "                        S  spiral2d:n=32,nt=1000\n"
                 "                        M  spiral2d:n=128,nt=5000\n"
