@@ -731,7 +731,10 @@ int ps_batch_restore(const ps_options *o, const ps_problem *const *problems, siz
 /**
  * Outcome of problem i: returns its final status and fills res and x as
  * ps_run_wait does (res and x may be NULL), or PS_RUNNING (res and x left
- * alone) while it has not finished. PS_ERR_SIZE for i out of range.
+ * alone) while it has not finished. A problem that finished without a run
+ * (cancelled in the queue before it started on the CPU, or failed at its
+ * setup) has res->f and res->gnorm NaN and x its start pulse. PS_ERR_SIZE
+ * for i out of range.
  */
 int ps_batch_result(const ps_batch *b, size_t i, ps_result *res, double *x);
 

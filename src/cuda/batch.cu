@@ -325,8 +325,12 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
         PS_RETURN_ERROR_IF(o, bps < 1, PS_ERR_GPU_LAUNCH,
                            "a batch block of %d threads with %zu bytes of shared memory does not fit on an SM",
                            block, smem);
-        /* the most shared memory a block may have at the same blocks per SM */
-        size_t lo = smem, hi = (size_t)optin;
+        /* the most shared memory a block may have at the same blocks per SM
+         * (no more than the opt-in limit leaves beside the static part: a
+         * larger request is an API error, not a 0) */
+        cudaFuncAttributes fa;
+        CUDA_TRY(o, cudaFuncGetAttributes(&fa, batch_kernel_ptr(precision)), PS_ERR_GPU_LAUNCH);
+        size_t lo = smem, hi = (size_t)optin - fa.sharedSizeBytes;
         while (hi > lo + 256) {
             const size_t mid = (lo + hi) / 2 & ~(size_t)15;
             if (ps_gpu_batch_blocks_per_sm(precision, block, mid) >= bps)

@@ -18,6 +18,7 @@
  * order: the batch's mutex, then a run's.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1184,10 +1185,12 @@ int ps_batch_result(const ps_batch *cb, size_t i, ps_result *res, double *x)
             st = ps_run_wait(it->r, 0.0, res, x);
         } else {
             st = it->status;
-            if (res) {
+            if (res) { /* never evaluated: f and gnorm are not known */
                 memset(res, 0, sizeof *res);
                 res->status = st;
                 res->backend = b->use;
+                res->f = NAN;
+                res->gnorm = NAN;
             }
             if (x)
                 memcpy(x, it->x0, ps_problem_nx(it->p) * sizeof(double));
