@@ -750,7 +750,10 @@ static int pause_one(ps_batch *b, item *it)
     it->paused = 1;
     if (it->state == IT_QUEUED && !it->inq) {
         item_set_state(it, IT_PARKED);
-        if (it->r) {
+        /* a GPU problem's run says PAUSED (it has no worker of its own); a
+         * CPU problem's run stays YIELDED, so that resuming it starts its
+         * worker again */
+        if (it->r && it->r->gpu) {
             pthread_mutex_lock(&it->r->mu);
             it->r->state = PS_RUN_PAUSED;
             ps_run_impl_publish(it->r);
