@@ -471,6 +471,66 @@ static void test_yield_checkpoint(void **state)
     set_free(&s);
 }
 
+/*
+ * Yields of the whole batch again and again (each with a checkpoint taken
+ * while yielded, and a pause or a resume of one problem between), then
+ * the end: every result equals its solo solve.
+ */
+static void test_yield_storm(void **state)
+{
+    (void)state;
+    static const char *const big[4] = {"slice1d:nz=300,nt=200", "ptx2d:n=14,nt=50", "slice1d:nz=200,nt=250",
+                                       "spiral2d:n=12,nt=150,design_g=xy,smax=15000,gmax=4"};
+    set s;
+    s.n = 4;
+    for (size_t i = 0; i < s.n; i++)
+        s.p[i] = make_problem(big[i]);
+    ps_options o = batch_opts(PS_PRECISION_SINGLE, 2);
+    o.max_iterations = 300;
+    o.gtol = 0.0;
+    o.ftol = 0.0;
+    ps_batch *b = NULL;
+    assert_int_equal(ps_batch_create(&o, &b), 0);
+    for (size_t i = 0; i < s.n; i++)
+        assert_int_equal(ps_batch_add(b, s.p[i], NULL, NULL), 0);
+    assert_int_equal(ps_batch_start(b), 0);
+    uint64_t rng = 777;
+    int yields = 0;
+    const double t_end = now_s() + WAIT_S;
+    while (ps_batch_wait(b, 0.0) == PS_RUNNING && yields < 30 && now_s() < t_end) {
+        sleep_us(1000 + (long)(tu_next(&rng) % 4000));
+        assert_int_equal(ps_batch_yield(b), 0);
+        ps_batch_report rep;
+        assert_int_equal(ps_batch_progress(b, &rep), 0);
+        assert_true(rep.state == PS_BATCH_YIELDED || rep.state == PS_BATCH_FINISHED);
+        assert_int_equal(rep.running, 0);
+        void *blob = NULL;
+        size_t len = 0;
+        assert_int_equal(ps_batch_checkpoint(b, &blob, &len), 0);
+        free(blob);
+        const size_t i = (size_t)(tu_next(&rng) % s.n);
+        if (tu_next(&rng) & 1)
+            ps_batch_pause(b, i);
+        else
+            ps_batch_resume(b, i);
+        assert_int_equal(ps_batch_resume(b, PS_BATCH_ALL), 0);
+        yields++;
+    }
+    printf("%d yields\n", yields);
+    assert_int_equal(ps_batch_resume(b, PS_BATCH_ALL), 0);
+    assert_int_equal(wait_bounded(b), 0);
+    for (size_t i = 0; i < s.n; i++) {
+        outcome u, v;
+        batch_outcome(b, i, s.p[i], &u);
+        solo_outcome(b, i, s.p[i], &o, &v);
+        assert_true(same_outcome(big[i], &u, &v, ps_problem_nx(s.p[i])));
+        outcome_free(&u);
+        outcome_free(&v);
+    }
+    ps_batch_free(b);
+    set_free(&s);
+}
+
 /* No problems, a problem failing alone, wrong indices and states. */
 static void test_edges(void **state)
 {
@@ -558,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_one_class_then_another),
         cmocka_unit_test(test_steering_storm),
         cmocka_unit_test(test_yield_checkpoint),
+        cmocka_unit_test(test_yield_storm),
         cmocka_unit_test(test_edges),
     };
 #ifdef PS_TEST_GPU
