@@ -56,6 +56,13 @@ void ps_cli_log_capture(void *user, int level, const char *file, int line,
 int ps_cli_check_options(ps_options *o, ps_cli_log *log);
 
 /*
+ * The limits of a benchmark's solves: exactly `iters` iterations (no
+ * evaluation or time limit, gtol = ftol = 0) and no progress callback, so
+ * that every variant does the same work.
+ */
+void ps_cli_bench_limits(ps_options *o, int64_t iters);
+
+/*
  * Load PRESET|FILE: an existing file is read as HDF5, anything else is a
  * preset spec; if neither works both reasons are printed. base[baselen]
  * receives the name for default outputs (preset name, or the file's base

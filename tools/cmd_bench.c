@@ -609,12 +609,7 @@ int ps_cmd_bench(const ps_cli *cli)
 
     if ((code = ps_cli_check_options(&o, &log)) != PS_EXIT_OK)
         return code;
-    o.max_iterations = cli->iters;
-    o.max_evaluations = 0;
-    o.time_limit = 0.0;
-    o.gtol = 0.0;
-    o.ftol = 0.0;
-    o.progress = NULL;
+    ps_cli_bench_limits(&o, cli->iters);
 
     /* which rows: the GPU variants unless there is no GPU and the CPU is asked for */
     int run_cpu = o.backend == PS_BACKEND_CPU;

@@ -300,12 +300,7 @@ int ps_cmd_bench_batch(const ps_cli *cli)
     memset(&bb, 0, sizeof bb);
     if ((code = ps_cli_check_options(&o, &log)) != PS_EXIT_OK)
         return code;
-    o.max_iterations = cli->iters;
-    o.max_evaluations = 0;
-    o.time_limit = 0.0;
-    o.gtol = 0.0;
-    o.ftol = 0.0;
-    o.progress = NULL;
+    ps_cli_bench_limits(&o, cli->iters);
     if (cli->json_file && (code = ps_cli_output_path(cli->json_file, "", "", 1, json_path,
                                                      sizeof json_path)) != PS_EXIT_OK)
         return code;

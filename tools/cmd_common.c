@@ -91,6 +91,16 @@ int ps_cli_check_options(ps_options *o, ps_cli_log *log)
     return PS_EXIT_OK;
 }
 
+void ps_cli_bench_limits(ps_options *o, int64_t iters)
+{
+    o->max_iterations = iters;
+    o->max_evaluations = 0;
+    o->time_limit = 0.0;
+    o->gtol = 0.0;
+    o->ftol = 0.0;
+    o->progress = NULL;
+}
+
 /* base name of path without a trailing ".h5" / ".hdf5" */
 static void file_base(const char *path, char *base, size_t len)
 {
