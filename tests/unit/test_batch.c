@@ -174,20 +174,36 @@ static int wait_bounded(ps_batch *b)
     return st;
 }
 
-/* Solve the whole set as a batch, and each problem solo at its shape. */
+/* Problem i of b (p, named `what`) equals its solo solve at its shape bit
+ * for bit; its status and iterations into *status, *iterations (either may
+ * be NULL). */
+static void expect_solo(const ps_batch *b, size_t i, const ps_problem *p, const ps_options *o, const char *what,
+                        int *status, int64_t *iterations)
+{
+    outcome u, v;
+    batch_outcome(b, i, p, &u);
+    solo_outcome(b, i, p, o, &v);
+    assert_true(same_outcome(what, &u, &v, ps_problem_nx(p)));
+    if (status)
+        *status = u.status;
+    if (iterations)
+        *iterations = u.r.iterations;
+    outcome_free(&u);
+    outcome_free(&v);
+}
+
+/* Every problem of the set (made by set_make) against its solo solve; each
+ * ended with iterates and without an error. */
 static void check_against_solo(const set *s, const ps_batch *b, const ps_options *o)
 {
     for (size_t i = 0; i < s->n; i++) {
-        outcome u, v;
-        batch_outcome(b, i, s->p[i], &u);
-        solo_outcome(b, i, s->p[i], o, &v);
         char what[128];
         snprintf(what, sizeof what, "problem %zu (%s)", i, specs[i % NSPEC]);
-        assert_true(u.status >= 0);
-        assert_true(u.r.iterations > 0);
-        assert_true(same_outcome(what, &u, &v, ps_problem_nx(s->p[i])));
-        outcome_free(&u);
-        outcome_free(&v);
+        int status;
+        int64_t iterations;
+        expect_solo(b, i, s->p[i], o, what, &status, &iterations);
+        assert_true(status >= 0);
+        assert_true(iterations > 0);
     }
 }
 
@@ -286,14 +302,8 @@ static void test_one_class_then_another(void **state)
     sleep_us(1000);
     assert_int_equal(ps_batch_add(b, s.p[3], NULL, NULL), 0);
     assert_int_equal(wait_bounded(b), 0);
-    for (size_t i = 0; i < s.n; i++) {
-        outcome u, v;
-        batch_outcome(b, i, s.p[i], &u);
-        solo_outcome(b, i, s.p[i], &o, &v);
-        assert_true(same_outcome(one[i], &u, &v, ps_problem_nx(s.p[i])));
-        outcome_free(&u);
-        outcome_free(&v);
-    }
+    for (size_t i = 0; i < s.n; i++)
+        expect_solo(b, i, s.p[i], &o, one[i], NULL, NULL);
     ps_batch_free(b);
     set_free(&s);
 }
@@ -519,14 +529,8 @@ static void test_yield_storm(void **state)
     printf("%d yields\n", yields);
     assert_int_equal(ps_batch_resume(b, PS_BATCH_ALL), 0);
     assert_int_equal(wait_bounded(b), 0);
-    for (size_t i = 0; i < s.n; i++) {
-        outcome u, v;
-        batch_outcome(b, i, s.p[i], &u);
-        solo_outcome(b, i, s.p[i], &o, &v);
-        assert_true(same_outcome(big[i], &u, &v, ps_problem_nx(s.p[i])));
-        outcome_free(&u);
-        outcome_free(&v);
-    }
+    for (size_t i = 0; i < s.n; i++)
+        expect_solo(b, i, s.p[i], &o, big[i], NULL, NULL);
     ps_batch_free(b);
     set_free(&s);
 }
