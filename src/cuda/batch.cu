@@ -305,31 +305,26 @@ extern "C" int ps_gpu_batch_blocks_per_sm(int precision, int block, size_t smem)
     return bps;
 }
 
-extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block, int team_blocks, size_t smem,
-                                   int cap, ps_gpu_batch **out)
+/*
+ * The kernel's shape for blocks of `block` threads with at least `smem`
+ * bytes of dynamic shared memory: *smem_out, the most a block may have at
+ * the same blocks per SM (no more than the opt-in limit leaves beside the
+ * static part: a larger request is an API error, not a 0), and *teams of
+ * team_blocks blocks that are co-resident.
+ */
+static int batch_shape(const ps_options *o, int precision, int block, int team_blocks, size_t smem,
+                       size_t *smem_out, int *teams)
 {
     int st = PS_CONVERGED, sms = 0, optin = 0;
-    *out = NULL;
-    ps_gpu_batch *b = (ps_gpu_batch *)calloc(1, sizeof *b);
-    if (!b)
-        return PS_ERR_NO_MEMORY;
-    b->o = *o;
-    b->precision = precision;
-    b->block = block;
-    b->team_blocks = team_blocks;
-    b->cap = cap;
+    cudaFuncAttributes fa;
     CUDA_TRY(o, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), PS_ERR_NO_GPU);
     CUDA_TRY(o, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), PS_ERR_NO_GPU);
+    CUDA_TRY(o, cudaFuncGetAttributes(&fa, batch_kernel_ptr(precision)), PS_ERR_GPU_LAUNCH);
     {
         const int bps = ps_gpu_batch_blocks_per_sm(precision, block, smem);
         PS_RETURN_ERROR_IF(o, bps < 1, PS_ERR_GPU_LAUNCH,
                            "a batch block of %d threads with %zu bytes of shared memory does not fit on an SM",
                            block, smem);
-        /* the most shared memory a block may have at the same blocks per SM
-         * (no more than the opt-in limit leaves beside the static part: a
-         * larger request is an API error, not a 0) */
-        cudaFuncAttributes fa;
-        CUDA_TRY(o, cudaFuncGetAttributes(&fa, batch_kernel_ptr(precision)), PS_ERR_GPU_LAUNCH);
         size_t lo = smem, hi = (size_t)optin - fa.sharedSizeBytes;
         while (hi > lo + 256) {
             const size_t mid = (lo + hi) / 2 & ~(size_t)15;
@@ -338,12 +333,34 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
             else
                 hi = mid;
         }
-        b->smem = lo;
-        b->teams = bps * sms / team_blocks;
-        PS_RETURN_ERROR_IF(o, b->teams < 1, PS_ERR_GPU_LAUNCH,
+        *smem_out = lo;
+        *teams = bps * sms / team_blocks;
+        PS_RETURN_ERROR_IF(o, *teams < 1, PS_ERR_GPU_LAUNCH,
                            "a batch team of %d blocks exceeds the %d co-resident blocks (%d per SM)", team_blocks,
                            bps * sms, bps);
     }
+out:
+    return st;
+}
+
+extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block, int team_blocks, size_t smem,
+                                   int cap, ps_gpu_batch **out)
+{
+    int st = PS_CONVERGED, teams = 0;
+    size_t smem_out = 0;
+    *out = NULL;
+    if ((st = batch_shape(o, precision, block, team_blocks, smem, &smem_out, &teams)))
+        return st;
+    ps_gpu_batch *b = (ps_gpu_batch *)calloc(1, sizeof *b);
+    if (!b)
+        return PS_ERR_NO_MEMORY;
+    b->o = *o;
+    b->precision = precision;
+    b->block = block;
+    b->team_blocks = team_blocks;
+    b->cap = cap;
+    b->smem = smem_out;
+    b->teams = teams;
     CUDA_TRY(o, cudaHostAlloc((void **)&b->q, sizeof(queue_host), cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaHostAlloc((void **)&b->ids, (size_t)cap * sizeof(int), cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaHostAlloc((void **)&b->exits, (size_t)cap * sizeof(exit_record), cudaHostAllocMapped),

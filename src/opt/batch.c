@@ -86,29 +86,23 @@ struct ps_batch {
 
 /* ---- problems ---- */
 
-static void item_set_state(item *it, int state)
-{
-    it->state = state;
-}
-
 /* The final status of a run that finished (run mutex not held). */
 static int run_status(ps_run *r)
 {
     return ps_run_wait(r, 0.0, NULL, NULL);
 }
 
-/* Problem i ended without a run (a setup error). */
-static void item_fail(ps_batch *b, item *it, int st)
+/* A problem ended without a run (a setup error). */
+static void item_fail(item *it, int st)
 {
-    (void)b;
     it->status = st;
-    item_set_state(it, IT_FINISHED);
+    it->state = IT_FINISHED;
 }
 
 static void item_queue(ps_batch *b, item *it)
 {
     it->order = ++b->qseq;
-    item_set_state(it, IT_QUEUED);
+    it->state = IT_QUEUED;
 }
 
 /* ---- the GPU backend ---- */
@@ -187,11 +181,11 @@ static void gpu_attach(ps_batch *b, size_t i)
     if (st) {
         ps_run_impl_destroy(it->r);
         it->r = NULL;
-        item_fail(b, it, st);
+        item_fail(it, st);
         return;
     }
     if (ps_driver_done(&it->r->drv))
-        item_fail(b, it, run_status(it->r));
+        item_fail(it, run_status(it->r));
 }
 
 /* Blocks per team (README "Batches"): the options' batch_team_blocks, else
@@ -213,15 +207,11 @@ static int team_heuristic(const ps_batch *b, int resident)
 static int gpu_start(ps_batch *b)
 {
     const ps_gpu_options *g = ps_gpu_options_of(&b->o);
-    int sms = 0;
     b->block = g->gpu_block ? g->gpu_block : PS_GPU_DEFAULT_THREADS;
-    char desc[256];
-    if (ps_gpu_device_describe(0, desc, sizeof desc))
-        return PS_ERR_NO_GPU;
     ps_gpu_identity id;
     if (ps_gpu_device_identity(0, &id))
         return PS_ERR_NO_GPU;
-    sms = id.sms;
+    const int sms = id.sms;
     const int bps = ps_gpu_batch_blocks_per_sm(b->o.precision, b->block, 0);
     PS_RETURN_ERROR_IF(&b->o, bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
                        b->block);
@@ -236,7 +226,7 @@ static int gpu_start(ps_batch *b)
             continue;
         int st = gpu_setup(b, it);
         if (st)
-            item_fail(b, it, st);
+            item_fail(it, st);
     }
     for (size_t i = 0; i < b->n; i++)
         if (b->items[i].r && b->items[i].r->gpu) {
@@ -273,7 +263,7 @@ static void gpu_exited(ps_batch *b, item *it, int reason)
         ps_run_impl_finish(r);
         pthread_mutex_unlock(&r->mu);
         it->status = run_status(r);
-        item_set_state(it, IT_FINISHED);
+        it->state = IT_FINISHED;
         return;
     }
     if (it->paused || b->yield_req) {
@@ -283,7 +273,7 @@ static void gpu_exited(ps_batch *b, item *it, int reason)
         ps_run_impl_publish(r);
         pthread_mutex_unlock(&r->mu);
         if (it->paused)
-            item_set_state(it, IT_PARKED);
+            it->state = IT_PARKED;
         else
             item_queue(b, it); /* back in the queue when the batch resumes */
         return;
@@ -315,14 +305,14 @@ static void gpu_step(ps_batch *b)
         } else if (!running && b->error) {
             /* the kernel failed: what it had not run ends with the error */
             it->inq = 0;
-            item_fail(b, it, b->error);
+            item_fail(it, b->error);
         }
     }
     /* running problems seen from their runs */
     for (size_t i = 0; i < b->n; i++) {
         item *it = &b->items[i];
         if (it->inq && it->state == IT_QUEUED)
-            item_set_state(it, IT_RUNNING); /* on the device queue or a team */
+            it->state = IT_RUNNING; /* on the device queue or a team */
     }
     if (b->yield_req)
         return;
@@ -346,7 +336,7 @@ static void gpu_step(ps_batch *b)
         ps_run_impl_publish(next->r);
         pthread_mutex_unlock(&next->r->mu);
         next->inq = 1;
-        item_set_state(next, IT_RUNNING);
+        next->state = IT_RUNNING;
         ps_gpu_batch_push(b->gb, (int)(next - b->items));
     }
     /* a launch for what is queued: the lean kernel of their path when they
@@ -378,14 +368,14 @@ static void cpu_step(ps_batch *b)
         ps_run_snapshot(it->r, &s);
         if (s.state == PS_RUN_FINISHED) {
             it->status = s.status;
-            item_set_state(it, IT_FINISHED);
+            it->state = IT_FINISHED;
         } else if (s.state == PS_RUN_YIELDED) {
             if (it->cancel) {
                 ps_run_cancel(it->r);
                 it->status = run_status(it->r);
-                item_set_state(it, IT_FINISHED);
+                it->state = IT_FINISHED;
             } else if (it->paused) {
-                item_set_state(it, IT_PARKED);
+                it->state = IT_PARKED;
             } else {
                 item_queue(b, it); /* the batch's yield, or a pause withdrawn */
             }
@@ -418,10 +408,10 @@ static void cpu_step(ps_batch *b)
             next->blob = NULL;
         }
         if (st) {
-            item_fail(b, next, st);
+            item_fail(next, st);
             continue;
         }
-        item_set_state(next, IT_RUNNING);
+        next->state = IT_RUNNING;
         running++;
     }
 }
@@ -587,12 +577,12 @@ int ps_batch_add(ps_batch *b, const ps_problem *p, const double *x0, size_t *ind
         item *it = &b->items[i];
         st = ps_check_x(&b->o, it->x0, ps_problem_nx(p));
         if (st) {
-            item_fail(b, it, st);
+            item_fail(it, st);
         } else if (b->use == PS_BACKEND_GPU && b->gb) {
             /* started: set up for the team shape now, queued by the scheduler */
             st = gpu_setup(b, it);
             if (st)
-                item_fail(b, it, st);
+                item_fail(it, st);
             else
                 gpu_attach(b, i);
             if (it->state == IT_FINISHED)
@@ -749,7 +739,7 @@ static int pause_one(ps_batch *b, item *it)
         return PS_CONVERGED;
     it->paused = 1;
     if (it->state == IT_QUEUED && !it->inq) {
-        item_set_state(it, IT_PARKED);
+        it->state = IT_PARKED;
         /* a GPU problem's run says PAUSED (it has no worker of its own); a
          * CPU problem's run stays YIELDED, so that resuming it starts its
          * worker again */
@@ -800,7 +790,7 @@ static void cancel_one(ps_batch *b, item *it)
         } else {
             it->status = PS_CANCELLED;
         }
-        item_set_state(it, IT_FINISHED);
+        it->state = IT_FINISHED;
     } else if (b->use == PS_BACKEND_GPU) {
         gpu_command(b, it);
     } else {
@@ -981,7 +971,7 @@ static void put(buf *w, const void *data, size_t n)
 }
 
 /* A run's checkpoint (batch mutex held, the problem not on a team). */
-static int item_blob(ps_batch *b, item *it, void **blob, size_t *len)
+static int item_blob(item *it, void **blob, size_t *len)
 {
     ps_run *r = it->r;
     if (!r->gpu)
@@ -989,7 +979,6 @@ static int item_blob(ps_batch *b, item *it, void **blob, size_t *len)
     pthread_mutex_lock(&r->mu);
     int st = ps_checkpoint_save(r->p, &r->o, &r->drv, blob, len);
     pthread_mutex_unlock(&r->mu);
-    (void)b;
     return st;
 }
 
@@ -1024,7 +1013,7 @@ int ps_batch_checkpoint(const ps_batch *cb, void **out, size_t *out_len)
         uint32_t kind = KIND_START;
         if (it->r) {
             kind = KIND_RUN;
-            st = item_blob(b, it, &blob, &len);
+            st = item_blob(it, &blob, &len);
         } else if (it->blob) {
             kind = KIND_RUN;
             blob = it->blob;
@@ -1153,13 +1142,13 @@ int ps_batch_restore(const ps_options *o, const ps_problem *const *problems, siz
             memcpy(it->blob, p, l);
             it->blob_len = l;
         } else if (h[0] == KIND_FAILED) {
-            item_fail(b, it, (int)h[2]);
+            item_fail(it, (int)h[2]);
         } else {
             BAD_BLOB(&b->o, "batch checkpoint: problem %zu of unknown kind %u", i, h[0]);
         }
         if (h[1] && it->state != IT_FINISHED) {
             it->paused = 1;
-            item_set_state(it, IT_PARKED);
+            it->state = IT_PARKED;
         }
         p += l;
     }
