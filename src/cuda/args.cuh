@@ -96,6 +96,14 @@ enum { MODE_SOLVE = 0, MODE_EVAL = 1 };
  */
 #define PS_GPU_RP 4
 
+/* Steps the evaluation's replay buffers per warp before it sums the
+ * gradient over spins (fewer in float64, whose staging buffer is twice
+ * the size; cuda/evaluate.cuh), and their log2. */
+template <typename R> struct stage_depth { static const int value = 16; };
+template <> struct stage_depth<double> { static const int value = 8; };
+template <typename R> struct stage_log2 { static const int value = stage_depth<R>::value == 16 ? 4 : 3; };
+#define PS_GPU_STAGE (stage_depth<R>::value)
+
 /* The block's rank in its team (cuda/team.cuh): blockIdx.x in a solo solve. */
 __device__ __forceinline__ int team_rank(const args &a)
 {

@@ -197,12 +197,6 @@ __device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S
         theta_at<R>(a, sp, gdt, pul, x, d, alpha, k, th);
 }
 
-/* Steps buffered per warp before the gradient is summed over spins
- * (fewer in float64, whose staging buffer is twice the size). */
-template <typename R> struct stage_depth { static const int value = 16; };
-template <> struct stage_depth<double> { static const int value = 8; };
-#define PS_GPU_STAGE (stage_depth<R>::value)
-
 /* Channels a lane sums at once in the gradient's sums over spins (NC
  * channels, NC a multiple of it): 16 bytes of sensitivities per spin, and
  * with a full stage NC/CG (channel group, step) items for every lane of a
@@ -246,23 +240,17 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R (
                                           const R *gdtb, const double *x, const double *d, double alpha, int k0,
                                           int kseg, int relax, R T[12])
 {
-    const int nt = a.nt;
+    const int kend = min(k0 + kseg, a.nt); /* the segment's steps below nt */
     const R *gdt = DG ? gdtb : (const R *)a.gdt; /* DG: the block's copy with the designed axes */
     if (relax) {
-        for (int i = 0; i < kseg; i++) {
-            int k = k0 + i;
-            if (k >= nt)
-                break;
+        for (int k = k0; k < kend; k++) {
             R th[3];
             theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
             affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
         }
     } else {
         R Q[4] = {1, 0, 0, 0};
-        for (int i = 0; i < kseg; i++) {
-            int k = k0 + i;
-            if (k >= nt)
-                break;
+        for (int k = k0; k < kend; k++) {
             R th[3];
             theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
             quat_step(th, Q);
@@ -373,8 +361,10 @@ __device__ __forceinline__ void end_state_and_loss(const args &a, int j, bool va
  * order), one (component, step, segment) per lane, and adds them to gp.
  * DG (designed gradient axes, cuda/gradient.cuh): the steps' gth_z go to
  * Gz [warps][PS_GPU_STAGE][33] too, and each flush adds their sums with
- * the tile's positions rtile [sb][3] to the designed part of gp; theta
- * takes the block's gdt copy gdtb.
+ * the tile's positions rtile [ng][sb] to the designed part of gp; theta
+ * takes the block's gdt copy gdtb. A flush's items are numbered
+ * ((component PS_GPU_STAGE) + staged step) 2^lgg + segment (2^lgg
+ * segments in a warp), so that shifts, not divisions, take them apart.
  */
 template <typename R, int NCH, int DG>
 __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)[2], const R (*Stile)[2],
@@ -382,10 +372,11 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                                        const double *d, double alpha, int t, int sb, int k0, int kseg, int relax,
                                        R *Stage, R m[3], R lam[3], double *gp, bool first)
 {
+    constexpr int SL = stage_log2<R>::value, SM = (1 << SL) - 1;
     const int nt = a.nt;
     const R *gdt = DG ? gdtb : (const R *)a.gdt;
     const R gs = spl[SP_GS];
-    const int lane = t & 31, ngroups = 32 / sb, pw = (t & ~31) / sb;
+    const int lane = t & 31, lgg = 5 - (__ffs(sb) - 1), gm = (1 << lgg) - 1, pw = (t & ~31) / sb;
     R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
     R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * 33 : nullptr;
     int nb = 0, itop = kseg - 1;
@@ -410,7 +401,10 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
         if (DG)
             sgz[nb * 33 + lane] = gz;
         nb++;
-        if (NCH > 1 && (nb == PS_GPU_STAGE || i == 0)) {
+        if (nb < PS_GPU_STAGE && i > 0)
+            continue;
+        __syncwarp();
+        if (NCH > 1) {
             /* NCH channels: per (group of CG channels, step, segment) the
              * sums over the segment's spins l of their chain rule
              * (model/design.h) with the spins' sensitivities
@@ -418,10 +412,11 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
              * spin's values loaded once for the group's channels (the sums
              * per channel in spin order: the bits of the loop below) */
             constexpr int CG = channel_group<R, NCH>::value, NG = NCH / CG;
-            __syncwarp();
-            const int per = nb * ngroups;
-            for (int it = lane; it < NG * per; it += 32) {
-                const int grp = it / per, rem = it - grp * per, r = rem / ngroups, g = rem - r * ngroups;
+            for (int it = lane; it < (NG << (SL + lgg)); it += 32) {
+                const int grp = it >> (SL + lgg), r = (it >> lgg) & SM, g = it & gm;
+                const int kk = (pw + g) * kseg + itop - r;
+                if (r >= nb || kk >= nt)
+                    continue;
                 const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;
                 R su[CG], sv[CG];
 #pragma unroll
@@ -439,29 +434,26 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                         sv[c] += gv;
                     }
                 }
-                const int kk = (pw + g) * kseg + itop - r;
-                if (kk < nt)
 #pragma unroll
-                    for (int c = 0; c < CG; c++) {
-                        const int ch = grp * CG + c;
-                        double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
-                        *du = (first ? 0.0 : *du) + (double)su[c];
-                        *dv = (first ? 0.0 : *dv) + (double)sv[c];
-                    }
+                for (int c = 0; c < CG; c++) {
+                    const int ch = grp * CG + c;
+                    double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
+                    *du = (first ? 0.0 : *du) + (double)su[c];
+                    *dv = (first ? 0.0 : *dv) + (double)sv[c];
+                }
             }
             if (DG)
-                flush_gradient<R>(a, sgz, rtile, nb, ngroups, sb, pw, kseg, itop, lane, gp);
-            __syncwarp();
-            nb = 0;
-            itop = i - 1;
-        } else if (NCH && (nb == PS_GPU_STAGE || i == 0)) {
+                flush_gradient<R>(a, sgz, rtile, nb, lgg, sb, pw, kseg, itop, lane, gp);
+        } else if (NCH) {
             /* channels: per (channel c, step, segment) the sums over the
              * segment's spins l of their chain rule (model/design.h) with the
              * spin's sensitivity Stile[l nc + c], both components */
-            __syncwarp();
-            const int per = nb * ngroups, nc = a.nc;
-            for (int it = lane; it < nc * per; it += 32) {
-                const int ch = it / per, rem = it - ch * per, r = rem / ngroups, g = rem - r * ngroups;
+            const int nc = a.nc;
+            for (int it = lane; it < (nc << (SL + lgg)); it += 32) {
+                const int ch = it >> (SL + lgg), r = (it >> lgg) & SM, g = it & gm;
+                const int kk = (pw + g) * kseg + itop - r;
+                if (r >= nb || kk >= nt)
+                    continue;
                 const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;
                 R su = 0, sv = 0;
                 for (int l = 0; l < sb; l++) {
@@ -471,40 +463,39 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                     su += gu;
                     sv += gv;
                 }
-                const int kk = (pw + g) * kseg + itop - r;
-                if (kk < nt) {
-                    double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
-                    *du = (first ? 0.0 : *du) + (double)su;
-                    *dv = (first ? 0.0 : *dv) + (double)sv;
-                }
+                double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
+                *du = (first ? 0.0 : *du) + (double)su;
+                *dv = (first ? 0.0 : *dv) + (double)sv;
             }
             if (DG)
-                flush_gradient<R>(a, sgz, rtile, nb, ngroups, sb, pw, kseg, itop, lane, gp);
-            __syncwarp();
-            nb = 0;
-            itop = i - 1;
-        } else if (!NCH && (nb == PS_GPU_STAGE || i == 0)) {
-            __syncwarp();
-            const int per = nb * ngroups;
-            for (int it = lane; it < 2 * per; it += 32) {
-                const int c = it / per, rem = it - c * per, r = rem / ngroups, g = rem - r * ngroups;
-                const R *row = stg + (c * PS_GPU_STAGE + r) * 33 + g * sb;
-                R sum = 0;
-                for (int l = 0; l < sb; l++)
-                    sum += row[l];
+                flush_gradient<R>(a, sgz, rtile, nb, lgg, sb, pw, kseg, itop, lane, gp);
+        } else {
+            /* one channel: components u (0), v (1) of the staged values and
+             * (DG) 2 + i, the designed axis i's r_l,i gth_z,l (preset rows
+             * of gp: always added, times dt gamma), in one pass */
+            const int ncomp = 2 + (DG ? a.des.ng : 0);
+            for (int it = lane; it < (ncomp << (SL + lgg)); it += 32) {
+                const int c = it >> (SL + lgg), r = (it >> lgg) & SM, g = it & gm;
                 const int kk = (pw + g) * kseg + itop - r;
-                if (kk < nt) {
-                    /* component c: u (0) or v (1) of step kk, the layout of x */
+                if (r >= nb || kk >= nt)
+                    continue;
+                if (!DG || c < 2) {
+                    const R *row = stg + (c * PS_GPU_STAGE + r) * 33 + g * sb;
+                    R sum = 0;
+                    for (int l = 0; l < sb; l++)
+                        sum += row[l];
+                    /* the layout of x */
                     double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk));
                     *dst = (first ? 0.0 : *dst) + (double)sum;
+                } else {
+                    const R sum = dot_positions(rtile + (c - 2) * sb, sgz + r * 33 + g * sb, sb);
+                    gp[PS_X_G(1, nt, c - 2, kk)] += a.des.dtg * (double)sum;
                 }
             }
-            if (DG)
-                flush_gradient<R>(a, sgz, rtile, nb, ngroups, sb, pw, kseg, itop, lane, gp);
-            __syncwarp();
-            nb = 0;
-            itop = i - 1;
         }
+        __syncwarp();
+        nb = 0;
+        itop = i - 1;
     }
 }
 
@@ -531,10 +522,11 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
     R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][33] */
     const R *spin = (const R *)a.spin;
-    /* DG: after the staging, the scratch, the tile's positions [sb][3] and
-     * (a.stage_gdt) the block's gdt [nt][3], else its rows of a.gdtb; the
-     * replay stages gth_z where the scan's Tm and Vm were (free then) */
-    double *dscr = DG ? dg_scratch(Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE * 33) : nullptr;
+    /* DG: after the staging, the scratch, the tile's positions on the
+     * designed axes [ng][sb] and (a.stage_gdt) the block's gdt [nt][3],
+     * else its rows of a.gdtb; the replay stages gth_z where the scan's Tm
+     * and Vm were (free then) */
+    double *dscr = DG ? dg_scratch(smem, Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE * 33) : nullptr;
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
     R *gdtb = DG ? (a.stage_gdt ? rtile + 3 * sb : (R *)a.gdtb + (size_t)team_rank(a) * 3 * nt) : nullptr;
 
@@ -574,9 +566,11 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
         for (int c = 0; c < SP_STRIDE; c++)
             spl[c] = sp[c];
         const int relax = a.relax;
-        if (DG && p == 0) /* the tile's positions, for the designed axes' sums */
-            for (int c = 0; c < 3; c++)
-                rtile[3 * js + c] = spl[SP_R0 + c];
+        if (DG && p == 0) /* the tile's positions on the designed axes, for their sums */
+#pragma unroll
+            for (int i = 0; i < 3; i++)
+                if (i < a.des.ng)
+                    rtile[i * sb + js] = spl[SP_R0 + des_axis(a.des, i)];
         if (NCH) { /* the tile's sensitivities (spins past ns: the last spin's) */
             const R *sS = (const R *)a.spinS;
             for (int q = t; q < sb * a.nc; q += blockDim.x) {

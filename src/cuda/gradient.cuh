@@ -60,10 +60,15 @@ __device__ __forceinline__ double des_kappa(const ps_design &des, int i)
  * warps' violations; the block scan uses [0, 3 warps). */
 #define PS_GPU_DG_SCRATCH 96
 
-/* The scratch's place after the staging buffer `end` (cuda/evaluate.cuh). */
-__device__ __forceinline__ double *dg_scratch(void *end)
+/* The scratch's place after the staging buffer `end` in the block's
+ * dynamic shared memory smem (cuda/evaluate.cuh): rounded up by an offset
+ * from smem, so that the compiler still sees shared-memory addresses (a
+ * round trip through an integer would make every load of the positions
+ * and of a staged gdt a generic one). */
+__device__ __forceinline__ double *dg_scratch(char *smem, const void *end)
 {
-    return (double *)(((uintptr_t)end + 15) & ~(uintptr_t)15);
+    const size_t off = (size_t)((const char *)end - smem);
+    return (double *)(smem + ((off + 15) & ~(size_t)15));
 }
 
 /*
@@ -209,27 +214,65 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
 }
 
 /*
- * The designed part of replay's flush (cuda/evaluate.cuh): per
+ * sum_l r[l] row[l] over the sb spins of a segment, in spin order, with
+ * fused multiply-adds; r: a row of the tile's positions (16-byte
+ * aligned; 16-byte loads where sb allows), row: the staged gth_z.
+ */
+__device__ __forceinline__ float dot_positions(const float *r, const float *row, int sb)
+{
+    float sum = 0.0f;
+    if ((sb & 3) == 0) {
+        for (int l = 0; l < sb; l += 4) {
+            const float4 q = *reinterpret_cast<const float4 *>(r + l);
+            sum = fmaf(q.x, row[l], sum);
+            sum = fmaf(q.y, row[l + 1], sum);
+            sum = fmaf(q.z, row[l + 2], sum);
+            sum = fmaf(q.w, row[l + 3], sum);
+        }
+    } else {
+        for (int l = 0; l < sb; l++)
+            sum = fmaf(r[l], row[l], sum);
+    }
+    return sum;
+}
+__device__ __forceinline__ double dot_positions(const double *r, const double *row, int sb)
+{
+    double sum = 0.0;
+    if ((sb & 1) == 0) {
+        for (int l = 0; l < sb; l += 2) {
+            const double2 q = *reinterpret_cast<const double2 *>(r + l);
+            sum = fma(q.x, row[l], sum);
+            sum = fma(q.y, row[l + 1], sum);
+        }
+    } else {
+        for (int l = 0; l < sb; l++)
+            sum = fma(r[l], row[l], sum);
+    }
+    return sum;
+}
+
+/*
+ * The designed part of a flush of replay (cuda/evaluate.cuh; the channels
+ * kernels: the single-channel one sums these items with u and v): per
  * (designed axis i, staged step r, segment g) the sum over the segment's
- * spins l of r_l,a gth_z,l (positions rtile [sb][3], the staged gth_z
- * sgz [PS_GPU_STAGE][33] of the warp), times dt gamma, added to the
- * block's partial dF/dg_i,k; one item per lane.
+ * spins l of r_l,i gth_z,l (the tile's positions rtile [ng][sb], the
+ * warp's staged gth_z sgz [PS_GPU_STAGE][33]), times dt gamma, added to
+ * the block's partial dF/dg_i,k; one item per lane, the items
+ * it = ((i PS_GPU_STAGE) + r) 2^lgg + g decomposed by shifts (2^lgg
+ * segments in a warp; steps r >= nb not staged).
  */
 template <typename R>
-__device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, const R *rtile, int nb, int ngroups,
+__device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, const R *rtile, int nb, int lgg,
                                                int sb, int pw, int kseg, int itop, int lane, double *gp)
 {
-    const int per = nb * ngroups;
-    for (int it = lane; it < a.des.ng * per; it += 32) {
-        const int i = it / per, rem = it - i * per, r = rem / ngroups, g = rem - r * ngroups;
-        const int ax = des_axis(a.des, i);
-        const R *row = sgz + r * 33 + g * sb;
-        R sum = 0;
-        for (int l = 0; l < sb; l++)
-            sum += rtile[3 * l + ax] * row[l];
+    constexpr int SL = stage_log2<R>::value;
+    for (int it = lane; it < (a.des.ng << (SL + lgg)); it += 32) {
+        const int i = it >> (SL + lgg), r = (it >> lgg) & ((1 << SL) - 1), g = it & ((1 << lgg) - 1);
         const int kk = (pw + g) * kseg + itop - r;
-        if (kk < a.nt)
-            gp[PS_X_G(a.nc, a.nt, i, kk)] += a.des.dtg * (double)sum;
+        if (r >= nb || kk >= a.nt)
+            continue;
+        const R sum = dot_positions(rtile + i * sb, sgz + r * 33 + g * sb, sb);
+        gp[PS_X_G(a.nc, a.nt, i, kk)] += a.des.dtg * (double)sum;
     }
 }
 
