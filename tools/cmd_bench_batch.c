@@ -66,6 +66,9 @@ typedef struct bench_batch {
     double *bound;   /* concurrent: seconds it may take before it is cancelled */
 } bench_batch;
 
+/* Seconds the concurrent variant's cancelled runs get to end. */
+#define PS_BENCH_CANCEL_WAIT 10.0
+
 static int has_iterates(int st)
 {
     return st >= 0 || st == PS_ERR_LINE_SEARCH;
@@ -170,6 +173,7 @@ static double run_variant(const bench_batch *bb, int which, variant *v)
                 late = 1;
         }
         t1 = ps_monotonic_seconds();
+        size_t stuck = 0;
         if (late) {
             for (size_t k = 0; k < n; k++)
                 if (runs[k])
@@ -177,6 +181,20 @@ static double run_variant(const bench_batch *bb, int which, variant *v)
             ps_cli_error("bench --batch: concurrent: not finished after %.1f s (20 times the slower of "
                          "batch and sequence): cancelled", t1 - t0);
             st = PS_CANCELLED;
+            /* a cancelled run ends at its kernel's next control point; one
+             * whose kernel never gets there would hold ps_run_free forever:
+             * such runs are left to the process's exit, and said */
+            const double tc = ps_monotonic_seconds();
+            for (size_t k = 0; k < n; k++) {
+                const double left = PS_BENCH_CANCEL_WAIT - (ps_monotonic_seconds() - tc);
+                if (runs[k] && ps_run_wait(runs[k], left > 0 ? left : 0.0, NULL, NULL) == PS_RUNNING) {
+                    runs[k] = NULL;
+                    stuck++;
+                }
+            }
+            if (stuck)
+                ps_cli_error("bench --batch: concurrent: %zu of %zu cancelled runs did not end within %.0f s; "
+                             "left running until the process exits", stuck, n, PS_BENCH_CANCEL_WAIT);
         }
         for (size_t k = 0; k < n && st == 0; k++) {
             st = take_copy(v, k, ps_run_wait(runs[k], -1.0, &r, x), &r, x, nx);
