@@ -115,6 +115,29 @@ static void set_free(set *s)
         ps_problem_free(s->p[i]);
 }
 
+/*
+ * A started batch of the problems spec[0..n) (into s), with options o of
+ * `workers` workers, no convergence test and `iters` iterations (or a line
+ * search that ends at the noise floor, the same in the batch and solo):
+ * long enough that calls made while it runs find its problems running.
+ */
+static ps_batch *start_long(set *s, const char *const *spec, size_t n, int workers, int iters, ps_options *o)
+{
+    s->n = n;
+    for (size_t i = 0; i < n; i++)
+        s->p[i] = make_problem(spec[i]);
+    *o = batch_opts(PS_PRECISION_SINGLE, workers);
+    o->max_iterations = iters;
+    o->gtol = 0.0;
+    o->ftol = 0.0;
+    ps_batch *b = NULL;
+    assert_int_equal(ps_batch_create(o, &b), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ps_batch_add(b, s->p[i], NULL, NULL), 0);
+    assert_int_equal(ps_batch_start(b), 0);
+    return b;
+}
+
 /* A finished problem's outcome. */
 typedef struct outcome {
     int status;
@@ -328,21 +351,8 @@ static void test_steering_storm(void **state)
         "slice1d:nz=150,nt=250",
     };
     set s;
-    s.n = NSPEC;
-    for (size_t i = 0; i < s.n; i++)
-        s.p[i] = make_problem(big[i]);
-    ps_options o = batch_opts(PS_PRECISION_SINGLE, 3);
-    /* long enough that the calls find the problems running: no
-     * convergence test, 400 iterations (or a line search that ends at the
-     * noise floor, the same in the batch and solo) */
-    o.max_iterations = 400;
-    o.gtol = 0.0;
-    o.ftol = 0.0;
-    ps_batch *b = NULL;
-    assert_int_equal(ps_batch_create(&o, &b), 0);
-    for (size_t i = 0; i < s.n; i++)
-        assert_int_equal(ps_batch_add(b, s.p[i], NULL, NULL), 0);
-    assert_int_equal(ps_batch_start(b), 0);
+    ps_options o;
+    ps_batch *b = start_long(&s, big, NSPEC, 3, 400, &o);
     /* PS_TEST_SEED varies the calls' order and moments (a stress loop) */
     uint64_t rng = getenv("PS_TEST_SEED") ? strtoull(getenv("PS_TEST_SEED"), NULL, 10) : 12345;
     int cancelled[NSPEC] = {0};
@@ -492,18 +502,8 @@ static void test_yield_storm(void **state)
     static const char *const big[4] = {"slice1d:nz=300,nt=200", "ptx2d:n=14,nt=50", "slice1d:nz=200,nt=250",
                                        "spiral2d:n=12,nt=150,design_g=xy,smax=15000,gmax=4"};
     set s;
-    s.n = 4;
-    for (size_t i = 0; i < s.n; i++)
-        s.p[i] = make_problem(big[i]);
-    ps_options o = batch_opts(PS_PRECISION_SINGLE, 2);
-    o.max_iterations = 300;
-    o.gtol = 0.0;
-    o.ftol = 0.0;
-    ps_batch *b = NULL;
-    assert_int_equal(ps_batch_create(&o, &b), 0);
-    for (size_t i = 0; i < s.n; i++)
-        assert_int_equal(ps_batch_add(b, s.p[i], NULL, NULL), 0);
-    assert_int_equal(ps_batch_start(b), 0);
+    ps_options o;
+    ps_batch *b = start_long(&s, big, 4, 2, 300, &o);
     uint64_t rng = 777;
     int yields = 0;
     const double t_end = now_s() + WAIT_S;
