@@ -121,19 +121,10 @@ static void gpu_command(ps_batch *b, item *it)
         ps_gpu_run_command(it->r->gpu, cmd);
 }
 
-/* The team shape of a problem: the batch's block, team_blocks blocks, the
- * tile of the heuristic (or the options' forced tile), no register cap. */
-static int gpu_setup_timed(ps_batch *b, item *it);
-
-static int gpu_setup(ps_batch *b, item *it)
-{
-    const double t = ps_monotonic_seconds();
-    int st = gpu_setup_timed(b, it);
-    b->setup_seconds += ps_monotonic_seconds() - t;
-    return st;
-}
-
-static int gpu_setup_timed(ps_batch *b, item *it)
+/* A problem's run on the device at the team shape: the batch's block,
+ * team_blocks blocks, the tile of the heuristic (or the options' forced
+ * tile), no register cap. */
+static int gpu_setup_run(ps_batch *b, item *it)
 {
     ps_run *r;
     int st = ps_run_impl_create(it->p, &b->o, it->x0, b->fell_back, &r);
@@ -171,6 +162,15 @@ static int gpu_setup_timed(ps_batch *b, item *it)
     }
     pthread_mutex_unlock(&r->mu);
     return PS_CONVERGED;
+}
+
+/* The same, its host time added to the batch's set-up seconds. */
+static int gpu_setup(ps_batch *b, item *it)
+{
+    const double t = ps_monotonic_seconds();
+    int st = gpu_setup_run(b, it);
+    b->setup_seconds += ps_monotonic_seconds() - t;
+    return st;
 }
 
 /* Attach a set-up problem to the kernel's batch; errors finish it. */
