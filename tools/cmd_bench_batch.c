@@ -61,9 +61,9 @@ typedef struct bench_batch {
     size_t n, nx;
     double *x0;       /* [n][nx] the copies' start points */
     ps_cli_log *log;
-    ps_gpu_options *shape; /* the batch's team shape (ps_batch_shape), for concurrent */
-    int *have_shape;
-    double *bound;   /* concurrent: seconds it may take before it is cancelled */
+    ps_gpu_options shape; /* the batch's team shape (ps_batch_shape), for concurrent */
+    int have_shape;       /* 1 once the batch's run has given it */
+    double bound;         /* concurrent: seconds it may take before it is cancelled */
 } bench_batch;
 
 /* Seconds the concurrent variant's cancelled runs get to end. */
@@ -107,7 +107,7 @@ static int take_copy(variant *v, size_t k, int rs, ps_result *r, const double *x
 }
 
 /* One timed run of a variant; returns its wall time (NAN on failure). */
-static double run_variant(const bench_batch *bb, int which, variant *v)
+static double run_variant(bench_batch *bb, int which, variant *v)
 {
     const size_t n = bb->n, nx = bb->nx;
     double *x = malloc(nx * sizeof(double));
@@ -137,8 +137,8 @@ static double run_variant(const bench_batch *bb, int which, variant *v)
             st = 0;
         }
         t1 = ps_monotonic_seconds();
-        if (b && st == 0 && ps_batch_shape(b, 0, bb->shape, NULL) == 0)
-            *bb->have_shape = bb->shape->gpu_grid > 0;
+        if (b && st == 0 && ps_batch_shape(b, 0, &bb->shape, NULL) == 0)
+            bb->have_shape = bb->shape.gpu_grid > 0;
         if (b && ps_batch_progress(b, &rep) == 0) {
             v->team_blocks = rep.team_blocks;
             v->setup = rep.setup_seconds;
@@ -161,14 +161,14 @@ static double run_variant(const bench_batch *bb, int which, variant *v)
         if (!runs)
             st = PS_ERR_NO_MEMORY;
         ps_options oc = *bb->o;
-        if (*bb->have_shape)
-            oc.gpu = bb->shape;
+        if (bb->have_shape)
+            oc.gpu = &bb->shape;
         for (size_t k = 0; k < n && st == 0; k++)
             st = ps_solve_start(bb->p, &oc, bb->x0 + k * nx, &runs[k]);
         /* bounded: N cooperative kernels on N streams may take very long */
         int late = 0;
         for (size_t k = 0; k < n && runs && runs[k]; k++) {
-            double left = *bb->bound - (ps_monotonic_seconds() - t0);
+            double left = bb->bound - (ps_monotonic_seconds() - t0);
             if (ps_run_wait(runs[k], left > 0 ? left : 0.0, NULL, NULL) == PS_RUNNING)
                 late = 1;
         }
@@ -334,12 +334,7 @@ int ps_cmd_bench_batch(const ps_cli *cli)
     bb.n = (size_t)cli->bench_batch;
     bb.nx = ps_problem_nx(p);
     bb.log = &log;
-    ps_gpu_options shape;
-    int have_shape = 0;
-    bb.shape = &shape;
-    bb.have_shape = &have_shape;
-    double bound = 60.0;
-    bb.bound = &bound;
+    bb.bound = 60.0;
     bb.x0 = malloc(bb.n * bb.nx * sizeof(double));
     for (int i = 0; i < N_VARIANTS; i++) {
         v[i].samples = calloc((size_t)cli->repeats, sizeof(double));
@@ -399,7 +394,7 @@ int ps_cmd_bench_batch(const ps_cli *cli)
             for (int j = 0; j < V_CONCURRENT; j++)
                 if (v[j].ran && v[j].samples[0] > slow)
                     slow = v[j].samples[0];
-            bound = slow > 0.0 ? 20.0 * slow : 60.0;
+            bb.bound = slow > 0.0 ? 20.0 * slow : 60.0;
         }
         for (int s = 0; s < cli->repeats && v[i].ran; s++) {
             v[i].samples[s] = run_variant(&bb, i, &v[i]);
