@@ -5,6 +5,8 @@
  * a run copied back.
  */
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,8 +58,104 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double
 }
 
 /*
- * Set up a run: launch shape, host staging, device buffers, uploads, the
- * args struct and the solver state in its START phase (see cuda/context.cuh).
+ * A context's buffers, in one device allocation (one allocation, one
+ * free, one upload): those uploaded at the set-up first, in the order of the host
+ * image that one copy uploads, x (the first vector of vec) last among
+ * them; then the rest. Each starts at a multiple of 256 bytes.
+ */
+enum {
+    BUF_SPIN,   /* [ns][SP_STRIDE] R */
+    BUF_GDT,    /* [nt][3] R */
+    BUF_SPINS,  /* [ns][nc][2] R (channels kernel) */
+    BUF_TARGET, /* [ns][3] */
+    BUF_W,      /* [ns] */
+    BUF_M0,     /* [ns][3] */
+    BUF_CONS,   /* the constraints (context_create_t) */
+    BUF_STATE,  /* ps_solver */
+    BUF_VEC,    /* x, g, gt, d, S[m], Y[m], each [n]: x uploaded, the rest zeroed */
+    BUF_PART,   /* the partials and outputs (context_create_t) */
+    BUF_GDTB,   /* [G][nt][3] R, the blocks' gdt copies (designed, not staged) */
+    BUF_HIST,   /* [hist_cap] ps_progress */
+    BUF_CLOCK,  /* [1] unsigned long long */
+    BUF_COUNT
+};
+
+/* Doubles at the start of BUF_PART before the partials: elapsed and
+ * eval_out[2], padded to 256 bytes so that gpart stays aligned. */
+#define PART_HEAD 32
+
+struct arena_layout {
+    size_t off[BUF_COUNT + 1]; /* off[BUF_COUNT]: the allocation's size */
+    size_t upload;             /* bytes of the host image: up to the end of x */
+};
+
+static void arena_plan(const size_t bytes[BUF_COUNT], size_t x_bytes, arena_layout *L)
+{
+    size_t at = 0;
+    for (int i = 0; i < BUF_COUNT; i++) {
+        L->off[i] = at;
+        at += (bytes[i] + 255) & ~(size_t)255;
+    }
+    L->off[BUF_COUNT] = at;
+    L->upload = L->off[BUF_VEC] + x_bytes;
+}
+
+/*
+ * Device memory from the stream-ordered allocator (where the device has
+ * memory pools; else cudaMalloc and cudaFree): cudaFree (even of NULL)
+ * and cudaFreeHost wait for every kernel running on the device, so a run
+ * set up or released while other kernels run (a problem added to a
+ * running batch, solo runs on other streams, a paused kernel waiting for
+ * its host) would wait for them; cudaMallocAsync and cudaFreeAsync do
+ * not. The allocation is complete before it is used on any stream
+ * (synchronized here); the free comes after every use (the run's kernel
+ * has ended).
+ */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static int pools; /* 1: the device has memory pools (else cudaMalloc, cudaFree) */
+
+/* The device's default pool keeps what is freed for the process (with
+ * the default threshold 0 it gives memory back to the driver at each
+ * synchronization, which, like cudaFree, may wait for running kernels). */
+static void pool_keep(void)
+{
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    int dev = 0, has = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&has, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess || !has) {
+        cudaGetLastError();
+        return;
+    }
+    pools = 1;
+    if (cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+        cudaGetLastError(); /* a pool that gives memory back still works */
+}
+
+cudaError_t ps_gpu::device_alloc(void **p, size_t bytes)
+{
+    pthread_once(&pool_once, pool_keep);
+    if (!pools)
+        return cudaMalloc(p, bytes);
+    cudaError_t e = cudaMallocAsync(p, bytes, cudaStreamPerThread);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(cudaStreamPerThread);
+    return e;
+}
+
+void ps_gpu::device_free(void *p)
+{
+    if (pools)
+        cudaFreeAsync(p, cudaStreamPerThread);
+    else
+        cudaFree(p);
+}
+
+/*
+ * Set up a run: launch shape, the host image of what is uploaded, one
+ * device allocation, one upload, the args struct and the solver state in
+ * its START phase (see cuda/context.cuh).
  */
 template <typename R>
 static int context_create_t(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
@@ -69,13 +167,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     args a;
     memset(&a, 0, sizeof a);
     memset(c, 0, sizeof *c);
-    void *d_spin = NULL, *d_gdt = NULL, *d_spinS = NULL, *d_gdtb = NULL;
-    double *d_target = NULL, *d_w = NULL, *d_m0 = NULL, *d_vec = NULL, *d_part = NULL, *d_cons = NULL;
-    ps_solver *d_state = NULL;
-    ps_progress *d_hist = NULL;
-    R *h_spin = NULL, *h_gdt = NULL, *h_S = NULL;
-    double *h_w = NULL, *h_m0 = NULL;
-    ps_solver *h_state = NULL;
+    char *d_arena = NULL, *h_img = NULL;
 
     ps_gpu_config cfg;
     st = ps_gpu_resolve_config(p, o, cfg_in, &cfg);
@@ -86,139 +178,130 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     const int channels = ps_gpu_channels(p), kclass = ps_gpu_kernel_class(p), designed = p->design_g != 0;
     const size_t smem = ps_gpu_dyn_smem(o->precision, cfg.sb, cfg.segs, tb, nt, kclass);
     const int stage_gdt = designed && ps_gpu_stage_gdt(o->precision, cfg.sb, cfg.segs, tb, nt, channels);
-    /* the constraints: b1max_c [nc], vop [nq][nc][nc][2], bsar [nt][nc][2],
-     * spart [nq][G], sarw [G][2 nq] */
+    /* the constraints: [n_b1] per-channel limits, [n_mask] the RF mask, then
+     * with VOPs [n_vop] their matrices vop [nq][nc][nc][2], bsar [nt][nc][2]
+     * the pulse, spart [nq][G] + sarw [G][2 nq] the SAR partials */
     const size_t n_b1 = p->b1_max_channel ? p->nc : 0, n_vop = 2 * p->nq * p->nc * p->nc;
     const size_t n_mask = p->rf_mask ? nt : 0;
-    /* [n_b1] per-channel limits, [n_mask] the RF mask, then with VOPs [n_vop] their
-     * matrices, [nt][nc][2] the pulse, [nq][G] + [G][2 nq] the SAR partials */
     const size_t n_cons = n_b1 + n_mask + (p->nq ? n_vop + 2 * nt * p->nc + 3 * p->nq * (size_t)G : 0);
+    /* elapsed, eval_out[2] (in PART_HEAD doubles, so that the state, the
+     * vectors and they are one range: context.cuh, xfer), gpart[G][n],
+     * lpart[G], rpart[G][RP], rdot[4 MAX_MEMORY][G], m_out[ns][3], gpen[G][4]
+     * (designed axes) */
+    const size_t n_part = PART_HEAD + (size_t)G * n + G + (size_t)G * PS_GPU_RP + (size_t)4 * PS_MAX_MEMORY * G +
+                          3 * ns + (designed ? (size_t)4 * G : 0);
+    const size_t n_vec = (4 + 2 * (size_t)m) * n;
     int hist_cap = mode == MODE_EVAL ? 1
                    : o->max_iterations > 0 && o->max_iterations < 1000000
                        ? (int)o->max_iterations + 1
                        : 1000001;
+    size_t bytes[BUF_COUNT];
+    bytes[BUF_SPIN] = ns * SP_STRIDE * sizeof(R);
+    bytes[BUF_GDT] = 3 * nt * sizeof(R);
+    bytes[BUF_SPINS] = channels ? 2 * ns * p->nc * sizeof(R) : 0;
+    bytes[BUF_TARGET] = 3 * ns * sizeof(double);
+    bytes[BUF_W] = ns * sizeof(double);
+    bytes[BUF_M0] = 3 * ns * sizeof(double);
+    bytes[BUF_CONS] = n_cons * sizeof(double);
+    bytes[BUF_STATE] = sizeof(ps_solver);
+    bytes[BUF_VEC] = n_vec * sizeof(double);
+    bytes[BUF_PART] = n_part * sizeof(double);
+    bytes[BUF_GDTB] = designed && !stage_gdt ? (size_t)G * 3 * nt * sizeof(R) : 0;
+    bytes[BUF_HIST] = (size_t)hist_cap * sizeof(ps_progress);
+    bytes[BUF_CLOCK] = sizeof(unsigned long long);
+    arena_layout L;
+    arena_plan(bytes, n * sizeof(double), &L);
 
-    /* host staging */
-    h_spin = (R *)malloc(ns * SP_STRIDE * sizeof(R));
-    h_gdt = (R *)malloc(3 * nt * sizeof(R));
-    h_w = (double *)malloc(ns * sizeof(double));
-    h_m0 = (double *)malloc(3 * ns * sizeof(double));
-    h_state = (ps_solver *)malloc(sizeof(ps_solver));
-    if (channels)
-        h_S = (R *)malloc(2 * ns * p->nc * sizeof(R));
-    if (!h_spin || !h_gdt || !h_w || !h_m0 || !h_state || (channels && !h_S)) {
-        st = PS_ERR_NO_MEMORY;
-        goto out;
-    }
-    spin_records<R>(p, h_spin, h_gdt, h_w, h_m0, h_S);
-    ps_solver_init(h_state, m, o->past, o->max_linesearch, o->max_iterations,
-                   o->max_evaluations, o->gtol, o->ftol, o->c1, o->c2, o->time_limit,
-                   ps_options_fnoise(o));
-    if (mode == MODE_SOLVE && ps_problem_penalized(p)) /* SAR, gradient limits */
-        ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o), ps_penalty_mu0(p, o));
-
-    /* device buffers */
-    CUDA_TRY(o, cudaMalloc(&d_spin, ns * SP_STRIDE * sizeof(R)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMalloc(&d_gdt, 3 * nt * sizeof(R)), PS_ERR_GPU_MEMORY);
-    if (channels) {
-        CUDA_TRY(o, cudaMalloc(&d_spinS, 2 * ns * p->nc * sizeof(R)), PS_ERR_GPU_MEMORY);
-        CUDA_TRY(o, cudaMemcpy(d_spinS, h_S, 2 * ns * p->nc * sizeof(R), cudaMemcpyHostToDevice),
-                 PS_ERR_GPU_LAUNCH);
-    }
-    CUDA_TRY(o, cudaMalloc(&d_target, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMalloc(&d_w, ns * sizeof(double)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMalloc(&d_m0, 3 * ns * sizeof(double)), PS_ERR_GPU_MEMORY);
-    /* x, g, gt, d, S[m], Y[m] */
-    CUDA_TRY(o, cudaMalloc(&d_vec, (4 + 2 * (size_t)m) * n * sizeof(double)), PS_ERR_GPU_MEMORY);
-    /* gpart[G][n], lpart[G], rpart[G][RP], rdot[4 MAX_MEMORY][G], elapsed, eval_out[2], m_out[ns][3],
-     * gpen[G][4] (designed axes) */
-    CUDA_TRY(o, cudaMalloc(&d_part, ((size_t)G * n + G + (size_t)G * PS_GPU_RP + (size_t)4 * PS_MAX_MEMORY * G + 3 +
-                                     3 * ns + (designed ? (size_t)4 * G : 0)) * sizeof(double)),
-             PS_ERR_GPU_MEMORY);
-    if (designed && !stage_gdt) /* the blocks' gdt copies [G][nt][3] */
-        CUDA_TRY(o, cudaMalloc(&d_gdtb, (size_t)G * 3 * nt * sizeof(R)), PS_ERR_GPU_MEMORY);
-    if (n_cons) {
-        CUDA_TRY(o, cudaMalloc(&d_cons, n_cons * sizeof(double)), PS_ERR_GPU_MEMORY);
-        CUDA_TRY(o, cudaMemset(d_cons, 0, n_cons * sizeof(double)), PS_ERR_GPU_LAUNCH);
+    /* the host image of the uploaded buffers */
+    h_img = (char *)calloc(1, L.upload);
+    if (!h_img)
+        return PS_ERR_NO_MEMORY;
+    {
+        double *h_cons = (double *)(h_img + L.off[BUF_CONS]);
+        spin_records<R>(p, (R *)(h_img + L.off[BUF_SPIN]), (R *)(h_img + L.off[BUF_GDT]),
+                        (double *)(h_img + L.off[BUF_W]), (double *)(h_img + L.off[BUF_M0]),
+                        channels ? (R *)(h_img + L.off[BUF_SPINS]) : NULL);
+        memcpy(h_img + L.off[BUF_TARGET], p->target, bytes[BUF_TARGET]);
         if (n_b1)
-            CUDA_TRY(o, cudaMemcpy(d_cons, p->b1_max_channel, n_b1 * sizeof(double), cudaMemcpyHostToDevice),
-                     PS_ERR_GPU_LAUNCH);
+            memcpy(h_cons, p->b1_max_channel, n_b1 * sizeof(double));
         if (n_mask)
-            CUDA_TRY(o, cudaMemcpy(d_cons + n_b1, p->rf_mask, n_mask * sizeof(double), cudaMemcpyHostToDevice),
-                     PS_ERR_GPU_LAUNCH);
+            memcpy(h_cons + n_b1, p->rf_mask, n_mask * sizeof(double));
         if (p->nq)
-            CUDA_TRY(o, cudaMemcpy(d_cons + n_b1 + n_mask, p->vop, n_vop * sizeof(double), cudaMemcpyHostToDevice),
-                     PS_ERR_GPU_LAUNCH);
+            memcpy(h_cons + n_b1 + n_mask, p->vop, n_vop * sizeof(double));
+        ps_solver *h_state = (ps_solver *)(h_img + L.off[BUF_STATE]);
+        ps_solver_init(h_state, m, o->past, o->max_linesearch, o->max_iterations, o->max_evaluations, o->gtol,
+                       o->ftol, o->c1, o->c2, o->time_limit, ps_options_fnoise(o));
+        if (mode == MODE_SOLVE && ps_problem_penalized(p)) /* SAR, gradient limits */
+            ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o),
+                                 ps_penalty_mu0(p, o));
+        memcpy(h_img + L.off[BUF_VEC], x, n * sizeof(double));
     }
-    CUDA_TRY(o, cudaMalloc(&d_state, sizeof(ps_solver)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMalloc(&d_hist, (size_t)hist_cap * sizeof(ps_progress)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMalloc(&c->d_clock, sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMemset(d_vec, 0, (4 + 2 * (size_t)m) * n * sizeof(double)), PS_ERR_GPU_LAUNCH);
 
-    CUDA_TRY(o, cudaMemcpy(d_spin, h_spin, ns * SP_STRIDE * sizeof(R), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(d_gdt, h_gdt, 3 * nt * sizeof(R), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(d_target, p->target, 3 * ns * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(d_w, h_w, ns * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(d_m0, h_m0, 3 * ns * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(d_vec, x, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(d_state, h_state, sizeof(ps_solver), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, device_alloc((void **)&d_arena, L.off[BUF_COUNT]), PS_ERR_GPU_MEMORY);
+    CUDA_TRY(o, cudaMemcpy(d_arena, h_img, L.upload, cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
 
-    a.ns = (int)ns;
-    a.nt = (int)nt;
-    a.n = (int)n;
-    a.sb = cfg.sb;
-    a.segs = cfg.segs;
-    a.ntiles = ntiles;
-    a.loss = (int)p->loss;
-    a.relax = p->t1 || p->t2;
-    a.des = ps_problem_design(p, mode != MODE_SOLVE);
-    if (a.des.b1max_c)
-        a.des.b1max_c = d_cons; /* the device's copy */
-    if (a.des.rf_mask)
-        a.des.rf_mask = d_cons + n_b1;
-    a.sar = ps_problem_sar(p);
-    if (p->nq) {
-        a.sar.vop = d_cons + n_b1 + n_mask;
-        a.bsar = d_cons + n_b1 + n_mask + n_vop;
-        a.spart = a.bsar + 2 * nt * p->nc;
-        a.sarw = a.spart + p->nq * (size_t)G;
+    {
+        double *d_vec = (double *)(d_arena + L.off[BUF_VEC]), *d_part = (double *)(d_arena + L.off[BUF_PART]);
+        double *d_cons = n_cons ? (double *)(d_arena + L.off[BUF_CONS]) : NULL;
+        a.ns = (int)ns;
+        a.nt = (int)nt;
+        a.n = (int)n;
+        a.sb = cfg.sb;
+        a.segs = cfg.segs;
+        a.ntiles = ntiles;
+        a.loss = (int)p->loss;
+        a.relax = p->t1 || p->t2;
+        a.des = ps_problem_design(p, mode != MODE_SOLVE);
+        if (a.des.b1max_c)
+            a.des.b1max_c = d_cons; /* the device's copy */
+        if (a.des.rf_mask)
+            a.des.rf_mask = d_cons + n_b1;
+        a.sar = ps_problem_sar(p);
+        if (p->nq) {
+            a.sar.vop = d_cons + n_b1 + n_mask;
+            a.bsar = d_cons + n_b1 + n_mask + n_vop;
+            a.spart = a.bsar + 2 * nt * p->nc;
+            a.sarw = a.spart + p->nq * (size_t)G;
+        }
+        a.memory = m;
+        a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt, channels);
+        a.gv = (int)((n + tb - 1) / tb) < G ? (int)((n + tb - 1) / tb) : G;
+        a.team0 = 0; /* the whole grid, until a batch's team takes the problem (cuda/batch.cu) */
+        a.nteam = G;
+        a.kclass = kclass;
+        a.stage_gdt = stage_gdt;
+        a.gdtb = bytes[BUF_GDTB] ? d_arena + L.off[BUF_GDTB] : NULL;
+        a.prof = ps_gpu_profile_buffer();
+        a.spin = d_arena + L.off[BUF_SPIN];
+        a.spinS = channels ? d_arena + L.off[BUF_SPINS] : NULL;
+        a.nc = (int)p->nc;
+        a.gdt = d_arena + L.off[BUF_GDT];
+        a.target = (double *)(d_arena + L.off[BUF_TARGET]);
+        a.w = (double *)(d_arena + L.off[BUF_W]);
+        a.m0 = (double *)(d_arena + L.off[BUF_M0]);
+        a.x = d_vec;
+        a.g = d_vec + n;
+        a.gt = d_vec + 2 * n;
+        a.d = d_vec + 3 * n;
+        a.S = d_vec + 4 * n;
+        a.Y = d_vec + (4 + (size_t)m) * n;
+        a.elapsed = d_part;
+        a.eval_out = d_part + 1;
+        a.gpart = d_part + PART_HEAD;
+        a.lpart = a.gpart + (size_t)G * n;
+        a.rpart = a.lpart + G;
+        a.rdot = a.rpart + (size_t)G * PS_GPU_RP;
+        a.m_out = want_m ? a.rdot + (size_t)4 * PS_MAX_MEMORY * G : NULL;
+        a.gpen = designed ? a.rdot + (size_t)4 * PS_MAX_MEMORY * G + 3 * ns : NULL;
+        a.state = (ps_solver *)(d_arena + L.off[BUF_STATE]);
+        a.hist = (ps_progress *)(d_arena + L.off[BUF_HIST]);
+        a.hist_cap = hist_cap;
+        a.mode = mode;
     }
-    a.memory = m;
-    a.stage_pulse = ps_gpu_stage_pulse(o->precision, nt, channels);
-    a.gv = (int)((n + tb - 1) / tb) < G ? (int)((n + tb - 1) / tb) : G;
-    a.team0 = 0; /* the whole grid, until a batch's team takes the problem (cuda/batch.cu) */
-    a.nteam = G;
-    a.kclass = kclass;
-    a.stage_gdt = stage_gdt;
-    a.gdtb = d_gdtb;
-    a.prof = ps_gpu_profile_buffer();
-    a.spin = d_spin;
-    a.spinS = d_spinS;
-    a.nc = (int)p->nc;
-    a.gdt = d_gdt;
-    a.target = d_target;
-    a.w = d_w;
-    a.m0 = d_m0;
-    a.x = d_vec;
-    a.g = d_vec + n;
-    a.gt = d_vec + 2 * n;
-    a.d = d_vec + 3 * n;
-    a.S = d_vec + 4 * n;
-    a.Y = d_vec + (4 + (size_t)m) * n;
-    a.gpart = d_part;
-    a.lpart = d_part + (size_t)G * n;
-    a.rpart = a.lpart + G;
-    a.rdot = a.rpart + (size_t)G * PS_GPU_RP;
-    a.elapsed = a.rdot + (size_t)4 * PS_MAX_MEMORY * G;
-    a.eval_out = a.elapsed + 1;
-    a.m_out = want_m ? a.eval_out + 2 : NULL;
-    a.gpen = designed ? a.eval_out + 2 + 3 * ns : NULL;
-    a.state = d_state;
-    a.hist = d_hist;
-    a.hist_cap = hist_cap;
-    a.mode = mode;
-    /* elapsed = 0: the time limit's clock before the first update; and
-     * eval_out (the end seconds and f of a launch) defined before one ends */
+    /* g, gt, d, S and Y start at zero; elapsed = 0: the time limit's clock
+     * before the first update; and eval_out (the end seconds and f of a
+     * launch) defined before one ends */
+    CUDA_TRY(o, cudaMemset(a.g, 0, (n_vec - n) * sizeof(double)), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaMemset(a.elapsed, 0, 3 * sizeof(double)), PS_ERR_GPU_LAUNCH);
     if (designed) /* defined before a launch that starts in UPDATE reads it (unused there) */
         CUDA_TRY(o, cudaMemset(a.gpen, 0, (size_t)4 * G * sizeof(double)), PS_ERR_GPU_LAUNCH);
@@ -227,48 +310,20 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     c->cfg = cfg;
     c->smem = smem;
     c->precision = o->precision;
-    c->d_spin = d_spin;
-    c->d_spinS = d_spinS;
     c->channels = channels;
     c->designed = designed;
     c->kclass = kclass;
-    c->d_gdtb = d_gdtb;
-    c->d_gdt = d_gdt;
-    c->d_target = d_target;
-    c->d_w = d_w;
-    c->d_m0 = d_m0;
-    c->d_vec = d_vec;
-    c->d_part = d_part;
-    c->d_cons = d_cons;
-    c->d_state = d_state;
-    c->d_hist = d_hist;
-    d_spin = d_gdt = d_spinS = d_gdtb = NULL;
-    d_target = d_w = d_m0 = d_vec = d_part = d_cons = NULL;
-    d_state = NULL;
-    d_hist = NULL;
+    c->d_arena = d_arena;
+    c->xfer = L.off[BUF_STATE];
+    c->xfer_bytes = L.off[BUF_PART] + 3 * sizeof(double) - L.off[BUF_STATE];
+    c->d_clock = (unsigned long long *)(d_arena + L.off[BUF_CLOCK]);
+    d_arena = NULL;
 out:
-    cudaFree(d_spin);
-    cudaFree(d_spinS);
-    cudaFree(d_gdtb);
-    cudaFree(d_gdt);
-    cudaFree(d_target);
-    cudaFree(d_w);
-    cudaFree(d_m0);
-    cudaFree(d_vec);
-    cudaFree(d_part);
-    cudaFree(d_cons);
-    cudaFree(d_state);
-    cudaFree(d_hist);
-    free(h_spin);
-    free(h_S);
-    free(h_gdt);
-    free(h_w);
-    free(h_m0);
-    free(h_state);
-    if (st) {
-        cudaFree(c->d_clock);
+    if (d_arena)
+        device_free(d_arena);
+    free(h_img);
+    if (st)
         memset(c, 0, sizeof *c);
-    }
     return st;
 }
 
@@ -282,19 +337,8 @@ int ps_gpu::context_create(const ps_problem *p, const ps_options *o, const ps_gp
 
 void ps_gpu::context_destroy(context *c)
 {
-    cudaFree(c->d_spin);
-    cudaFree(c->d_spinS);
-    cudaFree(c->d_gdtb);
-    cudaFree(c->d_gdt);
-    cudaFree(c->d_target);
-    cudaFree(c->d_w);
-    cudaFree(c->d_m0);
-    cudaFree(c->d_vec);
-    cudaFree(c->d_part);
-    cudaFree(c->d_cons);
-    cudaFree(c->d_state);
-    cudaFree(c->d_hist);
-    cudaFree(c->d_clock);
+    if (c->d_arena)
+        device_free(c->d_arena);
     memset(c, 0, sizeof *c);
 }
 
@@ -305,7 +349,7 @@ int ps_gpu::context_result(const context *c, const ps_options *o, double *x, ps_
     ps_solver *h_state = (ps_solver *)malloc(sizeof(ps_solver));
     if (!h_state)
         return PS_ERR_NO_MEMORY;
-    CUDA_TRY(o, cudaMemcpy(h_state, c->d_state, sizeof(ps_solver), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(h_state, c->a.state, sizeof(ps_solver), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaMemcpy(x, c->a.x, n * sizeof(double), cudaMemcpyDeviceToHost), PS_ERR_GPU_LAUNCH);
     {
         size_t rows = (size_t)h_state->iteration + 1;
@@ -316,7 +360,7 @@ int ps_gpu::context_result(const context *c, const ps_options *o, double *x, ps_
             st = PS_ERR_NO_MEMORY;
             goto out;
         }
-        CUDA_TRY(o, cudaMemcpy(r->history, c->d_hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost),
+        CUDA_TRY(o, cudaMemcpy(r->history, c->a.hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost),
                  PS_ERR_GPU_LAUNCH);
         r->history_len = rows;
         r->status = h_state->status;

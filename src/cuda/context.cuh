@@ -93,14 +93,13 @@ struct context {
     int channels;      /* ps_gpu_channels: 0, or the channels of the channels kernel */
     int designed;      /* 1: designed gradient axes (the DG kernels) */
     int kclass;        /* ps_gpu_kernel_class: channels, PS_GPU_DESIGNED if designed */
-    /* allocations (a points into them) */
-    void *d_spin, *d_gdt, *d_spinS;
-    void *d_gdtb;      /* [grid][nt][3] the blocks' gdt copies (designed, not staged), or NULL */
-    double *d_target, *d_w, *d_m0, *d_vec, *d_part;
-    double *d_cons;              /* the constraints: per-channel limits, VOPs, SAR buffers */
-    ps_solver *d_state;
-    ps_progress *d_hist;
-    unsigned long long *d_clock; /* [1] global ns at the solve's start (graph variant) */
+    /* the one device allocation of its buffers (a points into it) */
+    char *d_arena;
+    unsigned long long *d_clock; /* [1] in it: global ns at the solve's start (graph variant) */
+    /* the bytes [xfer, xfer + xfer_bytes) of it hold, in this order, the
+     * solver state (a.state), the vectors x g gt d S Y (a.x ...) and
+     * elapsed, eval_out[2]: one copy moves a run's state (cuda/run.cu) */
+    size_t xfer, xfer_bytes;
 };
 
 /*
@@ -120,6 +119,13 @@ void context_destroy(context *c);
 /* The persistent kernel on a set-up context: one cooperative launch
  * (cuda/kernel.cu); *ms: its time by CUDA events. */
 int launch_persistent(context *c, const ps_options *o, double *ms);
+
+/* Device memory whose allocation and release do not wait for the kernels
+ * running on the device (context.cu): the stream-ordered allocator. The
+ * allocation is complete when device_alloc returns; device_free comes
+ * after every use. */
+cudaError_t device_alloc(void **p, size_t bytes);
+void device_free(void *p);
 
 /* Host monotonic clock, seconds. */
 inline double wall_seconds(void) { return ps_monotonic_seconds(); }

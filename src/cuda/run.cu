@@ -7,6 +7,7 @@
  * state for a checkpoint and run other work meanwhile.
  */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,11 +24,65 @@ extern "C" {
 
 using namespace ps_gpu;
 
+/*
+ * Control blocks come from chunks of mapped pinned memory that live until
+ * the process ends: cudaHostAlloc takes milliseconds while a kernel runs
+ * (a problem added to a running batch, a solo run started beside others)
+ * and cudaFreeHost waits for every running kernel. A run takes a block
+ * from the free list and gives it back.
+ */
+namespace {
+enum { CTL_CHUNK = 64 };
+struct ctl_slot {
+    ps_gpu_ctl *host, *dev;
+};
+pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+ctl_slot *ctl_free_list;
+size_t ctl_free_n, ctl_free_cap;
+} // namespace
+
+/* A zeroed control block (host and device addresses); CUDA's error. */
+static cudaError_t ctl_take(ctl_slot *out)
+{
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&ctl_mu);
+    if (!ctl_free_n) {
+        ps_gpu_ctl *h = NULL, *d = NULL;
+        ctl_slot *v = (ctl_slot *)realloc(ctl_free_list, (ctl_free_cap + CTL_CHUNK) * sizeof *v);
+        if (!v) {
+            e = cudaErrorMemoryAllocation;
+            goto out;
+        }
+        ctl_free_list = v;
+        ctl_free_cap += CTL_CHUNK;
+        if ((e = cudaHostAlloc((void **)&h, CTL_CHUNK * sizeof(ps_gpu_ctl), cudaHostAllocMapped)) != cudaSuccess)
+            goto out;
+        if ((e = cudaHostGetDevicePointer((void **)&d, h, 0)) != cudaSuccess) {
+            cudaFreeHost(h);
+            goto out;
+        }
+        for (int i = CTL_CHUNK - 1; i >= 0; i--)
+            ctl_free_list[ctl_free_n++] = ctl_slot{h + i, d + i};
+    }
+    *out = ctl_free_list[--ctl_free_n];
+    memset(out->host, 0, sizeof(ps_gpu_ctl));
+out:
+    pthread_mutex_unlock(&ctl_mu);
+    return e;
+}
+
+static void ctl_give(ps_gpu_ctl *host, ps_gpu_ctl *dev)
+{
+    pthread_mutex_lock(&ctl_mu);
+    ctl_free_list[ctl_free_n++] = ctl_slot{host, dev}; /* room: every block came from the list */
+    pthread_mutex_unlock(&ctl_mu);
+}
+
 extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
                                  const double *z, ps_gpu_run **out)
 {
     int st = PS_CONVERGED;
-    ps_gpu_ctl *dctl = NULL;
+    ctl_slot ctl;
     *out = NULL;
     ps_gpu_run *g = (ps_gpu_run *)calloc(1, sizeof *g);
     if (!g)
@@ -38,16 +93,14 @@ extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const
         free(g);
         return st;
     }
-    CUDA_TRY(o, cudaHostAlloc((void **)&g->ctl, sizeof(ps_gpu_ctl), cudaHostAllocMapped), PS_ERR_GPU_MEMORY);
-    memset(g->ctl, 0, sizeof(ps_gpu_ctl));
-    CUDA_TRY(o, cudaHostGetDevicePointer((void **)&dctl, g->ctl, 0), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMalloc(&g->cw, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMemset(g->cw, 0, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_LAUNCH);
-    st = timed_stream_create(&g->ks, o);
-    if (st)
-        goto out;
-    CUDA_TRY(o, cudaStreamCreateWithFlags(&g->copies, cudaStreamNonBlocking), PS_ERR_GPU_LAUNCH);
-    g->c.a.ctl = dctl;
+    CUDA_TRY(o, ctl_take(&ctl), PS_ERR_GPU_MEMORY);
+    g->ctl = ctl.host;
+    g->dctl = ctl.dev;
+    CUDA_TRY(o, device_alloc((void **)&g->cw, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
+    CUDA_TRY(o, cudaMemsetAsync(g->cw, 0, PS_GPU_CW_LEN * sizeof(unsigned long long), cudaStreamPerThread),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
+    g->c.a.ctl = ctl.dev;
     g->c.a.cw = g->cw;
     g->c.a.controller = g->c.cfg.grid - 1; /* idle in the vector phases when the grid is larger than gv */
     *out = g;
@@ -64,13 +117,13 @@ extern "C" void ps_gpu_run_free(ps_gpu_run *g)
     if (__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
         cudaStreamSynchronize(g->ks.s);
     timed_stream_destroy(&g->ks);
-    if (g->copies)
-        cudaStreamDestroy(g->copies);
-    cudaFree(g->cw);
+    if (g->cw)
+        device_free(g->cw);
     if (g->ctl)
-        cudaFreeHost(g->ctl);
+        ctl_give(g->ctl, g->dctl);
     context_destroy(&g->c);
     cudaGetLastError();
+    free(g->stage);
     free(g);
 }
 
@@ -121,6 +174,11 @@ extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
     context *c = &g->c;
     void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->kclass);
     void *params[] = {&c->a};
+    if (!g->ks.s) { /* the run's stream, at its first launch (a batch's problems have none) */
+        st = timed_stream_create(&g->ks, o);
+        if (st)
+            goto out;
+    }
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);
     /* the count of blocks done with an evaluation starts again (control_watch) */
@@ -163,33 +221,50 @@ extern "C" double ps_gpu_run_kernel_seconds(const ps_gpu_run *g)
     return g->kernel_seconds;
 }
 
+/* The run's host image of its context's transfer range (context.cuh,
+ * xfer), allocated at its first use; NULL when out of memory. */
+static char *xfer_stage(ps_gpu_run *g)
+{
+    if (!g->stage)
+        g->stage = (char *)malloc(g->c.xfer_bytes);
+    return g->stage;
+}
+
+/* Where device buffer dev (inside the transfer range) lies in the image. */
+static double *xfer_at(ps_gpu_run *g, const double *dev)
+{
+    return (double *)(g->stage + ((const char *)dev - (g->c.d_arena + g->c.xfer)));
+}
+
 extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
 {
     int st = PS_CONVERGED;
     const ps_options *o = &g->o;
-    const args &a = g->c.a;
+    const context &c = g->c;
+    const args &a = c.a;
     const size_t n = (size_t)a.n, m = (size_t)a.memory;
     size_t rows;
     double secs[2] = {0.0, 0.0};
     PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
                        "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
-    CUDA_TRY(o, cudaMemcpyAsync(&d->s, a.state, sizeof(ps_solver), cudaMemcpyDeviceToHost, g->copies),
+    char *stage = xfer_stage(g);
+    if (!stage)
+        return PS_ERR_NO_MEMORY;
+    /* the state, the vectors and the end seconds and f in one copy */
+    CUDA_TRY(o, cudaMemcpyAsync(stage, c.d_arena + c.xfer, c.xfer_bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread),
              PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpyAsync(d->x, a.x, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
-             PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpyAsync(d->g, a.g, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
-             PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpyAsync(d->gt, a.gt, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
-             PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpyAsync(d->d, a.d, n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
-             PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpyAsync(d->S, a.S, m * n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
-             PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpyAsync(d->Y, a.Y, m * n * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
-             PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpyAsync(secs, a.eval_out, 2 * sizeof(double), cudaMemcpyDeviceToHost, g->copies),
-             PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamSynchronize(g->copies), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
+    memcpy(&d->s, stage, sizeof(ps_solver));
+    {
+        const double *v = xfer_at(g, a.x);
+        memcpy(d->x, v, n * sizeof(double));
+        memcpy(d->g, v + n, n * sizeof(double));
+        memcpy(d->gt, v + 2 * n, n * sizeof(double));
+        memcpy(d->d, v + 3 * n, n * sizeof(double));
+        memcpy(d->S, v + 4 * n, m * n * sizeof(double));
+        memcpy(d->Y, v + (4 + m) * n, m * n * sizeof(double));
+        memcpy(secs, xfer_at(g, a.eval_out), 2 * sizeof(double));
+    }
     rows = (size_t)d->s.iteration + 1;
     if (rows > (size_t)a.hist_cap)
         rows = (size_t)a.hist_cap;
@@ -205,9 +280,9 @@ extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
         return st;
     if (rows)
         CUDA_TRY(o, cudaMemcpyAsync(d->history, a.hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost,
-                                    g->copies),
+                                    cudaStreamPerThread),
                  PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamSynchronize(g->copies), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
     d->history_len = rows;
     /* the trial point of the current step (the CPU driver keeps it) */
     for (size_t i = 0; i < n; i++)
@@ -239,17 +314,29 @@ extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
     args &a = g->c.a;
     const size_t n = (size_t)a.n, m = (size_t)a.memory;
     size_t rows = d->history_len < (size_t)a.hist_cap ? d->history_len : (size_t)a.hist_cap;
+    char *stage;
     PS_RETURN_ERROR_IF(o, __atomic_load_n(&g->launched, __ATOMIC_ACQUIRE), PS_ERR_STATE,
                        "upload into a GPU run whose kernel is running");
     PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
                        "driver of %zu variables, memory %d; the GPU run has %zu, %zu", d->n, d->m, n, m);
-    CUDA_TRY(o, cudaMemcpy(a.state, &d->s, sizeof(ps_solver), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(a.x, d->x, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(a.g, d->g, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(a.gt, d->gt, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(a.d, d->d, n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(a.S, d->S, m * n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemcpy(a.Y, d->Y, m * n * sizeof(double), cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    stage = xfer_stage(g);
+    if (!stage)
+        return PS_ERR_NO_MEMORY;
+    /* the state and the vectors in one copy (not elapsed and eval_out:
+     * set below, from the driver, for the next launch) */
+    memcpy(stage, &d->s, sizeof(ps_solver));
+    {
+        double *v = xfer_at(g, a.x);
+        memcpy(v, d->x, n * sizeof(double));
+        memcpy(v + n, d->g, n * sizeof(double));
+        memcpy(v + 2 * n, d->gt, n * sizeof(double));
+        memcpy(v + 3 * n, d->d, n * sizeof(double));
+        memcpy(v + 4 * n, d->S, m * n * sizeof(double));
+        memcpy(v + (4 + m) * n, d->Y, m * n * sizeof(double));
+        CUDA_TRY(o, cudaMemcpy(g->c.d_arena + g->c.xfer, stage, (size_t)((char *)(v + (4 + 2 * m) * n) - stage),
+                               cudaMemcpyHostToDevice),
+                 PS_ERR_GPU_LAUNCH);
+    }
     if (rows)
         CUDA_TRY(o, cudaMemcpy(a.hist, d->history, rows * sizeof(ps_progress), cudaMemcpyHostToDevice),
                  PS_ERR_GPU_LAUNCH);
@@ -259,9 +346,12 @@ extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
                                                                       : update_partials_kernel<0, 1>)
                                        : g->c.channels ? update_partials_kernel<1, 0>
                                                        : update_partials_kernel<0, 0>;
-        k<<<g->c.cfg.grid, tb, reduce_smem_bytes(tb)>>>(a, d->s.ls.alpha, ps_lbfgs_next_slot(&d->s.lb));
+        /* on this thread's stream: a device-wide synchronization would
+         * wait for the kernels of other runs, or of a batch, that run */
+        k<<<g->c.cfg.grid, tb, reduce_smem_bytes(tb), cudaStreamPerThread>>>(a, d->s.ls.alpha,
+                                                                            ps_lbfgs_next_slot(&d->s.lb));
         CUDA_TRY(o, cudaGetLastError(), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaDeviceSynchronize(), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
     }
     a.ft_in = d->ft;
     a.t_base = d->elapsed;

@@ -15,14 +15,16 @@ extern "C" {
 struct ps_gpu_run {
     ps_gpu::context c;
     ps_options o;            /* copied: the log sink for CUDA errors */
-    ps_gpu_ctl *ctl;         /* mapped pinned control block (host address) */
+    ps_gpu_ctl *ctl, *dctl;  /* mapped pinned control block (host and device addresses) */
     unsigned long long *cw;  /* [PS_GPU_CW_LEN] device words */
-    ps_gpu::timed_stream ks;         /* the kernel's stream, the events that time its launches */
-    cudaStream_t copies;     /* transfers while a kernel is paused on ks.s */
+    ps_gpu::timed_stream ks; /* the kernel's stream, the events that time its launches (created
+                                at the first launch); transfers, also while a kernel is paused
+                                on it, go on the calling thread's default stream */
     int launched;            /* a kernel launched and not yet seen to end (set by the
                                 worker before its launch, cleared after its sync; read by
                                 a checkpoint under the run's lock: atomic loads/stores) */
     double kernel_seconds;   /* CUDA-event time of all launches */
+    char *stage;             /* host image of the context's transfer range (run.cu), or NULL */
 };
 
 #endif /* PS_SRC_CUDA_RUN_CUH */
