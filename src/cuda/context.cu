@@ -146,6 +146,8 @@ cudaError_t ps_gpu::device_alloc(void **p, size_t bytes)
 
 void ps_gpu::device_free(void *p)
 {
+    if (!p) /* cudaFree(NULL) too would wait for the running kernels */
+        return;
     if (pools)
         cudaFreeAsync(p, cudaStreamPerThread);
     else
@@ -319,8 +321,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     c->d_clock = (unsigned long long *)(d_arena + L.off[BUF_CLOCK]);
     d_arena = NULL;
 out:
-    if (d_arena)
-        device_free(d_arena);
+    device_free(d_arena);
     free(h_img);
     if (st)
         memset(c, 0, sizeof *c);
@@ -337,8 +338,7 @@ int ps_gpu::context_create(const ps_problem *p, const ps_options *o, const ps_gp
 
 void ps_gpu::context_destroy(context *c)
 {
-    if (c->d_arena)
-        device_free(c->d_arena);
+    device_free(c->d_arena);
     memset(c, 0, sizeof *c);
 }
 

@@ -123,7 +123,7 @@ int launch_persistent(context *c, const ps_options *o, double *ms);
 /* Device memory whose allocation and release do not wait for the kernels
  * running on the device (context.cu): the stream-ordered allocator. The
  * allocation is complete when device_alloc returns; device_free comes
- * after every use. */
+ * after every use (NULL: nothing). */
 cudaError_t device_alloc(void **p, size_t bytes);
 void device_free(void *p);
 

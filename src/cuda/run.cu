@@ -117,8 +117,7 @@ extern "C" void ps_gpu_run_free(ps_gpu_run *g)
     if (__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
         cudaStreamSynchronize(g->ks.s);
     timed_stream_destroy(&g->ks);
-    if (g->cw)
-        device_free(g->cw);
+    device_free(g->cw);
     if (g->ctl)
         ctl_give(g->ctl, g->dctl);
     context_destroy(&g->c);
