@@ -57,10 +57,29 @@
 #define PS_FMS(a, b, c) PS_FMA((a), (b), -(c))
 #define PS_DOT3(a0, b0, a1, b1, a2, b2) PS_FMA((a2), (b2), PS_FMA((a1), (b1), (a0) * (b0)))
 
+/*
+ * float on the GPU: 1/phi from one reciprocal square root (rsqrtf, about 2
+ * ulp, refined by one Newton step r <- r + r (1 - q r^2) / 2), and A, B,
+ * A', B', H multiplied by it and its square instead of phi and q divided
+ * into them: one reciprocal square root where the CPU takes a square root
+ * and three IEEE divisions; sin and cos of phi from one sincosf. The CPU
+ * keeps the divisions (cheap there), so its float iterates, and the
+ * checkpoints stored from them, stay as they were.
+ */
+#ifdef __CUDA_ARCH__
+static __device__ __forceinline__ float ps_recip_root_f(float q)
+{
+    float r = rsqrtf(q);
+    return fmaf((float)0.5 * r, fmaf(-q * r, r, (float)1), r);
+}
+#define PS_RECIP_ROOT(q) ps_recip_root_f(q)
+#define PS_RSINCOS(x, s, c) sincosf((x), (s), (c))
+#else
+#define PS_RSINCOS(x, s, c) ((*(s)) = sinf(x), (*(c)) = cosf(x))
+#endif
 #define PS_REAL float
 #define PS_SFX(name) name##_f
 #define PS_RSQRT sqrtf
-#define PS_RSINCOS(x, s, c) ((*(s)) = sinf(x), (*(c)) = cosf(x))
 #define PS_FMA PS_FMA_F
 #define PS_SERIES_TERMS 4
 #include "model/bloch_math_tmpl.h"

@@ -1,8 +1,8 @@
 /*
  * Precision template for model/bloch_math.h: included once per PS_REAL (float,
  * double) with PS_SFX naming the functions. No include guard on purpose.
- * It #undefs its parameters (PS_REAL, PS_SFX, PS_RSQRT, PS_RSINCOS,
- * PS_FMA, PS_SERIES_TERMS) at its end, so the includer only defines them.
+ * It #undefs its parameters (PS_REAL, PS_SFX, PS_RSQRT, PS_RECIP_ROOT,
+ * PS_RSINCOS, PS_FMA, PS_SERIES_TERMS) at its end, so the includer only defines them.
  * The formulas are documented in model/bloch_math.h.
  */
 
@@ -29,11 +29,19 @@ PS_HD void PS_SFX(ps_rot_coeffs)(PS_REAL q, PS_REAL *c, PS_REAL *A,
         *B = PS_SER_B(q);
         *c = PS_FMA(-q, *B, (PS_REAL)1);
     } else {
+#ifdef PS_RECIP_ROOT
+        PS_REAL ri = PS_RECIP_ROOT(q), phi = q * ri, s, co;
+        PS_RSINCOS(phi, &s, &co);
+        *c = co;
+        *A = s * ri;
+        *B = ((PS_REAL)1 - co) * (ri * ri);
+#else
         PS_REAL phi = PS_RSQRT(q), s, co;
         PS_RSINCOS(phi, &s, &co);
         *c = co;
         *A = s / phi;
         *B = ((PS_REAL)1 - co) / q;
+#endif
     }
 }
 
@@ -48,12 +56,21 @@ PS_HD void PS_SFX(ps_rot_coeffs_deriv)(PS_REAL q, PS_REAL *c, PS_REAL *A,
         *Bp = PS_SER_BP(q);
         *c = PS_FMA(-q, *B, (PS_REAL)1);
     } else {
+#ifdef PS_RECIP_ROOT
+        PS_REAL ri = PS_RECIP_ROOT(q), phi = q * ri, s, co;
+        PS_RSINCOS(phi, &s, &co);
+        PS_REAL iq = ri * ri, inv2q = (PS_REAL)0.5 * iq;
+        *c = co;
+        *A = s * ri;
+        *B = ((PS_REAL)1 - co) * iq;
+#else
         PS_REAL phi = PS_RSQRT(q), s, co;
         PS_RSINCOS(phi, &s, &co);
         PS_REAL inv2q = (PS_REAL)0.5 / q;
         *c = co;
         *A = s / phi;
         *B = ((PS_REAL)1 - co) / q;
+#endif
         *Ap = (co - *A) * inv2q;
         *Bp = (*A - (PS_REAL)2 * *B) * inv2q;
     }
@@ -251,10 +268,17 @@ PS_HD void PS_SFX(ps_half_coeffs)(PS_REAL q, PS_REAL *C, PS_REAL *H)
         *C = PS_SER_QC(u);
         *H = PS_SER_QH(u);
     } else {
+#ifdef PS_RECIP_ROOT
+        PS_REAL ri = PS_RECIP_ROOT(q), s, co;
+        PS_RSINCOS((PS_REAL)0.5 * (q * ri), &s, &co);
+        *C = co;
+        *H = s * ri;
+#else
         PS_REAL phi = PS_RSQRT(q), s, co;
         PS_RSINCOS((PS_REAL)0.5 * phi, &s, &co);
         *C = co;
         *H = s / phi;
+#endif
     }
 }
 
@@ -304,6 +328,7 @@ PS_HD void PS_SFX(ps_quat_to_affine)(const PS_REAL Qt[4], PS_REAL T[12])
 #undef PS_REAL
 #undef PS_SFX
 #undef PS_RSQRT
+#undef PS_RECIP_ROOT
 #undef PS_RSINCOS
 #undef PS_FMA
 #undef PS_SERIES_TERMS
