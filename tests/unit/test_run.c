@@ -413,9 +413,10 @@ static void control_storm_sar(void **state)
 
 /* The run a progress callback pauses after every iteration (CPU: the
  * callback runs on the run's worker, the pause is taken at the next control
- * point, before the next phase). */
+ * point, before the next phase; the GPU build pauses from the host). */
 static ps_run *_Atomic pause_target;
 
+#ifndef PS_TEST_GPU
 static int pause_each_iteration(void *user, const ps_progress *row)
 {
     (void)user;
@@ -425,6 +426,7 @@ static int pause_each_iteration(void *user, const ps_progress *row)
         ps_run_pause(run);
     return 0;
 }
+#endif
 
 /*
  * A run paused after every iteration (CPU: by its progress callback; GPU:
