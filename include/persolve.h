@@ -627,6 +627,9 @@ typedef struct ps_batch_report {
                               ///< (in ps_batch_start and ps_batch_add); 0 on the CPU
     double kernel_seconds;    ///< GPU: CUDA-event time of the batch kernel's launches that
                               ///< have ended; 0 on the CPU
+    int team_barrier;         ///< GPU: the teams' barrier, PS_TEAM_BARRIER_RANGE or
+                              ///< PS_TEAM_BARRIER_CLUSTER (persolve_gpu.h); 0 on the CPU or
+                              ///< before the start
 } ps_batch_report;
 
 /**

@@ -18,6 +18,13 @@ extern "C" {
 /* GPU options                                                              */
 /* ------------------------------------------------------------------------ */
 
+/** A batch team's barrier (ps_gpu_options.batch_team_barrier). */
+enum {
+    PS_TEAM_BARRIER_AUTO = 0,
+    PS_TEAM_BARRIER_RANGE = 1,
+    PS_TEAM_BARRIER_CLUSTER = 2,
+};
+
 /*
  * The GPU launch shape (README "Tuning"), given to a solve through
  * ps_options.gpu. Each gpu_* field set forces that part of the shape, the
@@ -44,7 +51,11 @@ typedef struct ps_gpu_options {
     int gpu_grid;            ///< blocks of the cooperative grid: 0 = automatic (gpu_blocks_per_sm
                              ///< times the SMs), else 1..the co-resident blocks; a batch's
                              ///< team shape as a solo solve (ps_batch_shape) (default 0)
-    int reserved_int;        ///< must be zero
+    int batch_team_barrier;  ///< a batch team's barrier (README "Batches"): PS_TEAM_BARRIER_AUTO
+                             ///< (0: the range barrier), PS_TEAM_BARRIER_RANGE (a barrier
+                             ///< over the team's blocks in device memory) or
+                             ///< PS_TEAM_BARRIER_CLUSTER (the team a thread-block cluster,
+                             ///< cluster.sync(): teams of 2..8 blocks, sm_90) (default 0)
     int64_t reserved[4];     ///< must be zero
 } ps_gpu_options;
 

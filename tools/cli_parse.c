@@ -44,6 +44,7 @@ enum {
     OPT_PULSEQ,
     OPT_BATCH,
     OPT_TEAM_BLOCKS,
+    OPT_TEAM_BARRIER,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -79,6 +80,7 @@ static const struct option design_options[] = {
     {"strict", no_argument, NULL, OPT_STRICT},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"team-blocks", required_argument, NULL, OPT_TEAM_BLOCKS},
+    {"team-barrier", required_argument, NULL, OPT_TEAM_BARRIER},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -125,6 +127,7 @@ static const struct option bench_options[] = {
     {"cpu-iters", required_argument, NULL, OPT_CPU_ITERS},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"team-blocks", required_argument, NULL, OPT_TEAM_BLOCKS},
+    {"team-barrier", required_argument, NULL, OPT_TEAM_BARRIER},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -454,6 +457,17 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
                                  "--team-blocks: '%s' is not a non-negative integer (0: automatic)",
                                  arg);
         cli->gpu.batch_team_blocks = (int)iv;
+        return PS_CLI_OK;
+    case OPT_TEAM_BARRIER:
+        if (!strcmp(arg, "auto"))
+            cli->gpu.batch_team_barrier = PS_TEAM_BARRIER_AUTO;
+        else if (!strcmp(arg, "range"))
+            cli->gpu.batch_team_barrier = PS_TEAM_BARRIER_RANGE;
+        else if (!strcmp(arg, "cluster"))
+            cli->gpu.batch_team_barrier = PS_TEAM_BARRIER_CLUSTER;
+        else
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                                 "--team-barrier: '%s' is not auto, range or cluster", arg);
         return PS_CLI_OK;
     case OPT_NO_TUNE_CACHE:
         cli->gpu.tune_cache = 0;
@@ -854,6 +868,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "                      those on the command line\n"
                 "      --team-blocks N blocks per team of a GPU batch (0: automatic,\n"
                 "                      the heuristic or the tune cache)\n"
+                "      --team-barrier B  the GPU batch teams' barrier: auto | range (in\n"
+                "                      device memory) | cluster (thread-block clusters,\n"
+                "                      teams of 2..8 blocks) (default auto: range)\n"
                 "      --backend B     auto | cpu | gpu (default auto: the GPU when\n"
                 "                      one is usable, else the CPU)\n"
                 "      --precision P   single | double spin loop (default single)\n"
@@ -1056,7 +1073,8 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --threads N     CPU threads, 0 = OpenMP default (default %d)\n"
                 "      --batch N       N copies of SIZE: batch against solo solves\n"
                 "                      (1..16384)\n"
-                "      --team-blocks N blocks per team of the GPU batch (0: automatic)\n",
+                "      --team-blocks N blocks per team of the GPU batch (0: automatic)\n"
+                "      --team-barrier B  its teams' barrier: auto | range | cluster\n",
                 PS_BENCH_ITERS, PS_BENCH_REPEATS, d.memory, d.threads);
         usage_launch_shape(f);
         fputs("  -h, --help          this help\n\n", f);

@@ -565,6 +565,7 @@ typedef struct batch_totals {
     double seconds; /* the batch's wall time (ps_batch_progress) */
     int teams;
     int team_blocks;               /* GPU: blocks per team */
+    int team_barrier;              /* GPU: PS_TEAM_BARRIER_RANGE or _CLUSTER */
     double setup_seconds, kernel_seconds; /* GPU: set-up on the device, the kernel */
 } batch_totals;
 
@@ -624,8 +625,9 @@ static void print_text(const batch_cmd *c, const ps_options *o, const item_outco
             device[0] ? device : ps_cli_backend_name(o->backend),
             ps_cli_precision_name(o->precision));
     if (t->teams > 0 && t->team_blocks > 0) /* GPU */
-        fprintf(f, "teams        %d of %d blocks; set-up %.3f s, kernel %.3f s\n", t->teams,
-                t->team_blocks, t->setup_seconds, t->kernel_seconds);
+        fprintf(f, "teams        %d of %d blocks (%s barrier); set-up %.3f s, kernel %.3f s\n", t->teams,
+                t->team_blocks, t->team_barrier == PS_TEAM_BARRIER_CLUSTER ? "cluster" : "range",
+                t->setup_seconds, t->kernel_seconds);
     else if (t->teams > 0) /* CPU workers */
         fprintf(f, "workers      %d\n", t->teams);
     fprintf(f, "output       %s\n", c->cli->output);
@@ -656,6 +658,8 @@ static void print_json(const batch_cmd *c, const ps_options *o, const char *obje
     ps_json_string(f, ps_cli_precision_name(o->precision));
     fprintf(f, ",\n    \"team_blocks\": %d,\n    \"team_blocks_option\": %d", t->team_blocks,
             c->cli->gpu.batch_team_blocks);
+    fprintf(f, ",\n    \"team_barrier\": \"%s\"",
+            t->team_barrier == PS_TEAM_BARRIER_CLUSTER ? "cluster" : t->team_barrier ? "range" : "none");
     fputs(",\n    \"setup_seconds\": ", f);
     ps_json_number(f, t->setup_seconds);
     fputs(",\n    \"kernel_seconds\": ", f);
@@ -719,6 +723,7 @@ static int report(batch_cmd *c, const ps_options *o, ps_cli_log *log, int batch_
         t.seconds = pr.seconds;
         t.teams = pr.teams > c->teams ? pr.teams : c->teams;
         t.team_blocks = pr.team_blocks;
+        t.team_barrier = pr.team_barrier;
         t.setup_seconds = pr.setup_seconds;
         t.kernel_seconds = pr.kernel_seconds;
     }

@@ -42,7 +42,8 @@ def options_default():
     ``constraint_tol``, ``penalty_mu``; and the GPU launch shape
     (``persolve_gpu.h``): ``tune_cache``, ``gpu_block``,
     ``gpu_spins_per_tile``, ``gpu_max_registers``, ``gpu_blocks_per_sm``,
-    ``gpu_grid``, and of a :class:`Batch` ``batch_team_blocks``.
+    ``gpu_grid``, and of a :class:`Batch` ``batch_team_blocks`` and
+    ``batch_team_barrier`` (0 automatic, 1 range, 2 cluster).
     """
     return dict(_persolve.options_default())
 
@@ -831,6 +832,7 @@ class BatchProgress:
     team_blocks: int = 0
     setup_seconds: float = 0.0
     kernel_seconds: float = 0.0
+    team_barrier: int = 0
 
 
 def _progress_of(s):
@@ -890,7 +892,8 @@ class Batch(_Handle):
         return BatchProgress(d["problems"], d["queued"], d["running"], d["paused"],
                              d["finished"], d["failed"], d["slowest_iteration"],
                              d["iterations"], d["seconds"], BatchState(d["state"]), d["teams"],
-                             d["team_blocks"], d["setup_seconds"], d["kernel_seconds"])
+                             d["team_blocks"], d["setup_seconds"], d["kernel_seconds"],
+                             d["team_barrier"])
 
     @property
     def state(self):

@@ -198,6 +198,7 @@ static void set_options(options &opt, const nb::dict &kw)
         GPU_OPTION("gpu_max_registers", gpu_max_registers)
         GPU_OPTION("gpu_blocks_per_sm", gpu_blocks_per_sm)
         GPU_OPTION("batch_team_blocks", batch_team_blocks)
+        GPU_OPTION("batch_team_barrier", batch_team_barrier)
         GPU_OPTION("gpu_grid", gpu_grid)
 #undef INT_OPTION
 #undef REAL_OPTION
@@ -823,6 +824,7 @@ static nb::dict batch_progress(const Batch &bt)
     d["team_blocks"] = r.team_blocks;
     d["setup_seconds"] = r.setup_seconds;
     d["kernel_seconds"] = r.kernel_seconds;
+    d["team_barrier"] = r.team_barrier;
     return d;
 }
 

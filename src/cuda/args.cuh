@@ -83,6 +83,8 @@ struct args {
     int team0, nteam;
     unsigned *tbar;         /* [2] a batch team's barrier (arrivals, generation), or NULL:
                                the team is the cooperative grid (grid.sync()) */
+    int tcluster;           /* 1: the batch team is a thread-block cluster, its barrier
+                               the cluster's (cluster.sync()) instead of tbar's */
     int kclass;             /* the kernel class (ps_gpu_kernel_class): a batch's team runs
                                the phases of that class */
     int batch;              /* 1: a problem of a batch (cuda/batch.cu): a PAUSE parks it, as

@@ -30,6 +30,7 @@
 extern "C" {
 #include "common/log.h"
 #include "cuda/batch.h"
+#include "tune/gpu_options.h"
 }
 
 using namespace ps_gpu;
@@ -61,6 +62,7 @@ struct batch_args {
     unsigned *bars;            /* [teams][2] the teams' range barriers (device) */
     int *pick;                 /* [teams] the problem a team took, -1 none (device) */
     int cap, team_blocks;
+    int cluster;               /* 1: each team is a thread-block cluster (its phases' barrier) */
 };
 
 __device__ __forceinline__ unsigned long long load_acquire_sys_u64(const unsigned long long *p)
@@ -204,6 +206,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args
         if (threadIdx.x == 0) {
             A.team0 = team0;
             A.tbar = bar;
+            A.tcluster = b.cluster;
             A.controller = team0 + B - 1;
             A.batch = 1;
             A.t_base = A.eval_out[0]; /* solve seconds so far */
@@ -259,6 +262,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args
 struct ps_gpu_batch {
     ps_options o;
     int precision, block, team_blocks, teams, cap;
+    int cluster;            /* 1: the teams are thread-block clusters (batch_shape) */
     size_t smem;
     queue_host *q;          /* mapped (host address) */
     int *ids;               /* mapped [cap] */
@@ -305,15 +309,41 @@ extern "C" int ps_gpu_batch_blocks_per_sm(int precision, int block, size_t smem)
     return bps;
 }
 
+/* The most clusters of team_blocks blocks that are co-resident (0: none,
+ * or no clusters on this device). */
+static int max_clusters(int precision, int block, int team_blocks, size_t smem, int grid)
+{
+    int n = 0;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)team_blocks;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3((unsigned)block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&n, batch_kernel_ptr(precision), &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 /*
  * The kernel's shape for blocks of `block` threads with at least `smem`
  * bytes of dynamic shared memory: *smem_out, the most a block may have at
  * the same blocks per SM (no more than the opt-in limit leaves beside the
- * static part: a larger request is an API error, not a 0), and *teams of
- * team_blocks blocks that are co-resident.
+ * static part: a larger request is an API error, not a 0), *teams of
+ * team_blocks blocks that are co-resident, and *cluster: whether the
+ * teams are thread-block clusters (options.batch_team_barrier; clusters
+ * of 2..8 blocks, as many teams as whole clusters fit, which the GPCs'
+ * sizes may make fewer than the blocks allow).
  */
 static int batch_shape(const ps_options *o, int precision, int block, int team_blocks, size_t smem,
-                       size_t *smem_out, int *teams)
+                       size_t *smem_out, int *teams, int *cluster)
 {
     int st = PS_CONVERGED, sms = 0, optin = 0;
     cudaFuncAttributes fa;
@@ -339,6 +369,20 @@ static int batch_shape(const ps_options *o, int precision, int block, int team_b
                            "a batch team of %d blocks exceeds the %d co-resident blocks (%d per SM)", team_blocks,
                            bps * sms, bps);
     }
+    *cluster = 0;
+    if (ps_gpu_options_of(o)->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER) {
+        PS_RETURN_ERROR_IF(o, team_blocks < 2 || team_blocks > 8, PS_ERR_OPTION,
+                           "options.batch_team_barrier: a team of %d blocks cannot be a thread-block cluster "
+                           "(2..8 blocks)",
+                           team_blocks);
+        const int nc = max_clusters(precision, block, team_blocks, *smem_out, *teams * team_blocks);
+        PS_RETURN_ERROR_IF(o, nc < 1, PS_ERR_GPU_LAUNCH,
+                           "options.batch_team_barrier: no cluster of %d blocks of %d threads fits on this GPU",
+                           team_blocks, block);
+        if (nc < *teams)
+            *teams = nc;
+        *cluster = 1;
+    }
 out:
     return st;
 }
@@ -349,7 +393,8 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
     int st = PS_CONVERGED, teams = 0;
     size_t smem_out = 0;
     *out = NULL;
-    if ((st = batch_shape(o, precision, block, team_blocks, smem, &smem_out, &teams)))
+    int cluster = 0;
+    if ((st = batch_shape(o, precision, block, team_blocks, smem, &smem_out, &teams, &cluster)))
         return st;
     ps_gpu_batch *b = (ps_gpu_batch *)calloc(1, sizeof *b);
     if (!b)
@@ -358,6 +403,7 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
     b->precision = precision;
     b->block = block;
     b->team_blocks = team_blocks;
+    b->cluster = cluster;
     b->cap = cap;
     b->smem = smem_out;
     b->teams = teams;
@@ -391,6 +437,7 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
         ka.pick = (int *)(ka.bars + 2 * (size_t)b->teams);
         ka.cap = cap;
         ka.team_blocks = team_blocks;
+        ka.cluster = cluster;
     }
     st = timed_stream_create(&b->ks, o);
     if (st)
@@ -437,6 +484,11 @@ extern "C" int ps_gpu_batch_teams(const ps_gpu_batch *b)
 extern "C" size_t ps_gpu_batch_smem(const ps_gpu_batch *b)
 {
     return b->smem;
+}
+
+extern "C" int ps_gpu_batch_barrier(const ps_gpu_batch *b)
+{
+    return b->cluster ? PS_TEAM_BARRIER_CLUSTER : PS_TEAM_BARRIER_RANGE;
 }
 
 extern "C" int ps_gpu_batch_attach(ps_gpu_batch *b, int index, ps_gpu_run *g)
@@ -502,9 +554,24 @@ extern "C" int ps_gpu_batch_launch(ps_gpu_batch *b, int path)
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(b->ks.ev0, b->ks.s), PS_ERR_GPU_LAUNCH);
     __atomic_store_n(&b->launched, 1, __ATOMIC_RELEASE);
-    CUDA_TRY(o, cudaLaunchCooperativeKernel(k, dim3(b->teams * b->team_blocks), dim3(b->block), params, b->smem,
-                                            b->ks.s),
-             PS_ERR_GPU_LAUNCH);
+    {
+        /* cooperative (every block co-resident), the teams as clusters or not */
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[2];
+        at[0].id = cudaLaunchAttributeCooperative;
+        at[0].val.cooperative = 1;
+        at[1].id = cudaLaunchAttributeClusterDimension;
+        at[1].val.clusterDim.x = (unsigned)b->team_blocks;
+        at[1].val.clusterDim.y = 1;
+        at[1].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)(b->teams * b->team_blocks));
+        cfg.blockDim = dim3((unsigned)b->block);
+        cfg.dynamicSmemBytes = b->smem;
+        cfg.stream = b->ks.s;
+        cfg.attrs = at;
+        cfg.numAttrs = b->cluster ? 2 : 1;
+        CUDA_TRY(o, cudaLaunchKernelExC(&cfg, k, params), PS_ERR_GPU_LAUNCH);
+    }
     CUDA_TRY(o, cudaEventRecord(b->ks.ev1, b->ks.s), PS_ERR_GPU_LAUNCH);
     return PS_CONVERGED;
 out:

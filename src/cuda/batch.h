@@ -43,6 +43,8 @@ void ps_gpu_batch_free(ps_gpu_batch *b);
 /* Teams of the kernel; dynamic shared memory a block has. */
 int ps_gpu_batch_teams(const ps_gpu_batch *b);
 size_t ps_gpu_batch_smem(const ps_gpu_batch *b);
+/* The teams' barrier: PS_TEAM_BARRIER_RANGE or PS_TEAM_BARRIER_CLUSTER. */
+int ps_gpu_batch_barrier(const ps_gpu_batch *b);
 
 /*
  * Make run g problem `index` of the batch: its arguments onto the device

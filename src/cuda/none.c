@@ -183,6 +183,7 @@ int ps_gpu_batch_create(const ps_options *o, int precision, int block, int team_
 void ps_gpu_batch_free(ps_gpu_batch *b) { (void)b; }
 int ps_gpu_batch_teams(const ps_gpu_batch *b) { (void)b; return 0; }
 size_t ps_gpu_batch_smem(const ps_gpu_batch *b) { (void)b; return 0; }
+int ps_gpu_batch_barrier(const ps_gpu_batch *b) { (void)b; return 0; }
 int ps_gpu_batch_attach(ps_gpu_batch *b, int index, ps_gpu_run *g)
 {
     (void)b, (void)index, (void)g;

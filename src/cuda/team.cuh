@@ -1,8 +1,11 @@
 /*
- * The barrier of a team of blocks (args.team0, nteam, tbar): the whole
- * cooperative grid in a solo solve (grid.sync()), a range of its blocks in
- * a batch (cuda/batch.cu), where each team solves its own problem and
- * waits only for its own blocks.
+ * The barrier of a team of blocks (args.team0, nteam, tbar, tcluster): the
+ * whole cooperative grid in a solo solve (grid.sync()), a range of its
+ * blocks in a batch (cuda/batch.cu), where each team solves its own
+ * problem and waits only for its own blocks: a barrier over the range in
+ * device memory (below), or, where the batch's teams are thread-block
+ * clusters, the cluster's hardware barrier (cluster.sync(): release and
+ * acquire at cluster scope, which holds every block of the team).
  *
  * The range barrier is two words in device memory: the arrivals and a
  * generation. Thread 0 of each block takes the generation, publishes its
@@ -66,13 +69,16 @@ __device__ __forceinline__ void range_wait(unsigned *bar, unsigned gen)
  * generation of a range barrier). */
 struct team_token {
     cg::grid_group::arrival_token grid;
+    cg::cluster_group::arrival_token cluster;
     unsigned gen;
 };
 
 __device__ __forceinline__ team_token team_arrive(const args &a, cg::grid_group &grid)
 {
     team_token t;
-    if (a.tbar)
+    if (a.tcluster)
+        t.cluster = cg::this_cluster().barrier_arrive();
+    else if (a.tbar)
         t.gen = range_arrive(a.tbar, a.nteam);
     else
         t.grid = grid.barrier_arrive();
@@ -81,7 +87,9 @@ __device__ __forceinline__ team_token team_arrive(const args &a, cg::grid_group 
 
 __device__ __forceinline__ void team_wait(const args &a, cg::grid_group &grid, team_token &t)
 {
-    if (a.tbar)
+    if (a.tcluster)
+        cg::this_cluster().barrier_wait(std::move(t.cluster));
+    else if (a.tbar)
         range_wait(a.tbar, t.gen);
     else
         grid.barrier_wait(std::move(t.grid));
@@ -91,7 +99,9 @@ __device__ __forceinline__ void team_wait(const args &a, cg::grid_group &grid, t
  * before it are visible to every thread of the team after it. */
 __device__ __forceinline__ void team_sync(const args &a, cg::grid_group &grid)
 {
-    if (a.tbar)
+    if (a.tcluster)
+        cg::this_cluster().sync();
+    else if (a.tbar)
         range_wait(a.tbar, range_arrive(a.tbar, a.nteam));
     else
         grid.sync();

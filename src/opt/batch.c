@@ -686,6 +686,7 @@ int ps_batch_progress(const ps_batch *cb, ps_batch_report *out)
         v.teams = b->gb ? ps_gpu_batch_teams(b->gb) : b->workers;
     if (b->gb) {
         v.team_blocks = b->team_blocks;
+        v.team_barrier = ps_gpu_batch_barrier(b->gb);
         v.kernel_seconds = ps_gpu_batch_kernel_seconds(b->gb);
     }
     v.setup_seconds = b->setup_seconds;

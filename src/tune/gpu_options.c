@@ -47,7 +47,9 @@ int ps_gpu_options_validate(const ps_options *o)
               "options.gpu_grid and options.gpu_blocks_per_sm both given: set one");
     GPU_CHECK(g->batch_team_blocks >= 0 && g->batch_team_blocks <= 65536,
               "options.batch_team_blocks: %d is outside 0..65536", g->batch_team_blocks);
-    GPU_CHECK(g->reserved_int == 0, "options.gpu->reserved_int is not zero");
+    GPU_CHECK(g->batch_team_barrier >= PS_TEAM_BARRIER_AUTO && g->batch_team_barrier <= PS_TEAM_BARRIER_CLUSTER,
+              "options.batch_team_barrier: %d is not 0 (automatic), 1 (range) or 2 (cluster)",
+              g->batch_team_barrier);
     for (size_t i = 0; i < sizeof g->reserved / sizeof g->reserved[0]; i++)
         GPU_CHECK(g->reserved[i] == 0, "options.gpu->reserved[%zu] is not zero", i);
     return PS_CONVERGED;

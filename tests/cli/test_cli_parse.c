@@ -433,6 +433,8 @@ static void test_batch_options(void **state)
     expect_usage("-o DIR", NULL, parse(&c, "design", "--batch", "l", NULL));
     expect_usage("--batch: empty", NULL, parse(&c, "design", "--batch", "", "-o", "d", NULL));
     expect_usage("--team-blocks: '-1'", NULL, parse(&c, "design", "a", "--team-blocks", "-1", NULL));
+    expect_usage("--team-barrier: 'grid'", "auto, range or cluster",
+                 parse(&c, "design", "a", "b", "-o", "d", "--team-barrier", "grid", NULL));
     expect_usage("PRESET|FILE", NULL, parse(&c, "design", "-o", "d", NULL));
 
     /* bench --batch N SIZE */
@@ -441,6 +443,11 @@ static void test_batch_options(void **state)
     assert_int_equal(c.bench_batch, 64);
     assert_string_equal(c.input, "S");
     assert_int_equal(c.gpu.batch_team_blocks, 2);
+    assert_int_equal(c.gpu.batch_team_barrier, PS_TEAM_BARRIER_AUTO);
+    assert_int_equal(parse(&c, "bench", "--batch", "64", "S", "--team-barrier", "cluster", NULL), PS_CLI_OK);
+    assert_int_equal(c.gpu.batch_team_barrier, PS_TEAM_BARRIER_CLUSTER);
+    assert_int_equal(parse(&c, "bench", "--batch", "64", "S", "--team-barrier", "range", NULL), PS_CLI_OK);
+    assert_int_equal(c.gpu.batch_team_barrier, PS_TEAM_BARRIER_RANGE);
     expect_usage("missing SIZE", NULL, parse(&c, "bench", "--batch", "2", NULL));
     expect_usage("--batch: 'x'", "1..16384", parse(&c, "bench", "--batch", "x", "S", NULL));
     expect_usage("--batch: '16385'", NULL, parse(&c, "bench", "--batch", "16385", "S", NULL));

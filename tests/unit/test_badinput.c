@@ -454,7 +454,8 @@ static void test_options(void **state)
     GBAD(g.gpu_max_registers = -64, "gpu_max_registers");
     GBAD(g.gpu_blocks_per_sm = 33, "gpu_blocks_per_sm");
     GBAD(g.gpu_blocks_per_sm = -1, "gpu_blocks_per_sm");
-    GBAD(g.reserved_int = 1, "reserved_int");
+    GBAD(g.batch_team_barrier = 3, "batch_team_barrier");
+    GBAD(g.batch_team_barrier = -1, "batch_team_barrier");
     GBAD(g.reserved[0] = 1, "reserved");
     GBAD(g.reserved[sizeof g.reserved / sizeof g.reserved[0] - 1] = -7, "reserved");
 #undef GBAD

@@ -230,7 +230,8 @@ static void check_against_solo(const set *s, const ps_batch *b, const ps_options
     }
 }
 
-static void equals_solo(int precision)
+/* barrier: the GPU teams' (PS_TEAM_BARRIER_*; the CPU has none) */
+static void equals_solo(int precision, int barrier)
 {
     set s;
     set_make(&s, NSPEC);
@@ -239,7 +240,10 @@ static void equals_solo(int precision)
     ps_gpu_options g;
     ps_gpu_options_default(&g);
     g.batch_team_blocks = 4;
+    g.batch_team_barrier = barrier;
     o.gpu = &g;
+#else
+    (void)barrier;
 #endif
     ps_batch *b = NULL;
     assert_int_equal(ps_batch_create(&o, &b), 0);
@@ -259,6 +263,10 @@ static void equals_solo(int precision)
     assert_int_equal(rep.finished, s.n);
     assert_int_equal(rep.failed, 0);
     assert_int_equal(rep.state, PS_BATCH_FINISHED);
+#ifdef PS_TEST_GPU
+    assert_int_equal(rep.team_barrier, barrier == PS_TEAM_BARRIER_CLUSTER ? PS_TEAM_BARRIER_CLUSTER
+                                                                          : PS_TEAM_BARRIER_RANGE);
+#endif
     check_against_solo(&s, b, &o);
     ps_batch_free(b);
     set_free(&s);
@@ -267,14 +275,37 @@ static void equals_solo(int precision)
 static void test_equals_solo_single(void **state)
 {
     (void)state;
-    equals_solo(PS_PRECISION_SINGLE);
+    equals_solo(PS_PRECISION_SINGLE, PS_TEAM_BARRIER_RANGE);
 }
 
 static void test_equals_solo_double(void **state)
 {
     (void)state;
-    equals_solo(PS_PRECISION_DOUBLE);
+    equals_solo(PS_PRECISION_DOUBLE, PS_TEAM_BARRIER_AUTO);
 }
+
+#ifdef PS_TEST_GPU
+/* Teams as thread-block clusters: the same bits as the solo solves; a
+ * team that cannot be a cluster is a clear error at the start. */
+static void test_cluster_teams(void **state)
+{
+    (void)state;
+    equals_solo(PS_PRECISION_SINGLE, PS_TEAM_BARRIER_CLUSTER);
+    ps_options o = batch_opts(PS_PRECISION_SINGLE, 2);
+    ps_gpu_options g;
+    ps_gpu_options_default(&g);
+    g.batch_team_blocks = 1;
+    g.batch_team_barrier = PS_TEAM_BARRIER_CLUSTER;
+    o.gpu = &g;
+    ps_batch *b = NULL;
+    assert_int_equal(ps_batch_create(&o, &b), 0);
+    ps_problem *p = make_problem("inversion");
+    assert_int_equal(ps_batch_add(b, p, NULL, NULL), 0);
+    assert_int_equal(ps_batch_start(b), PS_ERR_OPTION);
+    ps_batch_free(b);
+    ps_problem_free(p);
+}
+#endif
 
 /* Problems added while the batch runs, and more after it has finished. */
 static void test_add_while_running(void **state)
@@ -618,6 +649,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equals_solo_single),
         cmocka_unit_test(test_equals_solo_double),
+#ifdef PS_TEST_GPU
+        cmocka_unit_test(test_cluster_teams),
+#endif
         cmocka_unit_test(test_add_while_running),
         cmocka_unit_test(test_one_class_then_another),
         cmocka_unit_test(test_steering_storm),
@@ -628,6 +662,9 @@ int main(void)
 #ifdef PS_TEST_GPU
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(test_equals_solo_single),
+#ifdef PS_TEST_GPU
+        cmocka_unit_test(test_cluster_teams),
+#endif
         cmocka_unit_test(test_yield_checkpoint),
         cmocka_unit_test(test_edges),
     };
