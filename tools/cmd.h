@@ -219,5 +219,8 @@ void ps_cli_design_json(FILE *f, const ps_cli *cli, const ps_options *o, const c
 
 const char *ps_cli_backend_name(ps_backend b);
 const char *ps_cli_precision_name(ps_precision p);
+/* A batch's team barrier as reported (ps_batch_report.team_barrier):
+ * "range", "cluster", or "none" (the CPU, or not started). */
+const char *ps_cli_team_barrier_name(int barrier);
 
 #endif /* PS_TOOLS_CMD_H */

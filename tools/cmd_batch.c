@@ -626,8 +626,7 @@ static void print_text(const batch_cmd *c, const ps_options *o, const item_outco
             ps_cli_precision_name(o->precision));
     if (t->teams > 0 && t->team_blocks > 0) /* GPU */
         fprintf(f, "teams        %d of %d blocks (%s barrier); set-up %.3f s, kernel %.3f s\n", t->teams,
-                t->team_blocks, t->team_barrier == PS_TEAM_BARRIER_CLUSTER ? "cluster" : "range",
-                t->setup_seconds, t->kernel_seconds);
+                t->team_blocks, ps_cli_team_barrier_name(t->team_barrier), t->setup_seconds, t->kernel_seconds);
     else if (t->teams > 0) /* CPU workers */
         fprintf(f, "workers      %d\n", t->teams);
     fprintf(f, "output       %s\n", c->cli->output);
@@ -658,8 +657,8 @@ static void print_json(const batch_cmd *c, const ps_options *o, const char *obje
     ps_json_string(f, ps_cli_precision_name(o->precision));
     fprintf(f, ",\n    \"team_blocks\": %d,\n    \"team_blocks_option\": %d", t->team_blocks,
             c->cli->gpu.batch_team_blocks);
-    fprintf(f, ",\n    \"team_barrier\": \"%s\"",
-            t->team_barrier == PS_TEAM_BARRIER_CLUSTER ? "cluster" : t->team_barrier ? "range" : "none");
+    fputs(",\n    \"team_barrier\": ", f);
+    ps_json_string(f, ps_cli_team_barrier_name(t->team_barrier));
     fputs(",\n    \"setup_seconds\": ", f);
     ps_json_number(f, t->setup_seconds);
     fputs(",\n    \"kernel_seconds\": ", f);

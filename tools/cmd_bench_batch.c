@@ -443,8 +443,8 @@ int ps_cmd_bench_batch(const ps_cli *cli)
     if (v[V_BATCH].team_blocks > 0)
         printf("            %d blocks per team (%s barrier); last run: setup %.4f s, kernel %.4f s\n"
                "            (CUDA events); the sequence's kernels %.4f s\n",
-               v[V_BATCH].team_blocks, v[V_BATCH].team_barrier == PS_TEAM_BARRIER_CLUSTER ? "cluster" : "range",
-               v[V_BATCH].setup, v[V_BATCH].kernel, v[V_SEQUENCE].kernel);
+               v[V_BATCH].team_blocks, ps_cli_team_barrier_name(v[V_BATCH].team_barrier), v[V_BATCH].setup,
+               v[V_BATCH].kernel, v[V_SEQUENCE].kernel);
     if (cli->json_file) {
         int jc = write_json(json_path, cli, &bb, &sz, v, date);
         if (jc != PS_EXIT_OK && code == PS_EXIT_OK)

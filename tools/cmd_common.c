@@ -482,6 +482,15 @@ const char *ps_cli_backend_name(ps_backend b)
     return "unknown";
 }
 
+const char *ps_cli_team_barrier_name(int barrier)
+{
+    switch (barrier) {
+    case PS_TEAM_BARRIER_RANGE: return "range";
+    case PS_TEAM_BARRIER_CLUSTER: return "cluster";
+    }
+    return "none";
+}
+
 const char *ps_cli_precision_name(ps_precision p)
 {
     return p == PS_PRECISION_DOUBLE ? "double" : "single";
