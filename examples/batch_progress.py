@@ -51,6 +51,8 @@ with persolve.Batch(max_iterations=args.max_iterations) as batch:
         paused = False  # it finished first
     while paused and not batch.snapshot(last).idle:
         time.sleep(0.01)
+    # a pause asked for during its last iteration comes too late: it finished
+    paused = paused and batch.snapshot(last).state == persolve.RunState.PAUSED
     if paused:
         before = batch.snapshot(last).iteration
         for _ in range(10):  # the others go on meanwhile
