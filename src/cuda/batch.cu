@@ -13,7 +13,12 @@
  * The queue and the exit records live in mapped host memory: the host
  * writes a problem's index, then releases the tail (one producer); a
  * leader claims an entry by a compare-and-swap of the head in device
- * memory. A team with nothing to take waits (backing off) while another
+ * memory. The leaders look at a copy of the host's words in device
+ * memory (queue_seen): at most one leader at a time reads the mapped
+ * words, no more often than every PS_GPU_QUEUE_POLL_NS, and publishes
+ * them there. (System-scope loads of mapped memory by the idle leaders,
+ * each backing off on its own, slowed the teams that solve by up to 12x:
+ * README "Batches".) A team with nothing to take waits (backing off) while another
  * team still solves (its problem may come back, paused and resumed), and
  * exits when the queue is empty and no team is busy, or when the host
  * stops the batch (a yield); the host launches again for work that comes
@@ -51,6 +56,18 @@ struct exit_record {
     int pad;
 };
 
+/* The host's queue words as a leader last read them, in device memory
+ * (zeroed before every launch): the leaders read these instead of the
+ * mapped words, and one at a time refreshes them (take). */
+struct queue_seen {
+    unsigned long long tail; /* the host's tail at the last read (only grows) */
+    unsigned long long stop; /* 1: the host had stopped the batch */
+    unsigned long long when; /* global ns of the last read, claimed by compare-and-swap */
+};
+
+/* The least time between two reads of the host's words by the leaders. */
+#define PS_GPU_QUEUE_POLL_NS 20000ull
+
 /* The kernel's argument. */
 struct batch_args {
     args *const *probs;        /* [cap] each problem's arguments in device memory */
@@ -63,6 +80,7 @@ struct batch_args {
     int *pick;                 /* [teams] the problem a team took, -1 none (device) */
     int cap, team_blocks;
     int cluster;               /* 1: each team is a thread-block cluster (its phases' barrier) */
+    queue_seen *seen;         /* the host's words as a leader last read them (device) */
 };
 
 __device__ __forceinline__ unsigned long long load_acquire_sys_u64(const unsigned long long *p)
@@ -98,11 +116,14 @@ __device__ inline void post_exit(const batch_args &b, int id, int reason)
 __device__ inline int take(const batch_args &b)
 {
     unsigned ns = 256u;
+    volatile queue_seen *w = b.seen;
     for (;;) {
-        if (load_acquire_sys_s32(&b.q->stop))
+        if (w->stop)
             return -1;
         const unsigned long long h = *(volatile unsigned long long *)b.head;
-        if (h < load_acquire_sys_u64(&b.q->tail)) {
+        const unsigned long long tail = w->tail;
+        __threadfence(); /* the entries below tail were published before it */
+        if (h < tail) {
             if (atomicCAS(b.head, h, h + 1) != h)
                 continue;
             const int id = load_acquire_sys_s32(b.ids + h % (unsigned long long)b.cap);
@@ -116,8 +137,24 @@ __device__ inline int take(const batch_args &b)
             pa->cw[PS_GPU_CW_EVAL_DONE] = 0;
             return id;
         }
-        if (*(volatile int *)b.active == 0)
-            return -1;
+        /* nothing seen to take: read the host's words if it is time (at
+         * once when no team is busy: whether to exit is decided on a
+         * fresh read), one leader at a time */
+        const unsigned long long now = global_ns(), last = w->when;
+        const bool idle = *(volatile int *)b.active == 0;
+        if ((idle || now - last >= PS_GPU_QUEUE_POLL_NS) &&
+            atomicCAS(&b.seen->when, last, now) == last) {
+            const unsigned long long t = load_acquire_sys_u64(&b.q->tail);
+            const int stop = load_acquire_sys_s32(&b.q->stop);
+            __threadfence(); /* the entries before the tail's copy */
+            atomicMax(&b.seen->tail, t);
+            if (stop)
+                w->stop = 1;
+            __threadfence();
+            if (idle && t <= h && !stop)
+                return -1;
+            continue;
+        }
         __nanosleep(ns);
         if (ns < 32000u)
             ns *= 2u;
@@ -420,7 +457,8 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
         goto out;
     }
     {
-        const size_t words = sizeof(unsigned long long) + sizeof(int) + (size_t)b->teams * (2 * sizeof(unsigned) + sizeof(int));
+        const size_t words = sizeof(queue_seen) + sizeof(unsigned long long) + sizeof(int) +
+                             (size_t)b->teams * (2 * sizeof(unsigned) + sizeof(int));
         CUDA_TRY(o, cudaMalloc(&b->d_words, words), PS_ERR_GPU_MEMORY);
         CUDA_TRY(o, cudaMemset(b->d_words, 0, words), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaMalloc((void **)&b->d_probs, (size_t)cap * sizeof(args *)), PS_ERR_GPU_MEMORY);
@@ -431,6 +469,8 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
         CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.q, b->q, 0), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.ids, b->ids, 0), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.exits, b->exits, 0), PS_ERR_GPU_LAUNCH);
+        ka.seen = (queue_seen *)w;
+        w += sizeof(queue_seen);
         ka.head = (unsigned long long *)w;
         ka.active = (int *)(w + sizeof(unsigned long long));
         ka.bars = (unsigned *)(w + sizeof(unsigned long long) + sizeof(int));
@@ -552,6 +592,7 @@ extern "C" int ps_gpu_batch_launch(ps_gpu_batch *b, int path)
     void *params[] = {&b->ka};
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
              PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemsetAsync(b->ka.seen, 0, sizeof(queue_seen), b->ks.s), PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(b->ks.ev0, b->ks.s), PS_ERR_GPU_LAUNCH);
     __atomic_store_n(&b->launched, 1, __ATOMIC_RELEASE);
     {
