@@ -46,8 +46,9 @@ typedef struct ps_gpu_options {
     int gpu_blocks_per_sm;   ///< blocks per SM in the cooperative grid: 0 = automatic,
                              ///< else 1..32; more than fit is PS_ERR_GPU_LAUNCH (default 0)
     int batch_team_blocks;   ///< blocks per team of a batch (ps_batch_*): 0 = automatic (the
-                             ///< heuristic of README "Batches", or the tune cache's), else
-                             ///< 1..the co-resident blocks (default 0)
+                             ///< tune cache's, ps_gpu_tune_batch, when tune_cache is 1 and
+                             ///< the problems share a size class; else the heuristic of
+                             ///< README "Batches"), else 1..the co-resident blocks (default 0)
     int gpu_grid;            ///< blocks of the cooperative grid: 0 = automatic (gpu_blocks_per_sm
                              ///< times the SMs), else 1..the co-resident blocks; a batch's
                              ///< team shape as a solo solve (ps_batch_shape) (default 0)
@@ -170,6 +171,72 @@ int ps_gpu_tune(const ps_problem *p, const ps_options *o, const ps_tune_settings
 
 /** Release what a report owns; the struct itself is the caller's. NULL is accepted. */
 void ps_tune_report_free(ps_tune_report *r);
+
+/* ------------------------------------------------------------------------ */
+/* Tuning the team size of a batch                                          */
+/* ------------------------------------------------------------------------ */
+
+/** One team size of a batch (ps_batch_*) and what the batch took with it. */
+typedef struct ps_tune_team {
+    int team_blocks;      ///< blocks per team (ps_gpu_options.batch_team_blocks)
+    int teams;            ///< teams the batch's kernel had (ps_batch_report.teams)
+    int status;           ///< ps_status of its last batch: copy 0's (>= 0 or
+                          ///< PS_ERR_LINE_SEARCH) when every copy ran, else the
+                          ///< first failing copy's or the batch's error
+    int64_t iterations;   ///< iterations of one copy in its last timed batch (the most
+                          ///< of any copy)
+    int64_t evaluations;  ///< evaluations of all copies in its last timed batch
+    double seconds;       ///< median over the timed batches of the batch kernel's time
+                          ///< (ps_batch_report.kernel_seconds), s (NaN if it failed)
+    double seconds_per_iteration; ///< seconds / iterations (NaN if it failed)
+} ps_tune_team;
+
+typedef struct ps_tune_batch_report {
+    ps_tune_team *teams;    ///< [count] the candidates by increasing team_blocks (owned)
+    size_t count;           ///< number of candidates
+    int best;               ///< index of the fastest measured team size, -1 if none ran
+    int heuristic;          ///< index of the heuristic's team size (the co-resident blocks
+                            ///< over the copies, at least 1), -1 if it cannot be measured
+                            ///< (a cluster barrier forced and not 2..8 blocks)
+    int cached;             ///< index of the team size the tune cache held before this
+                            ///< run, -1 if none was valid (or o->gpu->tune_cache is 0)
+    int cache_written;      ///< 1 if the fastest team size was written to cache_path
+    int copies;             ///< problems in each batch
+    int sms;                ///< streaming multiprocessors of the GPU
+    char device[128];       ///< the GPU, as ps_gpu_describe
+    char cache_key[320];    ///< the cache key as text (with the batch's size class)
+    char cache_path[1024];  ///< the cache file of this GPU, build, size class and batch
+                            ///< size class
+} ps_tune_batch_report;
+
+/**
+ * Measure the team sizes of a GPU batch of `copies` copies of p (copy k
+ * from p's x0 scaled by 1 + 0.01 k): 1, 2, 4, ... blocks per team up to
+ * the batch kernel's co-resident blocks, plus the heuristic's size and the
+ * cached one (README "Tuning"); with batch_team_barrier forced to
+ * PS_TEAM_BARRIER_CLUSTER only sizes of 2..8 blocks. Each size runs one
+ * warm-up batch and s->repeats timed batches of s->iterations iterations
+ * per copy (gtol = ftol = 0), with o->gpu's batch_team_blocks forced to
+ * the size and the rest of o as given (o's limits and tolerances are not
+ * used; its tune_cache 0 ignores the cached size; s->measured is not
+ * called). The fastest by the batch kernel's time is written to the tune
+ * cache's batch entry for this GPU, build, p's size class and the batch
+ * size class (round(log2 copies)), which ps_batch_start reads when
+ * batch_team_blocks is 0. o and s may be NULL (defaults). r receives the
+ * table (ps_tune_batch_report_free), also when the cache cannot be
+ * written. Returns PS_CONVERGED (0) when at least one size ran (and, if
+ * asked, the fastest was written to the cache); PS_ERR_NULL; PS_ERR_OPTION
+ * (copies outside 1..PS_BATCH_MAX, o or s invalid; logged); PS_ERR_NO_GPU
+ * or PS_ERR_GPU_UNSUPPORTED (no usable GPU); PS_ERR_NO_MEMORY;
+ * PS_ERR_GPU_LAUNCH (no size ran: see each size's status); PS_ERR_FILE
+ * (all measured, but the cache file could not be written: reason logged,
+ * the report is complete).
+ */
+int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, const ps_tune_settings *s,
+                      ps_tune_batch_report *r);
+
+/** Release what a batch report owns; the struct itself is the caller's. NULL is accepted. */
+void ps_tune_batch_report_free(ps_tune_batch_report *r);
 
 #ifdef __cplusplus
 }

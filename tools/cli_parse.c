@@ -45,6 +45,7 @@ enum {
     OPT_BATCH,
     OPT_TEAM_BLOCKS,
     OPT_TEAM_BARRIER,
+    OPT_VARIANTS,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -128,6 +129,7 @@ static const struct option bench_options[] = {
     {"batch", required_argument, NULL, OPT_BATCH},
     {"team-blocks", required_argument, NULL, OPT_TEAM_BLOCKS},
     {"team-barrier", required_argument, NULL, OPT_TEAM_BARRIER},
+    {"variants", required_argument, NULL, OPT_VARIANTS},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -142,6 +144,7 @@ static const struct option tune_options[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"no-cache", no_argument, NULL, OPT_NO_CACHE},
     {"no-write", no_argument, NULL, OPT_NO_WRITE},
+    {"batch", required_argument, NULL, OPT_BATCH},
     OPT_END,
 };
 
@@ -440,7 +443,7 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
             cli->resume = arg;
         return PS_CLI_OK;
     case OPT_BATCH:
-        if (cli->command == PS_CMD_BENCH) {
+        if (cli->command == PS_CMD_BENCH || cli->command == PS_CMD_TUNE) {
             if (!parse_int(arg, 1, PS_BATCH_MAX, &iv))
                 return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                      "--batch: '%s' is not an integer in 1..%d", arg, PS_BATCH_MAX);
@@ -468,6 +471,13 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         else
             return ps_status_msg(err, errlen, PS_CLI_USAGE,
                                  "--team-barrier: '%s' is not auto, range or cluster", arg);
+        return PS_CLI_OK;
+    case OPT_VARIANTS:
+        if (!ps_cli_parse_variants(arg, &cli->bench_variants))
+            return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                                 "--variants: '%s' is not a comma-separated list of batch, sequence "
+                                 "and concurrent",
+                                 arg);
         return PS_CLI_OK;
     case OPT_NO_TUNE_CACHE:
         cli->gpu.tune_cache = 0;
@@ -608,12 +618,36 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
     if (cli->command == PS_CMD_BENCH && cli->bench_batch && !cli->input)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "bench --batch %d: missing SIZE argument",
                              cli->bench_batch);
+    if (cli->command == PS_CMD_BENCH && cli->bench_variants && !cli->bench_batch)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "bench: --variants goes with --batch N SIZE");
     if (cli->command == PS_CMD_BENCH && cli->bench_batch && cli->sizes)
         return ps_status_msg(err, errlen, PS_CLI_USAGE,
                              "bench: --batch N SIZE and --sizes LIST do not go together");
     if (cli->command == PS_CMD_EXPORT && !cli->pulseq)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "export: missing --pulseq OUT.seq");
     return PS_CLI_OK;
+}
+
+int ps_cli_parse_variants(const char *list, int *mask)
+{
+    static const char *const names[3] = {"batch", "sequence", "concurrent"};
+    int m = 0;
+    const char *s = list;
+    for (;;) {
+        const size_t len = strcspn(s, ",");
+        int hit = -1;
+        for (int i = 0; i < 3; i++)
+            if (len == strlen(names[i]) && !strncmp(s, names[i], len))
+                hit = i;
+        if (hit < 0)
+            return 0;
+        m |= 1 << hit;
+        if (!s[len])
+            break;
+        s += len + 1;
+    }
+    *mask = m;
+    return 1;
 }
 
 int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen)
@@ -1074,7 +1108,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --batch N       N copies of SIZE: batch against solo solves\n"
                 "                      (1..16384)\n"
                 "      --team-blocks N blocks per team of the GPU batch (0: automatic)\n"
-                "      --team-barrier B  its teams' barrier: auto | range | cluster\n",
+                "      --team-barrier B  its teams' barrier: auto | range | cluster\n"
+                "      --variants LIST with --batch: which of batch, sequence and\n"
+                "                      concurrent to run (default all three)\n",
                 PS_BENCH_ITERS, PS_BENCH_REPEATS, d.memory, d.threads);
         usage_launch_shape(f);
         fputs("  -h, --help          this help\n\n", f);
@@ -1114,6 +1150,10 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --no-write      measure and report, do not write the cache\n"
                 "      --no-cache      ignore the cache: compare with the heuristic\n"
                 "                      only, and do not write it\n"
+                "      --batch N       tune the team size of a GPU batch of N copies\n"
+                "                      (1..16384) instead: teams of 1, 2, 4, ... blocks,\n"
+                "                      the heuristic's and the cached size, each timed\n"
+                "                      by the batch kernel's time\n"
                 "  -h, --help          this help\n"
                 "\n",
                 PS_TUNE_DEFAULT_INPUT, PS_TUNE_ITERS, PS_TUNE_REPEATS, d.memory);

@@ -79,7 +79,10 @@ typedef struct ps_cli {
     int repeats;           /* --repeats R: timed runs per variant (default 5) */
     int64_t cpu_iters;     /* --cpu-iters N: CPU row's iterations (0: automatic) */
     const char *json_file; /* --json FILE: the tables as JSON (bench, tune) */
-    int bench_batch;       /* bench --batch N: N copies of SIZE in one batch (0: no) */
+    int bench_batch;       /* bench --batch N: N copies of SIZE in one batch; tune --batch N:
+                              the team size of a batch of N copies (0: no) */
+    int bench_variants;    /* bench --variants LIST: bit i for variant i of batch,
+                              sequence, concurrent (0: all three) */
     /* tune */
     int no_write;          /* --no-write (also --no-cache): do not write the cache */
     /* the command line as given (argv[0..argc-1]) */
@@ -126,6 +129,10 @@ enum {
  * (GNU getopt). Option values are checked here for their syntax and range;
  * the library's ps_options_validate() still runs before a solve.
  */
+/* --variants LIST: a comma-separated list of batch, sequence and
+ * concurrent into *mask (bit 0, 1, 2). 0 if a name is none of them. */
+int ps_cli_parse_variants(const char *list, int *mask);
+
 int ps_cli_parse(ps_cli *cli, int argc, char **argv, char *err, size_t errlen);
 
 /* design: several problems (more than one PRESET|FILE, or --batch LIST),

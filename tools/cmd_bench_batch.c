@@ -41,6 +41,7 @@ typedef struct copy_out {
 } copy_out;
 
 typedef struct variant {
+    int skipped;      /* not asked for (--variants) */
     int ran;          /* every copy ended with iterates */
     int status;       /* the first failing status (0 when all ran) */
     double *samples;  /* [repeats] wall times, s */
@@ -269,15 +270,22 @@ static int write_json(const char *path, const ps_cli *cli, const bench_batch *bb
             (long long)cli->iters, cli->repeats);
     fputs(",\n  \"precision\": ", f);
     ps_json_string(f, ps_cli_precision_name(bb->o->precision));
-    fprintf(f, ",\n  \"team_blocks\": %d,\n  \"team_barrier_option\": %d,\n  \"team_barrier\": %d,\n  \"variants\": [\n",
-            cli->gpu.batch_team_blocks, cli->gpu.batch_team_barrier, v[V_BATCH].team_barrier);
+    fprintf(f, ",\n  \"team_blocks_option\": %d,\n  \"team_blocks\": %d,\n  \"team_barrier_option\": ",
+            cli->gpu.batch_team_blocks, v[V_BATCH].team_blocks);
+    ps_json_string(f, cli->gpu.batch_team_barrier == PS_TEAM_BARRIER_AUTO
+                          ? "auto"
+                          : ps_cli_team_barrier_name(cli->gpu.batch_team_barrier));
+    fputs(",\n  \"team_barrier\": ", f);
+    ps_json_string(f, ps_cli_team_barrier_name(v[V_BATCH].team_barrier));
+    fputs(",\n  \"variants\": [\n", f);
     for (int i = 0; i < N_VARIANTS; i++) {
         const variant *w = &v[i];
         fputs("    {\"variant\": ", f);
         ps_json_string(f, variant_names[i]);
         fputs(", \"what\": ", f);
         ps_json_string(f, variant_what[i]);
-        fprintf(f, ", \"ran\": %s, \"status\": %d", w->ran ? "true" : "false", w->status);
+        fprintf(f, ", \"skipped\": %s, \"ran\": %s, \"status\": %d", w->skipped ? "true" : "false",
+                w->ran ? "true" : "false", w->status);
         if (w->ran) {
             fputs(", \"device\": ", f);
             ps_json_string(f, w->device);
@@ -390,9 +398,11 @@ int ps_cmd_bench_batch(const ps_cli *cli)
            o.memory, cli->repeats);
     fflush(stdout);
 
+    const int want = cli->bench_variants ? cli->bench_variants : (1 << N_VARIANTS) - 1;
     for (int i = 0; i < N_VARIANTS; i++) {
-        v[i].ran = 1;
-        if (i == V_CONCURRENT) { /* 20 times the slower of the others (their first runs) */
+        v[i].skipped = !(want & 1 << i);
+        v[i].ran = !v[i].skipped;
+        if (i == V_CONCURRENT && v[i].ran) { /* 20 times the slower of the others (their first runs) */
             double slow = 0.0;
             for (int j = 0; j < V_CONCURRENT; j++)
                 if (v[j].ran && v[j].samples[0] > slow)
@@ -421,6 +431,10 @@ int ps_cmd_bench_batch(const ps_cli *cli)
            "speed-up", "evaluations", "same");
     for (int i = 0; i < N_VARIANTS; i++) {
         const variant *w = &v[i];
+        if (w->skipped) {
+            printf("  %-12s %-36s not run (--variants)\n", variant_names[i], variant_what[i]);
+            continue;
+        }
         if (!w->ran) {
             printf("  %-12s %-36s failed: %s\n", variant_names[i], variant_what[i],
                    ps_strerror(w->status));

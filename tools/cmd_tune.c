@@ -4,6 +4,10 @@
  * fastest marked, the choice written to the tune cache that
  * solve_persistent() reads, and with --json FILE the same as JSON.
  *
+ * persolve tune --batch N [PRESET|FILE]: the team sizes of a GPU batch of
+ * N copies of the problem (ps_gpu_tune_batch) instead, the fastest written
+ * to the cache's batch entry that ps_batch_start() reads.
+ *
  * Without a usable GPU there is nothing to measure: a message and exit 6
  * (PS_EXIT_NO_GPU).
  */
@@ -48,14 +52,15 @@ static int ran(const ps_tune_shape *s)
     return isfinite(s->seconds_per_iteration);
 }
 
-static void marks(const ps_tune_report *r, int i, char *buf)
+/* '*' the fastest, 'h' the heuristic's, 'c' the cached row, for row i. */
+static void marks(int best, int heuristic, int cached, int i, char *buf)
 {
     int n = 0;
-    if (i == r->best)
+    if (i == best)
         buf[n++] = '*';
-    if (i == r->heuristic)
+    if (i == heuristic)
         buf[n++] = 'h';
-    if (i == r->cached)
+    if (i == cached)
         buf[n++] = 'c';
     buf[n] = '\0';
 }
@@ -75,7 +80,7 @@ static void print_table(FILE *f, const ps_tune_report *r)
     for (size_t i = 0; i < r->count; i++) {
         const ps_tune_shape *s = &r->shapes[i];
         char mk[4], ms[32], ratio[32];
-        marks(r, (int)i, mk);
+        marks(r->best, r->heuristic, r->cached, (int)i, mk);
         if (ran(s)) {
             snprintf(ms, sizeof ms, "%.4f", 1e3 * s->seconds_per_iteration);
             snprintf(ratio, sizeof ratio, "%.2f", best ? s->seconds_per_iteration / best->seconds_per_iteration : NAN);
@@ -107,43 +112,202 @@ static void json_shape(FILE *f, const ps_tune_shape *s, int last)
     fprintf(f, "}%s\n", last ? "" : ",");
 }
 
-static int write_json(const char *path, const ps_cli *cli, const ps_options *o, const char *spec,
-                      const ps_problem *p, const char *date, const ps_tune_report *r)
+/* What the JSON of either table starts with. */
+typedef struct json_head {
+    const ps_cli *cli;
+    const ps_options *o;
+    const char *spec;     /* the problem as given */
+    const ps_problem *p;
+    const char *date;
+    const char *device, *cache_key, *cache_path;
+    int sms, cache_written, best, heuristic, cached;
+} json_head;
+
+/* A memory file for path (written whole or not at all: ps_cli_memfile_commit)
+ * begun with h's fields; NULL (said) without memory. */
+static FILE *json_open(ps_cli_memfile *mf, const char *path, const json_head *h)
 {
-    ps_cli_memfile mf; /* written whole or not at all */
-    FILE *f = ps_cli_memfile_open(&mf);
+    FILE *f = ps_cli_memfile_open(mf);
     if (!f) {
         ps_cli_error("%s: cannot write: out of memory", path);
-        return PS_EXIT_INPUT;
+        return NULL;
     }
     char cmd[4096];
-    ps_cli_command_line(cli, cmd, sizeof cmd);
+    ps_cli_command_line(h->cli, cmd, sizeof cmd);
     fputs("{\n  \"persolve\": ", f);
     ps_json_string(f, ps_version());
     fputs(",\n  \"gpu\": ", f);
-    ps_json_string(f, r->device);
+    ps_json_string(f, h->device);
     fputs(",\n  \"date\": ", f);
-    ps_json_string(f, date);
+    ps_json_string(f, h->date);
     fputs(",\n  \"command\": ", f);
     ps_json_string(f, cmd);
     fputs(",\n  \"problem\": ", f);
-    ps_json_string(f, spec);
-    fprintf(f, ",\n  \"ns\": %zu,\n  \"nt\": %zu", ps_problem_ns(p), ps_problem_nt(p));
+    ps_json_string(f, h->spec);
+    fprintf(f, ",\n  \"ns\": %zu,\n  \"nt\": %zu", ps_problem_ns(h->p), ps_problem_nt(h->p));
     fputs(",\n  \"precision\": ", f);
-    ps_json_string(f, ps_cli_precision_name(o->precision));
+    ps_json_string(f, ps_cli_precision_name(h->o->precision));
     fprintf(f, ",\n  \"iterations\": %lld,\n  \"repeats\": %d,\n  \"memory\": %d,\n  \"sms\": %d",
-            (long long)cli->iters, cli->repeats, o->memory, r->sms);
+            (long long)h->cli->iters, h->cli->repeats, h->o->memory, h->sms);
     fputs(",\n  \"cache_key\": ", f);
-    ps_json_string(f, r->cache_key);
+    ps_json_string(f, h->cache_key);
     fputs(",\n  \"cache_path\": ", f);
-    ps_json_string(f, r->cache_path);
+    ps_json_string(f, h->cache_path);
     fprintf(f, ",\n  \"cache_written\": %s,\n  \"best\": %d,\n  \"heuristic\": %d,\n  \"cached\": %d",
-            r->cache_written ? "true" : "false", r->best, r->heuristic, r->cached);
+            h->cache_written ? "true" : "false", h->best, h->heuristic, h->cached);
+    return f;
+}
+
+static int write_json(const char *path, const json_head *h, const ps_tune_report *r)
+{
+    ps_cli_memfile mf;
+    FILE *f = json_open(&mf, path, h);
+    if (!f)
+        return PS_EXIT_INPUT;
     fputs(",\n  \"shapes\": [\n", f);
     for (size_t i = 0; i < r->count; i++)
         json_shape(f, &r->shapes[i], i + 1 == r->count);
     fputs("  ]\n}\n", f);
     return ps_cli_memfile_commit(&mf, path);
+}
+
+/* ---- what the solo and the batch table share ---- */
+
+static void print_problem(const char *spec, const ps_problem *p, const ps_options *o)
+{
+    printf("problem:    %s (Ns %zu, Nt %zu), %s spins, L-BFGS memory %d\n", spec, ps_problem_ns(p),
+           ps_problem_nt(p), o->precision == PS_PRECISION_DOUBLE ? "float64" : "float32", o->memory);
+}
+
+/* Nothing measured: the message, and the exit code. */
+static int tune_failed(int st, const ps_cli_log *log)
+{
+    ps_cli_error("tune: %s%s%s", ps_strerror(st), log->msg[0] ? ": " : "", log->msg);
+    return st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ? PS_EXIT_NO_GPU : ps_cli_exit_code(st);
+}
+
+/* After a table: where the cache went, the error of st if any; the exit code. */
+static int tune_outcome(const ps_cli *cli, int st, const ps_cli_log *log, int written, const char *path)
+{
+    if (written)
+        printf("cache:      written to %s\n", path);
+    else if (cli->no_write)
+        printf("cache:      not written (%s); it is %s\n", cli->gpu.tune_cache ? "--no-write" : "--no-cache",
+               path[0] ? path : "(no cache directory)");
+    if (st == 0)
+        return PS_EXIT_OK;
+    ps_cli_error("tune: %s%s%s", ps_strerror(st), log->msg[0] ? ": " : "", log->msg);
+    return st == PS_ERR_FILE ? PS_EXIT_INPUT : ps_cli_exit_code(st);
+}
+
+/* The JSON file written (jc, its exit code): said; the exit code given code. */
+static int tune_json(const char *path, int jc, int code)
+{
+    if (jc == PS_EXIT_OK)
+        printf("json:       %s\n", path);
+    return code == PS_EXIT_OK ? jc : code;
+}
+
+/* ---- --batch N: the team size of a batch ---- */
+
+static int team_ran(const ps_tune_team *t)
+{
+    return isfinite(t->seconds_per_iteration);
+}
+
+static void print_teams(FILE *f, const ps_tune_batch_report *r)
+{
+    const ps_tune_team *best = r->best >= 0 ? &r->teams[r->best] : NULL;
+    fprintf(f, "\n  %-4s %11s %6s %10s %10s %7s %8s  %s\n", "", "team blocks", "teams", "seconds", "ms/iter",
+            "x best", "evals", "status");
+    for (size_t i = 0; i < r->count; i++) {
+        const ps_tune_team *t = &r->teams[i];
+        char mk[4], sec[32], ms[32], ratio[32];
+        marks(r->best, r->heuristic, r->cached, (int)i, mk);
+        if (team_ran(t)) {
+            snprintf(sec, sizeof sec, "%.4f", t->seconds);
+            snprintf(ms, sizeof ms, "%.4f", 1e3 * t->seconds_per_iteration);
+            snprintf(ratio, sizeof ratio, "%.2f", best ? t->seconds / best->seconds : NAN);
+        } else {
+            snprintf(sec, sizeof sec, "-");
+            snprintf(ms, sizeof ms, "-");
+            snprintf(ratio, sizeof ratio, "-");
+        }
+        fprintf(f, "  %-4s %11d %6d %10s %10s %7s %8lld  %s\n", mk, t->team_blocks, t->teams, sec, ms, ratio,
+                (long long)t->evaluations, team_ran(t) ? "ok" : ps_strerror(t->status));
+    }
+    fflush(f);
+}
+
+static int write_batch_json(const char *path, const json_head *h, const ps_tune_batch_report *r)
+{
+    ps_cli_memfile mf;
+    FILE *f = json_open(&mf, path, h);
+    if (!f)
+        return PS_EXIT_INPUT;
+    fprintf(f, ",\n  \"copies\": %d,\n  \"teams\": [\n", r->copies);
+    for (size_t i = 0; i < r->count; i++) {
+        const ps_tune_team *t = &r->teams[i];
+        fprintf(f,
+                "    {\"team_blocks\": %d, \"teams\": %d, \"status\": %d, \"iterations\": %lld, "
+                "\"evaluations\": %lld, \"seconds\": ",
+                t->team_blocks, t->teams, t->status, (long long)t->iterations, (long long)t->evaluations);
+        ps_json_number(f, t->seconds);
+        fputs(", \"seconds_per_iteration\": ", f);
+        ps_json_number(f, t->seconds_per_iteration);
+        fprintf(f, "}%s\n", i + 1 == r->count ? "" : ",");
+    }
+    fputs("  ]\n}\n", f);
+    return ps_cli_memfile_commit(&mf, path);
+}
+
+/* tune --batch N: measure, print, write; returns the exit code. */
+static int tune_batch(const ps_cli *cli, const ps_options *o, ps_cli_log *log, const ps_problem *p, const char *spec,
+                      const char *json_path, const ps_tune_settings *s)
+{
+    ps_tune_batch_report r;
+    char date[64];
+    int code;
+    ps_cli_utc_now(date, sizeof date);
+    printf("persolve tune --batch %d  %s\n", cli->bench_batch, date);
+    print_problem(spec, p, o);
+    printf("copies:     %d, copy k from x0 scaled by 1 + 0.01 k, in one GPU batch\n", cli->bench_batch);
+    printf("runs:       per team size one warm-up batch, then the median of %d batches of %lld\n"
+           "            iterations per copy (gtol = ftol = 0); time = the batch kernel's (CUDA\n"
+           "            events), ms/iter that over one copy's iterations\n",
+           cli->repeats, (long long)cli->iters);
+    printf("columns:    team blocks the blocks per team, teams the teams the kernel had;\n"
+           "            '*' fastest, 'h' the heuristic's size, 'c' the cached one\n");
+    fflush(stdout);
+
+    log->msg[0] = '\0';
+    int st = ps_gpu_tune_batch(p, cli->bench_batch, o, s, &r);
+    if (r.count == 0) {
+        code = tune_failed(st, log);
+        goto done;
+    }
+    printf("gpu:        %s\n", r.device);
+    printf("cache key:  %s\n", r.cache_key);
+    print_teams(stdout, &r);
+    printf("\n");
+    if (r.best >= 0) {
+        const ps_tune_team *b = &r.teams[r.best];
+        printf("best:       teams of %d blocks (%d teams): %.4f s, %.4f ms per iteration\n", b->team_blocks,
+               b->teams, b->seconds, 1e3 * b->seconds_per_iteration);
+        if (r.heuristic >= 0 && team_ran(&r.teams[r.heuristic]))
+            printf("heuristic:  teams of %d blocks: %.4f s (%.2fx the best)\n", r.teams[r.heuristic].team_blocks,
+                   r.teams[r.heuristic].seconds, r.teams[r.heuristic].seconds / b->seconds);
+    }
+    code = tune_outcome(cli, st, log, r.cache_written, r.cache_path);
+    if (cli->json_file) {
+        const json_head h = {cli,      o,           spec,         p,     date,
+                             r.device, r.cache_key, r.cache_path, r.sms, r.cache_written,
+                             r.best,   r.heuristic, r.cached};
+        code = tune_json(json_path, write_batch_json(json_path, &h, &r), code);
+    }
+done:
+    ps_tune_batch_report_free(&r);
+    return code;
 }
 
 int ps_cmd_tune(const ps_cli *cli)
@@ -171,8 +335,9 @@ int ps_cmd_tune(const ps_cli *cli)
     int st = ps_gpu_usable(&o);
     if (st != 0) {
         const char *reason = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st);
-        ps_cli_error("tune: no usable GPU (%s): launch shapes can only be measured on a GPU; "
-                     "without one, solves run on the CPU and need no tuning", reason);
+        ps_cli_error("tune: no usable GPU (%s): %s can only be measured on a GPU; "
+                     "without one, solves run on the CPU and need no tuning",
+                     reason, cli->bench_batch ? "team sizes" : "launch shapes");
         ps_problem_free(p);
         return PS_EXIT_NO_GPU;
     }
@@ -183,12 +348,16 @@ int ps_cmd_tune(const ps_cli *cli)
     s.iterations = (int)cli->iters;
     s.repeats = cli->repeats;
     s.write_cache = !cli->no_write;
+    if (cli->bench_batch) {
+        code = tune_batch(cli, &o, &log, p, sz.spec, json_path, &s);
+        ps_problem_free(p);
+        return code;
+    }
     s.measured = on_measured;
     s.user = &tp;
     ps_cli_utc_now(date, sizeof date);
     printf("persolve tune  %s\n", date);
-    printf("problem:    %s (Ns %zu, Nt %zu), %s spins, L-BFGS memory %d\n", sz.spec, ps_problem_ns(p),
-           ps_problem_nt(p), o.precision == PS_PRECISION_DOUBLE ? "float64" : "float32", o.memory);
+    print_problem(sz.spec, p, &o);
     printf("runs:       per shape one warm-up solve, then the median of %d solves of %lld iterations\n"
            "            (gtol = ftol = 0); time = the solve kernel's (CUDA events) / iterations\n",
            cli->repeats, (long long)cli->iters);
@@ -202,8 +371,7 @@ int ps_cmd_tune(const ps_cli *cli)
     log.msg[0] = '\0';
     st = ps_gpu_tune(p, &o, &s, &r);
     if (r.count == 0) {
-        ps_cli_error("tune: %s%s%s", ps_strerror(st), log.msg[0] ? ": " : "", log.msg);
-        code = st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED ? PS_EXIT_NO_GPU : ps_cli_exit_code(st);
+        code = tune_failed(st, &log);
         goto done;
     }
     printf("gpu:        %s\n", r.device);
@@ -220,21 +388,12 @@ int ps_cmd_tune(const ps_cli *cli)
                    1e3 * r.shapes[r.heuristic].seconds_per_iteration,
                    r.shapes[r.heuristic].seconds_per_iteration / b->seconds_per_iteration);
     }
-    if (r.cache_written)
-        printf("cache:      written to %s\n", r.cache_path);
-    else if (cli->no_write)
-        printf("cache:      not written (%s); it is %s\n", cli->gpu.tune_cache ? "--no-write" : "--no-cache",
-               r.cache_path[0] ? r.cache_path : "(no cache directory)");
-    if (st != 0) {
-        ps_cli_error("tune: %s%s%s", ps_strerror(st), log.msg[0] ? ": " : "", log.msg);
-        code = st == PS_ERR_FILE ? PS_EXIT_INPUT : ps_cli_exit_code(st);
-    }
+    code = tune_outcome(cli, st, &log, r.cache_written, r.cache_path);
     if (cli->json_file) {
-        int jc = write_json(json_path, cli, &o, sz.spec, p, date, &r);
-        if (jc == PS_EXIT_OK)
-            printf("json:       %s\n", json_path);
-        else if (code == PS_EXIT_OK)
-            code = jc;
+        const json_head h = {cli,      &o,          sz.spec,      p,     date,
+                             r.device, r.cache_key, r.cache_path, r.sms, r.cache_written,
+                             r.best,   r.heuristic, r.cached};
+        code = tune_json(json_path, write_json(json_path, &h, &r), code);
     }
 done:
     ps_tune_report_free(&r);

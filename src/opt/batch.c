@@ -38,7 +38,9 @@
 #include "opt/options.h"
 #include "opt/run_impl.h"
 #include "persolve_gpu.h"
+#include "tune/cache.h"
 #include "tune/gpu_options.h"
+#include "tune/tune.h"
 
 /* Where a problem is, as the batch sees it. */
 enum { IT_QUEUED = 0, IT_RUNNING = 1, IT_PARKED = 2, IT_FINISHED = 3 };
@@ -188,19 +190,56 @@ static void gpu_attach(ps_batch *b, size_t i)
         item_fail(it, run_status(it->r));
 }
 
-/* Blocks per team (README "Batches"): the options' batch_team_blocks, else
- * as many as give every problem a team of its own (the co-resident blocks
- * over the problems, rounded down), 1 at least. */
+/* Blocks per team (README "Batches"): the options' batch_team_blocks;
+ * else, with tune_cache set and every unfinished problem of one size
+ * class, the tune cache's entry for that class and their number
+ * (ps_gpu_tune_batch) if it fits; else as many as give every problem a
+ * team of its own (the co-resident blocks over the problems, rounded
+ * down), 1 at least. Where it came from is logged (info): the batch's
+ * report has no field for it. */
 static int team_heuristic(const ps_batch *b, int resident)
 {
     const ps_gpu_options *g = ps_gpu_options_of(&b->o);
-    if (g->batch_team_blocks)
+    if (g->batch_team_blocks) {
+        ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
+               "batch team size %d blocks: forced (options.batch_team_blocks)", g->batch_team_blocks);
         return g->batch_team_blocks;
+    }
     size_t n = 0;
-    for (size_t i = 0; i < b->n; i++)
-        n += b->items[i].state != IT_FINISHED;
+    const ps_problem *first = NULL;
+    int one_class = 1;
+    ps_tune_class c0, c;
+    for (size_t i = 0; i < b->n; i++) {
+        const item *it = &b->items[i];
+        if (it->state == IT_FINISHED)
+            continue;
+        n++;
+        if (!first) {
+            first = it->p;
+            ps_tune_problem_class(first, b->o.precision, &c0);
+        } else if (one_class) {
+            ps_tune_problem_class(it->p, b->o.precision, &c);
+            one_class = !memcmp(&c, &c0, sizeof c);
+        }
+    }
+    if (g->tune_cache && first && one_class) {
+        ps_tune_entry e;
+        char path[1024];
+        const int t = ps_tune_cached_team(first, &b->o, n, b->block, resident, &e, path, sizeof path);
+        if (t > 0) {
+            ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
+                   "batch team size from the tune cache %s: %d blocks per team for %zu problems "
+                   "(measured %.4g ms per iteration on %s)",
+                   path, t, n, 1e3 * e.seconds_per_iteration, e.date);
+            return t;
+        }
+    }
     const size_t B = n ? (size_t)resident / n : (size_t)resident;
-    return B < 1 ? 1 : (int)B;
+    const int t = B < 1 ? 1 : (int)B;
+    ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
+           "batch team size %d blocks: the heuristic (%d co-resident blocks over %zu problems%s)", t, resident, n,
+           g->tune_cache && !one_class ? "; the tune cache has no entry for problems of several size classes" : "");
+    return t;
 }
 
 /* At the start: the team shape, every problem set up, the kernel's batch. */

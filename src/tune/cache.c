@@ -12,6 +12,11 @@
  *     measured 9.480000e-04 s/iteration ns 16384 nt 5000 date 2026-12-01T10:00:00Z
  *     checksum 0123456789abcdef
  *
+ * The class line ends with " channels C" for the channels kernel, and
+ * with " batch K" in a batch entry (ps_tune_class.batch), whose shape line
+ * ends with " team_blocks B"; solo entries have neither, so files written
+ * before batch entries existed read the same (format version 1 still).
+ *
  * The checksum is the 64-bit FNV-1a hash of every byte before its line.
  * Files are replaced atomically (a temporary file, then rename), so a
  * reader sees the old entry or the new one.
@@ -59,6 +64,16 @@ void ps_tune_size_class(size_t ns, size_t nt, int precision, int relax, int chan
     c->ns_log2 = ps_tune_round_log2(ns);
     c->nt_log2 = ps_tune_round_log2(nt);
     c->relax = relax != 0;
+}
+
+void ps_tune_problem_class(const ps_problem *p, int precision, ps_tune_class *c)
+{
+    ps_tune_size_class(p->ns, p->nt, precision, p->t1 || p->t2, ps_gpu_channels(p), c);
+}
+
+int ps_tune_batch_class(size_t problems)
+{
+    return 1 + ps_tune_round_log2(problems);
 }
 
 static const char *precision_name(int precision)
@@ -111,8 +126,16 @@ int ps_tune_key_current(const ps_problem *p, int precision, ps_tune_key *k)
     k->driver = id.driver;
     driver_module(k->driver_module, sizeof k->driver_module);
     snprintf(k->build, sizeof k->build, "%s", PS_BUILD_ID);
-    ps_tune_size_class(p->ns, p->nt, precision, p->t1 || p->t2, ps_gpu_channels(p), &k->cls);
+    ps_tune_problem_class(p, precision, &k->cls);
     return PS_CONVERGED;
+}
+
+int ps_tune_key_batch(const ps_problem *p, int precision, int copies, ps_tune_key *k)
+{
+    int st = ps_tune_key_current(p, precision, k);
+    if (!st)
+        k->cls.batch = ps_tune_batch_class((size_t)copies);
+    return st;
 }
 
 static void class_text(const ps_tune_class *c, char *buf, size_t len)
@@ -120,12 +143,14 @@ static void class_text(const ps_tune_class *c, char *buf, size_t len)
     int n = snprintf(buf, len, "%s, Ns ~2^%d, Nt ~2^%d, %s", precision_name(c->precision), c->ns_log2,
                      c->nt_log2, c->relax ? "relaxation" : "no relaxation");
     if (c->channels && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, ", %d channels", c->channels);
+        n += snprintf(buf + n, len - (size_t)n, ", %d channels", c->channels);
+    if (c->batch && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", batches of ~2^%d problems", c->batch - 1);
 }
 
 void ps_tune_key_text(const ps_tune_key *k, char *buf, size_t len)
 {
-    char cls[96];
+    char cls[128];
     class_text(&k->cls, cls, sizeof cls);
     snprintf(buf, len, "%s, sm_%d%d, driver %d (%s), build %s, %s", k->gpu, k->cc_major, k->cc_minor,
              k->driver, k->driver_module, k->build, cls);
@@ -172,12 +197,14 @@ int ps_tune_cache_path(const ps_tune_key *k, char *buf, size_t len)
     if (ps_tune_cache_dir(dir, sizeof dir))
         return PS_ERR_FILE;
     slug(k->gpu, name, sizeof name);
-    char ch[16] = "";
+    char ch[16] = "", bt[24] = "";
     if (k->cls.channels)
         snprintf(ch, sizeof ch, "-ch%d", k->cls.channels);
-    int n = snprintf(buf, len, "%s/tune-%s-sm%d%d-%s-ns%d-nt%d%s%s.txt", dir, name, k->cc_major,
+    if (k->cls.batch)
+        snprintf(bt, sizeof bt, "-batch%d", k->cls.batch - 1);
+    int n = snprintf(buf, len, "%s/tune-%s-sm%d%d-%s-ns%d-nt%d%s%s%s.txt", dir, name, k->cc_major,
                      k->cc_minor, precision_name(k->cls.precision), k->cls.ns_log2, k->cls.nt_log2,
-                     k->cls.relax ? "-relax" : "", ch);
+                     k->cls.relax ? "-relax" : "", ch, bt);
     return n < 0 || (size_t)n >= len ? PS_ERR_FILE : PS_CONVERGED;
 }
 
@@ -226,21 +253,27 @@ int ps_tune_cache_write(const char *path, const ps_tune_key *k, const ps_tune_en
     PS_RETURN_ERROR_IF(o, strchr(k->gpu, '\n') || !is_word(k->driver_module) || !is_word(k->build) ||
                               !is_word(e->date),
                        PS_ERR_FILE, "tune cache %s: a key field is empty or holds a space", path);
-    char chs[24] = ""; /* the class's channels, only for the channels kernel */
+    /* the class's channels, only for the channels kernel; a batch entry's
+     * class and team size, only for a batch */
+    char chs[24] = "", bt[24] = "", team[32] = "";
     if (k->cls.channels)
         snprintf(chs, sizeof chs, " channels %d", k->cls.channels);
+    if (k->cls.batch) {
+        snprintf(bt, sizeof bt, " batch %d", k->cls.batch);
+        snprintf(team, sizeof team, " team_blocks %d", e->team_blocks);
+    }
     int n = snprintf(text, sizeof text,
                      TUNE_MAGIC " %d\n"
                      "gpu %s\n"
                      "cc %d.%d\n"
                      "driver %d %s\n"
                      "build %s\n"
-                     "class %s ns %d nt %d relax %d%s\n"
-                     "shape block %d sb %d regcap %d blocks_per_sm %d\n"
+                     "class %s ns %d nt %d relax %d%s%s\n"
+                     "shape block %d sb %d regcap %d blocks_per_sm %d%s\n"
                      "measured %.6e s/iteration ns %lld nt %lld date %s\n",
                      TUNE_FORMAT, k->gpu, k->cc_major, k->cc_minor, k->driver, k->driver_module,
                      k->build, precision_name(k->cls.precision), k->cls.ns_log2, k->cls.nt_log2,
-                     k->cls.relax, chs, e->block, e->sb, e->regcap, e->blocks_per_sm,
+                     k->cls.relax, chs, bt, e->block, e->sb, e->regcap, e->blocks_per_sm, team,
                      e->seconds_per_iteration, e->ns, e->nt, e->date);
     PS_RETURN_ERROR_IF(o, n < 0 || (size_t)n + 32 > sizeof text, PS_ERR_FILE,
                        "tune cache %s: entry too long", path);
@@ -287,20 +320,35 @@ static const char *next_line(char **cur)
 #define LINE_IS(line, fields, fmt, ...) \
     (sscanf((line), fmt "%n", __VA_ARGS__, &used) == (fields) && (line)[used] == '\0')
 
+/* The class line: "class PRECISION ns A nt B relax R", then an optional
+ * " channels C", then an optional " batch K" (fields absent stay 0). */
+static int parse_class(const char *line, char prec[8], ps_tune_class *c)
+{
+    int used = 0;
+    if (sscanf(line, "class %7s ns %d nt %d relax %d%n", prec, &c->ns_log2, &c->nt_log2, &c->relax, &used) != 4)
+        return 0;
+    line += used;
+    if (sscanf(line, " channels %d%n", &c->channels, &used) == 1)
+        line += used;
+    if (sscanf(line, " batch %d%n", &c->batch, &used) == 1)
+        line += used;
+    return *line == '\0';
+}
+
 int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
                        const ps_options *o)
 {
     char buf[TUNE_MAX_BYTES + 2], prec[8], module[32], build[64];
     int ver = 0, used = 0, cc_major = 0, cc_minor = 0, driver = 0;
     ps_tune_class cls;
-    memset(&cls, 0, sizeof cls); /* channels 0 when the class line has none */
+    memset(&cls, 0, sizeof cls); /* channels and batch 0 when the class line has none */
     memset(e, 0, sizeof *e);
 
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT) {
-            ps_log(o, PS_LOG_INFO, __FILE__, __LINE__,
-                   "no tune cache entry %s: the heuristic chooses the launch shape", path);
+            ps_log(o, PS_LOG_INFO, __FILE__, __LINE__, "no tune cache entry %s: the heuristic chooses the %s",
+                   path, k->cls.batch ? "team size" : "launch shape");
             return PS_TUNE_CACHE_MISSING;
         }
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_CORRUPT, "cannot read: %s", strerror(errno));
@@ -356,12 +404,11 @@ int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
     int parsed = gpu && LINE_IS(line[2], 2, "cc %d.%d", &cc_major, &cc_minor) &&
                  LINE_IS(line[3], 2, "driver %d %31s", &driver, module) &&
                  LINE_IS(line[4], 1, "build %63s", build) &&
-                 (LINE_IS(line[5], 5, "class %7s ns %d nt %d relax %d channels %d", prec, &cls.ns_log2,
-                          &cls.nt_log2, &cls.relax, &cls.channels) ||
-                  LINE_IS(line[5], 4, "class %7s ns %d nt %d relax %d", prec, &cls.ns_log2, &cls.nt_log2,
-                          &cls.relax)) &&
-                 LINE_IS(line[6], 4, "shape block %d sb %d regcap %d blocks_per_sm %d", &e->block, &e->sb,
-                         &e->regcap, &e->blocks_per_sm) &&
+                 parse_class(line[5], prec, &cls) &&
+                 (LINE_IS(line[6], 5, "shape block %d sb %d regcap %d blocks_per_sm %d team_blocks %d",
+                          &e->block, &e->sb, &e->regcap, &e->blocks_per_sm, &e->team_blocks) ||
+                  LINE_IS(line[6], 4, "shape block %d sb %d regcap %d blocks_per_sm %d", &e->block, &e->sb,
+                          &e->regcap, &e->blocks_per_sm)) &&
                  LINE_IS(line[7], 4, "measured %lf s/iteration ns %lld nt %lld date %31s",
                          &e->seconds_per_iteration, &e->ns, &e->nt, e->date);
     if (!parsed || (strcmp(prec, "single") && strcmp(prec, "double")))
@@ -381,7 +428,7 @@ int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_STALE, "written by build %s, this is build %s",
                        build, k->build);
     if (memcmp(&cls, &k->cls, sizeof cls)) {
-        char want[96], got[96];
+        char want[128], got[128];
         class_text(&cls, got, sizeof got);
         class_text(&k->cls, want, sizeof want);
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_STALE,
@@ -395,5 +442,22 @@ int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
         return ignored(o, __LINE__, path, PS_TUNE_CACHE_CORRUPT,
                        "shape out of range (block %d, spins per tile %d, regcap %d, %d blocks per SM)",
                        e->block, e->sb, e->regcap, e->blocks_per_sm);
+    /* the team size: a batch entry's choice, absent from a solo entry */
+    if (cls.batch ? e->team_blocks < 1 || e->team_blocks > 65536 : e->team_blocks != 0)
+        return ignored(o, __LINE__, path, PS_TUNE_CACHE_CORRUPT,
+                       cls.batch ? "team size out of range (%d blocks per team)"
+                                 : "a solo entry with a team size (%d blocks per team)",
+                       e->team_blocks);
     return PS_TUNE_CACHE_OK;
+}
+
+int ps_tune_cache_lookup(const ps_tune_key *k, ps_tune_entry *e, char *path, size_t len, const ps_options *o)
+{
+    if (ps_tune_cache_path(k, path, len) != PS_CONVERGED) {
+        path[0] = '\0';
+        ps_log(o, PS_LOG_INFO, __FILE__, __LINE__,
+               "no tune cache: neither PERSOLVE_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
+        return 0;
+    }
+    return ps_tune_cache_read(path, k, e, o) == PS_TUNE_CACHE_OK;
 }

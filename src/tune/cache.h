@@ -11,6 +11,10 @@
  * compute capability and the class; the contents hold the whole key and a
  * checksum, so a file written by another driver or build is found and
  * reported as stale rather than silently missed.
+ *
+ * A batch entry (ps_gpu_tune_batch) is the blocks per team of a batch of
+ * about 2^k problems of one class: its class has batch = 1 + k, and its
+ * own file beside the solo entry of that class.
  */
 #ifndef PS_SRC_TUNE_CACHE_H
 #define PS_SRC_TUNE_CACHE_H
@@ -27,6 +31,8 @@ typedef struct ps_tune_class {
     int relax;     /* 1 if the problem has T1 or T2 (relaxation bounds the segments) */
     int channels;  /* 0: one channel of a real B1 scale; else the transmit channels of
                       the channels kernel (ps_gpu_channels) */
+    int batch;     /* 0: a solo solve's launch shape; else 1 + round(log2(problems)) of
+                      a batch (problem counts within a factor sqrt(2) share it) */
 } ps_tune_class;
 
 typedef struct ps_tune_key {
@@ -38,13 +44,19 @@ typedef struct ps_tune_key {
     ps_tune_class cls;
 } ps_tune_key;
 
-/* A cached choice: the launch shape and, for information, how it was found. */
+/* A cached choice: the launch shape and, for information, how it was found.
+ * A batch entry's choice is team_blocks; its shape is what the batch ran
+ * with (the batch kernel's block and blocks per SM, its problems' tile, no
+ * register cap). */
 typedef struct ps_tune_entry {
     int block;                    /* threads per block */
     int sb;                       /* spins per tile (segments = block / sb) */
     int regcap;                   /* 0: up to 128 registers, 1: up to 64 */
     int blocks_per_sm;            /* cooperative grid = blocks_per_sm x SMs */
-    double seconds_per_iteration; /* its measured median */
+    int team_blocks;              /* batch entries: blocks per team (the choice); 0 in solo
+                                     entries */
+    double seconds_per_iteration; /* its measured median (a batch: the batch kernel's time
+                                     over one problem's iterations) */
     long long ns, nt;             /* the problem it was measured on */
     char date[32];                /* UTC, ISO 8601 */
 } ps_tune_entry;
@@ -62,11 +74,20 @@ int ps_tune_round_log2(size_t v);
 
 void ps_tune_size_class(size_t ns, size_t nt, int precision, int relax, int channels, ps_tune_class *c);
 
+/* The solo class of problem p at `precision` (batch 0). */
+void ps_tune_problem_class(const ps_problem *p, int precision, ps_tune_class *c);
+
+/* ps_tune_class.batch of a batch of `problems` problems (>= 1). */
+int ps_tune_batch_class(size_t problems);
+
 /* This library's build id, PS_BUILD_ID. */
 const char *ps_tune_build_id(void);
 
 /* The key of problem p at `precision` on GPU 0. PS_ERR_NO_GPU without one. */
 int ps_tune_key_current(const ps_problem *p, int precision, ps_tune_key *k);
+
+/* The same for a batch of `copies` problems of p's class (copies >= 1). */
+int ps_tune_key_batch(const ps_problem *p, int precision, int copies, ps_tune_key *k);
 
 /* One line: "GPU, sm_XY, driver D (module), build B, single Ns ~2^a Nt ~2^b, ..." */
 void ps_tune_key_text(const ps_tune_key *k, char *buf, size_t len);
@@ -76,7 +97,8 @@ void ps_tune_key_text(const ps_tune_key *k, char *buf, size_t len);
  * PS_ERR_FILE when none is set or the name does not fit. */
 int ps_tune_cache_dir(char *buf, size_t len);
 
-/* DIR/tune-GPU-smXY-PRECISION-nsA-ntB[-relax].txt for key k. */
+/* DIR/tune-GPU-smXY-PRECISION-nsA-ntB[-relax][-chC][-batchK].txt for key k
+ * (K = cls.batch - 1: round(log2) of the batch's problems). */
 int ps_tune_cache_path(const ps_tune_key *k, char *buf, size_t len);
 
 /* Write e for key k to path atomically (creating the directories):
@@ -88,5 +110,10 @@ int ps_tune_cache_write(const char *path, const ps_tune_key *k, const ps_tune_en
  * PS_TUNE_CACHE_* result, the reason logged through o when not OK. */
 int ps_tune_cache_read(const char *path, const ps_tune_key *k, ps_tune_entry *e,
                        const ps_options *o);
+
+/* Key k's cache file into path[len] and its entry into *e: 1 when it is
+ * valid, else 0 with the reason logged through o (no cache directory or a
+ * missing file as info, path empty in the first case). */
+int ps_tune_cache_lookup(const ps_tune_key *k, ps_tune_entry *e, char *path, size_t len, const ps_options *o);
 
 #endif /* PS_SRC_TUNE_CACHE_H */

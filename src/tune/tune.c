@@ -29,6 +29,7 @@
 #include "persolve_gpu.h"
 #include "tune/cache.h"
 #include "tune/gpu_options.h"
+#include "tune/tune.h"
 
 /* The tune cache's shape for p, checked against this problem: 1 with c
  * and e filled, else 0 (the reason logged). path[len] receives the file. */
@@ -37,14 +38,7 @@ static int cache_shape(const ps_problem *p, const ps_options *o, int sms, ps_gpu
 {
     ps_tune_key k;
     path[0] = '\0';
-    if (ps_tune_key_current(p, o->precision, &k) != PS_CONVERGED)
-        return 0;
-    if (ps_tune_cache_path(&k, path, len) != PS_CONVERGED) {
-        ps_log(o, PS_LOG_INFO, __FILE__, __LINE__,
-               "no tune cache: neither PERSOLVE_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
-        return 0;
-    }
-    if (ps_tune_cache_read(path, &k, e, o) != PS_TUNE_CACHE_OK)
+    if (ps_tune_key_current(p, o->precision, &k) != PS_CONVERGED || !ps_tune_cache_lookup(&k, e, path, len, o))
         return 0;
     int segs = e->block / e->sb, min_segs = ps_gpu_min_segments(p);
     if (segs < min_segs) {
@@ -143,6 +137,47 @@ static int check_settings(const ps_options *o, const ps_tune_settings *s)
         PS_RETURN_ERROR_IF(o, s->reserved[i] != 0, PS_ERR_OPTION,
                            "tune settings.reserved[%zu] is not zero", i);
     return PS_CONVERGED;
+}
+
+int ps_tune_take(const ps_options *o, const ps_tune_settings *s_in, ps_options *opt, ps_tune_settings *s)
+{
+    int st = ps_take_options(o, opt);
+    if (st)
+        return st;
+    if (s_in)
+        *s = *s_in;
+    else
+        ps_tune_settings_default(s);
+    return check_settings(opt, s);
+}
+
+int ps_tune_describe(const ps_tune_key *k, int *sms, char *device, size_t dlen, char *key_text, size_t klen,
+                     char *path, size_t plen)
+{
+    ps_gpu_identity id;
+    int st = ps_gpu_device_identity(0, &id);
+    if (st)
+        return st;
+    *sms = id.sms;
+    ps_gpu_device_describe(0, device, dlen);
+    ps_tune_key_text(k, key_text, klen);
+    if (ps_tune_cache_path(k, path, plen))
+        path[0] = '\0';
+    return PS_CONVERGED;
+}
+
+int ps_tune_store(const ps_problem *p, const ps_options *o, const ps_tune_key *k, ps_tune_entry *e,
+                  const char *path)
+{
+    e->ns = (long long)p->ns;
+    e->nt = (long long)p->nt;
+    time_t now = time(NULL);
+    struct tm tm_utc;
+    gmtime_r(&now, &tm_utc);
+    strftime(e->date, sizeof e->date, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
+    PS_RETURN_ERROR_IF(o, !path[0], PS_ERR_FILE,
+                       "no tune cache directory: neither PERSOLVE_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
+    return ps_tune_cache_write(path, k, e, o);
 }
 
 typedef struct shape_list {
@@ -269,30 +304,19 @@ int ps_gpu_tune(const ps_problem *p, const ps_options *o, const ps_tune_settings
         return PS_ERR_NULL;
     ps_options opt;
     ps_tune_settings s;
-    int st = ps_take_options(o, &opt);
-    if (st)
-        return st;
-    if (s_in)
-        s = *s_in;
-    else
-        ps_tune_settings_default(&s);
-    if ((st = check_settings(&opt, &s)) || (st = ps_gpu_usable(&opt)))
-        return st;
-
-    ps_gpu_identity id;
     ps_tune_key key;
+    int st;
+    if ((st = ps_tune_take(o, s_in, &opt, &s)) || (st = ps_gpu_usable(&opt)) ||
+        (st = ps_tune_key_current(p, opt.precision, &key)) ||
+        (st = ps_tune_describe(&key, &r->sms, r->device, sizeof r->device, r->cache_key, sizeof r->cache_key,
+                               r->cache_path, sizeof r->cache_path)))
+        return st;
     shape_list l;
     memset(&l, 0, sizeof l);
     l.r = r;
     l.p = p;
     l.precision = opt.precision;
-    if ((st = ps_gpu_device_identity(0, &id)) || (st = ps_tune_key_current(p, opt.precision, &key)))
-        return st;
-    l.sms = r->sms = id.sms;
-    ps_gpu_device_describe(0, r->device, sizeof r->device);
-    ps_tune_key_text(&key, r->cache_key, sizeof r->cache_key);
-    if (ps_tune_cache_path(&key, r->cache_path, sizeof r->cache_path))
-        r->cache_path[0] = '\0';
+    l.sms = r->sms;
     for (int regcap = 0; regcap < 2; regcap++)
         PS_RETURN_ERROR_IF(&opt, ps_gpu_kernel_attrs(opt.precision, regcap, ps_gpu_kernel_class(p), &l.ki[regcap]),
                            PS_ERR_GPU_UNSUPPORTED, "cannot read the kernel's attributes");
@@ -359,15 +383,7 @@ int ps_gpu_tune(const ps_problem *p, const ps_options *o, const ps_tune_settings
         e.regcap = b->max_registers == 64;
         e.blocks_per_sm = b->blocks_per_sm;
         e.seconds_per_iteration = b->seconds_per_iteration;
-        e.ns = (long long)p->ns;
-        e.nt = (long long)p->nt;
-        time_t now = time(NULL);
-        struct tm tm_utc;
-        gmtime_r(&now, &tm_utc);
-        strftime(e.date, sizeof e.date, "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
-        PS_RETURN_ERROR_IF(&opt, !r->cache_path[0], PS_ERR_FILE,
-                           "no tune cache directory: neither PERSOLVE_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
-        if ((st = ps_tune_cache_write(r->cache_path, &key, &e, &opt)))
+        if ((st = ps_tune_store(p, &opt, &key, &e, r->cache_path)))
             return st;
         r->cache_written = 1;
     }

@@ -2699,6 +2699,21 @@ static void test_bench_batch(void **state)
     assert_true(json_number_at(json, "spin_steps_per_second", 1) > 0);
     assert_true(json_number_at(json, "batch_speedup", 2) > 0);
 
+    /* --variants: the others are reported as not run */
+    unlink("cli_bbench.json");
+    r = run("bench", "--batch", "2", "spiral2d:n=16,nt=200", "--backend", "cpu", "--iters", "5", "--repeats",
+            "1", "--threads", "1", "--variants", "batch,sequence", "--json", "cli_bbench.json", NULL);
+    assert_code(r, 0);
+    assert_contains(r->out, "not run (--variants)");
+    assert_contains(r->out, "spin-steps/s");
+    slurp("cli_bbench.json", json, sizeof json);
+    assert_contains(json, "\"variant\": \"concurrent\", \"what\": \"N solo solves started together\", "
+                          "\"skipped\": true, \"ran\": false");
+    assert_contains(json, "\"same_iterates_as_batch\": true"); /* the sequence's */
+    r = run("bench", "--batch", "2", "S", "--variants", "all", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--variants: 'all'");
+
     r = run("bench", "--batch", "3", NULL);
     assert_code(r, 2);
     assert_contains(r->err, "missing SIZE");

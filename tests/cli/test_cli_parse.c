@@ -319,6 +319,7 @@ static void test_tune_options(void **state)
     assert_int_equal(c.no_write, 0);
     assert_int_equal(c.opts.gpu->tune_cache, 1);
     assert_null(c.json_file);
+    assert_int_equal(c.bench_batch, 0);
 
     assert_int_equal(parse(&c, "tune", "S", "--precision", "double", "--iters", "7", "--repeats",
                            "3", "--memory", "4", "--json", "t.json", "--no-write", NULL),
@@ -335,6 +336,19 @@ static void test_tune_options(void **state)
     assert_string_equal(c.input, "spiral2d:n=64,nt=500");
     assert_int_equal(c.no_write, 1);
     assert_int_equal(c.opts.gpu->tune_cache, 0);
+    /* --batch N: the team size of a batch of N copies */
+    assert_int_equal(parse(&c, "tune", "--batch", "8", "T", NULL), PS_CLI_OK);
+    assert_int_equal(c.bench_batch, 8);
+    assert_string_equal(c.input, "T");
+    assert_int_equal(c.iters, PS_TUNE_ITERS);
+    assert_int_equal(parse(&c, "tune", "--batch", "16384", "--no-write", "--json", "b.json", NULL), PS_CLI_OK);
+    assert_int_equal(c.bench_batch, 16384);
+    assert_string_equal(c.input, PS_TUNE_DEFAULT_INPUT);
+    assert_int_equal(c.no_write, 1);
+    expect_usage("--batch", "'0'", parse(&c, "tune", "--batch", "0", NULL));
+    expect_usage("--batch", "'16385'", parse(&c, "tune", "--batch", "16385", "T", NULL));
+    expect_usage("--batch", "'x'", parse(&c, "tune", "--batch", "x", NULL));
+    expect_usage("--batch", "missing value", parse(&c, "tune", "--batch", NULL));
     /* the bench defaults stay the bench's */
     assert_int_equal(parse(&c, "bench", NULL), PS_CLI_OK);
     assert_int_equal(c.iters, PS_BENCH_ITERS);
@@ -455,6 +469,18 @@ static void test_batch_options(void **state)
     expect_usage("do not go together", NULL,
                  parse(&c, "bench", "--batch", "2", "S", "--sizes", "T", NULL));
     expect_usage("unexpected argument 'T'", NULL, parse(&c, "bench", "--batch", "2", "S", "T", NULL));
+    /* --variants: which of batch (bit 0), sequence (1), concurrent (2) */
+    assert_int_equal(parse(&c, "bench", "--batch", "4", "T", NULL), PS_CLI_OK);
+    assert_int_equal(c.bench_variants, 0);
+    assert_int_equal(parse(&c, "bench", "--batch", "4", "T", "--variants", "batch,sequence", NULL), PS_CLI_OK);
+    assert_int_equal(c.bench_variants, 3);
+    assert_int_equal(parse(&c, "bench", "--batch", "4", "T", "--variants", "concurrent", NULL), PS_CLI_OK);
+    assert_int_equal(c.bench_variants, 4);
+    expect_usage("--variants: 'batch,solo'", "batch, sequence and concurrent",
+                 parse(&c, "bench", "--batch", "4", "T", "--variants", "batch,solo", NULL));
+    expect_usage("--variants: 'batch,'", NULL, parse(&c, "bench", "--batch", "4", "T", "--variants", "batch,", NULL));
+    expect_usage("--variants: ''", NULL, parse(&c, "bench", "--batch", "4", "T", "--variants", "", NULL));
+    expect_usage("goes with --batch", NULL, parse(&c, "bench", "--variants", "batch", NULL));
 }
 
 static void test_exit_codes(void **state)

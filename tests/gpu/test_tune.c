@@ -8,8 +8,10 @@
  * launch cooperatively; the cache round-trips and
  * solve_persistent uses it; forced shapes win over the cache; a corrupt,
  * truncated, stale or unfitting entry is ignored with the reason logged.
- * The cache is a fresh directory of this test (PERSOLVE_CACHE_DIR). Exits
- * 77 without a usable GPU.
+ * The team size of a batch (ps_gpu_tune_batch): every candidate runs, the
+ * fastest is written to the cache's batch entry and a batch of that many
+ * problems of that class takes it. The cache is a fresh directory of this
+ * test (PERSOLVE_CACHE_DIR). Exits 77 without a usable GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -494,6 +496,98 @@ static void tune_relaxation_double(void **state)
     ps_problem_free(p);
 }
 
+/* A batch of n problems (their own start pulses) run to its end under o:
+ * the blocks per team it had. */
+static int batch_team_blocks(const ps_options *o, ps_problem *const *ps, int n)
+{
+    ps_batch *b = NULL;
+    ps_batch_report rep;
+    assert_int_equal(ps_batch_create(o, &b), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(ps_batch_add(b, ps[i], NULL, NULL), 0);
+    assert_int_equal(ps_batch_start(b), 0);
+    assert_int_equal(ps_batch_wait(b, -1.0), 0);
+    assert_int_equal(ps_batch_progress(b, &rep), 0);
+    ps_batch_free(b);
+    return rep.team_blocks;
+}
+
+/* The team size of a batch of 4 copies: tuned, cached, and taken by a
+ * batch of 4 problems of the class that forces nothing; not with the
+ * cache off, nor for problems of several size classes. */
+static void tune_batch_and_cache(void **state)
+{
+    (void)state;
+    fresh_cache_dir();
+    ps_problem *p = preset("spiral2d:n=8,nt=100");
+    ps_options o = gpu_opts(PS_PRECISION_SINGLE);
+    ps_tune_settings s = quick_settings(1);
+    s.repeats = 1;
+    ps_tune_batch_report r;
+    assert_int_equal(ps_gpu_tune_batch(p, 4, &o, &s, &r), 0);
+    printf("%s\nkey %s\npath %s\n", r.device, r.cache_key, r.cache_path);
+    for (size_t i = 0; i < r.count; i++) {
+        const ps_tune_team *t = &r.teams[i];
+        printf("  team %4d blocks: %4d teams, status %d, %lld iterations, %.6f s, %.4f ms/iter%s%s\n",
+               t->team_blocks, t->teams, t->status, (long long)t->iterations, t->seconds,
+               1e3 * t->seconds_per_iteration, (int)i == r.best ? " best" : "",
+               (int)i == r.heuristic ? " heuristic" : "");
+        /* every candidate ran its iterations, in increasing order of size */
+        assert_true(t->status >= 0 || t->status == PS_ERR_LINE_SEARCH);
+        assert_true(t->teams >= 1);
+        assert_true(t->seconds > 0.0);
+        assert_true(t->iterations >= 1 && t->iterations <= 3);
+        if (i > 0)
+            assert_true(t->team_blocks > r.teams[i - 1].team_blocks);
+    }
+    assert_int_equal(r.teams[0].team_blocks, 1);
+    assert_int_equal(r.copies, 4);
+    assert_true(r.best >= 0);
+    assert_true(r.heuristic >= 0);
+    assert_int_equal(r.cached, -1); /* a fresh cache */
+    assert_int_equal(r.cache_written, 1);
+    assert_non_null(strstr(r.cache_path, "-batch2.txt"));
+    struct stat st;
+    assert_int_equal(stat(r.cache_path, &st), 0);
+    const int best = r.teams[r.best].team_blocks, heuristic = r.teams[r.heuristic].team_blocks;
+    printf("best %d blocks per team, heuristic %d\n", best, heuristic);
+
+    /* a batch of 4 copies with the default GPU options takes the cached size */
+    ps_problem *four[4] = {p, p, p, p};
+    o = gpu_opts(PS_PRECISION_SINGLE);
+    o.max_iterations = 3;
+    assert_int_equal(batch_team_blocks(&o, four, 4), best);
+    assert_true(logged(PS_LOG_INFO, "batch team size from the tune cache", r.cache_path));
+    /* the next tune marks it */
+    ps_tune_batch_report r2;
+    s.write_cache = 0;
+    assert_int_equal(ps_gpu_tune_batch(p, 4, &o, &s, &r2), 0);
+    assert_true(r2.cached >= 0);
+    assert_int_equal(r2.teams[r2.cached].team_blocks, best);
+    assert_int_equal(r2.cache_written, 0);
+    ps_tune_batch_report_free(&r2);
+
+    /* with the cache off, or problems of two classes: the heuristic */
+    ps_gpu_options g;
+    ps_gpu_options_default(&g);
+    g.tune_cache = 0;
+    o = gpu_opts(PS_PRECISION_SINGLE);
+    o.max_iterations = 3;
+    o.gpu = &g;
+    assert_int_equal(batch_team_blocks(&o, four, 4), heuristic);
+    assert_false(any_logged("from the tune cache"));
+    ps_problem *other = preset("spiral2d:n=16,nt=300");
+    four[3] = other;
+    o = gpu_opts(PS_PRECISION_SINGLE);
+    o.max_iterations = 3;
+    assert_int_equal(batch_team_blocks(&o, four, 4), heuristic);
+    assert_true(logged(PS_LOG_INFO, "the heuristic", "several size classes"));
+    ps_problem_free(other);
+
+    ps_tune_batch_report_free(&r);
+    ps_problem_free(p);
+}
+
 int main(void)
 {
     /* quick: the subset run under compute-sanitizer */
@@ -504,6 +598,7 @@ int main(void)
         cmocka_unit_test(tune_and_cache),
         cmocka_unit_test(corrupt_cache_ignored),
         cmocka_unit_test(tune_relaxation_double),
+        cmocka_unit_test(tune_batch_and_cache),
     };
     return TU_RUN_GPU_SUITE(quick, tests);
 }

@@ -3,7 +3,9 @@
  * file names, a write/read round trip, and every way a file is refused:
  * another GPU, driver, build or size class (stale), truncation at every
  * length, a flipped byte, a foreign or future file (corrupt or stale),
- * each with the reason in the log. Also the tuning entry without a GPU.
+ * each with the reason in the log. Batch entries (a team size): their
+ * class, file name and round trip, apart from the solo entry of their
+ * size class. Also the tuning entries without a GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "persolve.h"
+#include "common/hash.h"
 #include "persolve_gpu.h"
 #include "tune/cache.h"
 
@@ -101,6 +104,15 @@ static void slurp(const char *path, char *buf, long len)
     fclose(f);
 }
 
+/* The whole of a small text file, NUL-terminated, into buf[cap]. */
+static void slurp_text(const char *path, char *buf, long cap)
+{
+    long n = file_size(path);
+    assert_true(n > 0 && n < cap);
+    slurp(path, buf, n);
+    buf[n] = '\0';
+}
+
 static void spit(const char *path, const char *buf, long len)
 {
     FILE *f = fopen(path, "wb");
@@ -168,15 +180,162 @@ static void test_channels_entry(void **state)
     unlink(path);
     assert_int_equal(ps_tune_cache_write(path, &k, &e, NULL), 0);
     char text[4096];
-    long n = file_size(path);
-    assert_true(n > 0 && n < (long)sizeof text);
-    slurp(path, text, n);
-    text[n] = '\0';
+    slurp_text(path, text, (long)sizeof text);
     assert_non_null(strstr(text, "class single ns 11 nt 10 relax 0 channels 8\n"));
     assert_int_equal(ps_tune_cache_read(path, &k, &got, NULL), PS_TUNE_CACHE_OK);
     assert_int_equal(got.block, e.block);
     assert_int_not_equal(ps_tune_cache_read(path, &k1, &got, NULL), PS_TUNE_CACHE_OK);
     unlink(path);
+}
+
+/* ---- batch entries ------------------------------------------------------- */
+
+static ps_tune_key batch_key(int copies)
+{
+    ps_tune_key k = test_key();
+    k.cls.batch = ps_tune_batch_class((size_t)copies);
+    return k;
+}
+
+/* A batch entry: the batch size class, its own file name and class line, a
+ * team size on the shape line; read back for its key only. */
+static void test_batch_entry(void **state)
+{
+    (void)state;
+    /* 1 + round(log2 copies): counts within a factor sqrt(2) share a class */
+    assert_int_equal(ps_tune_batch_class(1), 1);
+    assert_int_equal(ps_tune_batch_class(4), 3);
+    assert_int_equal(ps_tune_batch_class(5), 3);
+    assert_int_equal(ps_tune_batch_class(6), 4);
+    assert_int_equal(ps_tune_batch_class(120), 8);
+    assert_int_equal(ps_tune_batch_class(16384), 15);
+
+    setenv("PERSOLVE_CACHE_DIR", "/c", 1);
+    ps_tune_key k = batch_key(4), solo = test_key();
+    char path[4096], text[4096];
+    assert_int_equal(ps_tune_cache_path(&k, path, sizeof path), 0);
+    assert_string_equal(path, "/c/tune-nvidia-h200-sm90-single-ns14-nt12-batch2.txt");
+    ps_tune_key kc = k;
+    kc.cls.channels = 8;
+    kc.cls.relax = 1;
+    assert_int_equal(ps_tune_cache_path(&kc, path, sizeof path), 0);
+    assert_string_equal(path, "/c/tune-nvidia-h200-sm90-single-ns14-nt12-relax-ch8-batch2.txt");
+    unsetenv("PERSOLVE_CACHE_DIR");
+    ps_tune_key_text(&k, text, sizeof text);
+    assert_non_null(strstr(text, "batches of ~2^2 problems"));
+    ps_tune_key_text(&solo, text, sizeof text);
+    assert_null(strstr(text, "batch"));
+
+    /* round trip, for the key with and without channels */
+    const char *bpath = DIR "/batch.txt";
+    ps_options o = logging_options();
+    ps_tune_entry e = test_entry(), got;
+    e.block = 512;
+    e.blocks_per_sm = 1;
+    e.regcap = 0;
+    e.team_blocks = 33;
+    for (int with_ch = 0; with_ch < 2; with_ch++) {
+        const ps_tune_key *kk = with_ch ? &kc : &k;
+        assert_int_equal(ps_tune_cache_write(bpath, kk, &e, &o), 0);
+        slurp_text(bpath, text, (long)sizeof text);
+        assert_non_null(strstr(text, with_ch ? "class single ns 14 nt 12 relax 1 channels 8 batch 3\n"
+                                             : "class single ns 14 nt 12 relax 0 batch 3\n"));
+        assert_non_null(strstr(text, "shape block 512 sb 8 regcap 0 blocks_per_sm 1 team_blocks 33\n"));
+        memset(&got, 0x5a, sizeof got);
+        assert_int_equal(ps_tune_cache_read(bpath, kk, &got, &o), PS_TUNE_CACHE_OK);
+        assert_int_equal(got.team_blocks, 33);
+        assert_int_equal(got.block, 512);
+        assert_int_equal(got.blocks_per_sm, 1);
+        assert_string_equal(got.date, e.date);
+    }
+
+    /* another batch size class, or the solo key: stale */
+    ps_tune_key k16 = batch_key(16), k5 = batch_key(5);
+    assert_int_equal(ps_tune_cache_write(bpath, &k, &e, &o), 0);
+    o = logging_options();
+    assert_int_equal(ps_tune_cache_read(bpath, &k16, &got, &o), PS_TUNE_CACHE_STALE);
+    assert_log(PS_LOG_WARNING, "size class");
+    assert_log(PS_LOG_WARNING, "batches of ~2^2 problems");
+    assert_int_equal(ps_tune_cache_read(bpath, &k5, &got, &o), PS_TUNE_CACHE_OK);
+    o = logging_options();
+    assert_int_equal(ps_tune_cache_read(bpath, &solo, &got, &o), PS_TUNE_CACHE_STALE);
+    assert_log(PS_LOG_WARNING, "size class");
+
+    /* a team size out of range: corrupt */
+    static const int bad[] = {0, -1, 65537};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e.team_blocks = bad[i];
+        assert_int_equal(ps_tune_cache_write(bpath, &k, &e, &o), 0);
+        o = logging_options();
+        assert_int_equal(ps_tune_cache_read(bpath, &k, &got, &o), PS_TUNE_CACHE_CORRUPT);
+        assert_log(PS_LOG_WARNING, "team size out of range");
+    }
+    e.team_blocks = 65536;
+    assert_int_equal(ps_tune_cache_write(bpath, &k, &e, &o), 0);
+    assert_int_equal(ps_tune_cache_read(bpath, &k, &got, &o), PS_TUNE_CACHE_OK);
+
+    /* a batch entry without its team size, and a solo entry with one (both
+     * with a valid checksum, written here by hand): corrupt */
+    const char *const cases[][2] = {
+        {"class single ns 14 nt 12 relax 0 batch 3", "shape block 512 sb 8 regcap 0 blocks_per_sm 1"},
+        {"class single ns 14 nt 12 relax 0", "shape block 512 sb 8 regcap 0 blocks_per_sm 1 team_blocks 4"},
+    };
+    for (int c = 0; c < 2; c++) {
+        char body[2048];
+        int len = snprintf(body, sizeof body,
+                           "persolve tune cache 1\ngpu NVIDIA H200\ncc 9.0\ndriver 13000 580.159.04\nbuild %s\n"
+                           "%s\n%s\nmeasured 1.000000e-03 s/iteration ns 16384 nt 5000 date 2026-12-01T10:00:00Z\n",
+                           ps_tune_build_id(), cases[c][0], cases[c][1]);
+        assert_true(len > 0 && len < (int)sizeof body - 32);
+        len += snprintf(body + len, sizeof body - (size_t)len, "checksum %016llx\n",
+                        (unsigned long long)ps_fnv1a(PS_FNV_OFFSET, body, (size_t)len));
+        spit(bpath, body, len);
+        o = logging_options();
+        assert_int_equal(ps_tune_cache_read(bpath, c ? &solo : &k, &got, &o), PS_TUNE_CACHE_CORRUPT);
+        assert_log(PS_LOG_WARNING, c ? "a solo entry with a team size" : "team size out of range");
+    }
+    unlink(bpath);
+}
+
+/* A solo entry and the batch entry of its class live side by side: each
+ * reader finds its own file, and neither is disturbed by the other. */
+static void test_batch_beside_solo(void **state)
+{
+    (void)state;
+    setenv("PERSOLVE_CACHE_DIR", DIR "/side", 1);
+    ps_tune_key solo = test_key(), k = batch_key(64);
+    char spath[4096], bpath[4096];
+    assert_int_equal(ps_tune_cache_path(&solo, spath, sizeof spath), 0);
+    assert_int_equal(ps_tune_cache_path(&k, bpath, sizeof bpath), 0);
+    assert_string_not_equal(spath, bpath);
+    unlink(spath); /* left by an earlier run */
+    ps_options o = logging_options();
+    ps_tune_entry se = test_entry(), be = test_entry(), got;
+    be.team_blocks = 2;
+    assert_int_equal(ps_tune_cache_write(bpath, &k, &be, &o), 0);
+    /* the solo reader does not see the batch file */
+    o = logging_options();
+    assert_int_equal(ps_tune_cache_read(spath, &solo, &got, &o), PS_TUNE_CACHE_MISSING);
+    assert_log(PS_LOG_INFO, "the heuristic chooses the launch shape");
+    assert_int_equal(ps_tune_cache_write(spath, &solo, &se, &o), 0);
+    assert_int_equal(ps_tune_cache_read(spath, &solo, &got, &o), PS_TUNE_CACHE_OK);
+    assert_int_equal(got.team_blocks, 0);
+    assert_int_equal(got.block, se.block);
+    assert_int_equal(ps_tune_cache_read(bpath, &k, &got, &o), PS_TUNE_CACHE_OK);
+    assert_int_equal(got.team_blocks, 2);
+    /* the solo file holds no batch field: old readers read it as before */
+    char text[4096];
+    slurp_text(spath, text, (long)sizeof text);
+    assert_null(strstr(text, "batch"));
+    assert_null(strstr(text, "team_blocks"));
+    /* a missing batch entry says what the heuristic chooses */
+    ps_tune_key k2 = batch_key(2);
+    assert_int_equal(ps_tune_cache_path(&k2, bpath, sizeof bpath), 0);
+    o = logging_options();
+    assert_int_equal(ps_tune_cache_read(bpath, &k2, &got, &o), PS_TUNE_CACHE_MISSING);
+    assert_log(PS_LOG_INFO, "the heuristic chooses the team size");
+    unlink(spath);
+    unsetenv("PERSOLVE_CACHE_DIR");
 }
 
 /* ---- directory and file names ------------------------------------------ */
@@ -493,12 +652,56 @@ static void test_tune_api(void **state)
     ps_problem_free(p);
 }
 
+static void test_tune_batch_api(void **state)
+{
+    (void)state;
+    ps_tune_batch_report_free(NULL);
+    ps_problem *p = NULL;
+    char err[256];
+    assert_int_equal(ps_preset_create("spiral2d:n=8,nt=40", &p, err, sizeof err), 0);
+    ps_tune_batch_report r;
+    memset(&r, 0x5a, sizeof r);
+    assert_int_equal(ps_gpu_tune_batch(NULL, 4, NULL, NULL, &r), PS_ERR_NULL);
+    assert_null(r.teams);
+    assert_int_equal(r.count, 0);
+    assert_int_equal(r.best, -1);
+    assert_int_equal(ps_gpu_tune_batch(p, 4, NULL, NULL, NULL), PS_ERR_NULL);
+    ps_options o = logging_options();
+    static const int copies[] = {0, -1, PS_BATCH_MAX + 1};
+    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++) {
+        o = logging_options();
+        assert_int_equal(ps_gpu_tune_batch(p, copies[i], &o, NULL, &r), PS_ERR_OPTION);
+        assert_log(PS_LOG_ERROR, "copies");
+        assert_int_equal(r.count, 0);
+    }
+    ps_tune_settings s;
+    ps_tune_settings_default(&s);
+    s.iterations = 0;
+    o = logging_options();
+    assert_int_equal(ps_gpu_tune_batch(p, 4, &o, &s, &r), PS_ERR_OPTION);
+    assert_log(PS_LOG_ERROR, "iterations");
+    if (ps_gpu_count() == 0) {
+        o = logging_options();
+        int st = ps_gpu_tune_batch(p, 4, &o, NULL, &r);
+        assert_true(st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED);
+        assert_int_equal(r.count, 0);
+        assert_int_equal(r.best, -1);
+        assert_int_equal(r.copies, 4);
+        st = ps_gpu_tune_batch(p, PS_BATCH_MAX, NULL, NULL, &r);
+        assert_true(st == PS_ERR_NO_GPU || st == PS_ERR_GPU_UNSUPPORTED);
+    }
+    ps_tune_batch_report_free(&r);
+    ps_problem_free(p);
+}
+
 int main(void)
 {
     mkdir(DIR, 0755);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_class),
         cmocka_unit_test(test_channels_entry),
+        cmocka_unit_test(test_batch_entry),
+        cmocka_unit_test(test_batch_beside_solo),
         cmocka_unit_test(test_cache_dir_and_path),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_stale),
@@ -506,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_bad_shape),
         cmocka_unit_test(test_write_errors),
         cmocka_unit_test(test_tune_api),
+        cmocka_unit_test(test_tune_batch_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,43 @@
+/*
+ * What the tuning of the solo launch shape (tune/tune.c, ps_gpu_tune) and
+ * of a batch's team size (tune/tune_batch.c, ps_gpu_tune_batch) share, and
+ * the batch's reading of its tuned team size (opt/batch.c).
+ */
+#ifndef PS_SRC_TUNE_TUNE_H
+#define PS_SRC_TUNE_TUNE_H
+
+#include <stddef.h>
+
+#include "persolve.h"
+#include "persolve_gpu.h"
+#include "tune/cache.h"
+
+/* The options (o, or the defaults) into *opt and the settings (s_in, or
+ * the defaults) into *s, validated: PS_ERR_OPTION (logged through opt,
+ * naming the field) when not. */
+int ps_tune_take(const ps_options *o, const ps_tune_settings *s_in, ps_options *opt, ps_tune_settings *s);
+
+/* A report's head for key k: device 0's SMs and description, k as text
+ * and its cache file (empty without a cache directory). PS_ERR_NO_GPU
+ * without a device. */
+int ps_tune_describe(const ps_tune_key *k, int *sms, char *device, size_t dlen, char *key_text, size_t klen,
+                     char *path, size_t plen);
+
+/* Write e (its shape filled in; p's sizes and the date added here) for key
+ * k to path, the report's cache file: PS_CONVERGED, or PS_ERR_FILE
+ * (logged) when it cannot be written or path is empty. */
+int ps_tune_store(const ps_problem *p, const ps_options *o, const ps_tune_key *k, ps_tune_entry *e,
+                  const char *path);
+
+/*
+ * The tune cache's blocks per team for a batch of `problems` problems of
+ * p's size class at o's precision, on a batch kernel of `block` threads a
+ * block with `resident` co-resident blocks: the entry's team_blocks (> 0),
+ * with *e and path[len] (its file) filled, when the entry is valid, was
+ * measured with this block size and its team fits; else 0, the reason
+ * logged through o (a missing file as info, the rest as warnings).
+ */
+int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problems, int block, int resident,
+                        ps_tune_entry *e, char *path, size_t len);
+
+#endif /* PS_SRC_TUNE_TUNE_H */

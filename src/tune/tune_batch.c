@@ -1,0 +1,282 @@
+/*
+ * The team size of a GPU batch (ps_gpu_tune_batch): batches of copies of
+ * one problem timed with each candidate team size, the fastest written to
+ * the tune cache's batch entry for the problem's size class and the
+ * batch's size class, and that entry read back when a batch starts
+ * (ps_tune_cached_team, opt/batch.c).
+ *
+ * Candidates (README "Tuning"): 1, 2, 4, ... blocks per team up to the
+ * batch kernel's co-resident blocks, the heuristic's size (the co-resident
+ * blocks over the copies, at least 1) and the cached one; with the cluster
+ * barrier forced only teams of 2..8 blocks, the sizes a cluster can have.
+ * A batch's time is its kernel's (CUDA events over its launches,
+ * ps_batch_report.kernel_seconds): the host's set-up of the problems does
+ * not depend on the team size.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/stats.h"
+#include "cuda/batch.h"
+#include "cuda/gpu.h"
+#include "cuda/launch.h"
+#include "persolve_gpu.h"
+#include "tune/cache.h"
+#include "tune/gpu_options.h"
+#include "tune/tune.h"
+
+int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problems, int block, int resident,
+                        ps_tune_entry *e, char *path, size_t len)
+{
+    ps_tune_key k;
+    path[0] = '\0';
+    if (ps_tune_key_batch(p, o->precision, (int)problems, &k) != PS_CONVERGED ||
+        !ps_tune_cache_lookup(&k, e, path, len, o))
+        return 0;
+    /* the key has no block size: a size measured with other blocks says
+     * nothing about these */
+    if (e->block != block) {
+        ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
+               "tune cache %s ignored for this batch: its team size was measured with blocks of %d threads, "
+               "this batch's have %d",
+               path, e->block, block);
+        return 0;
+    }
+    if (e->team_blocks > resident) {
+        ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
+               "tune cache %s ignored for this batch: teams of %d blocks exceed the %d co-resident blocks",
+               path, e->team_blocks, resident);
+        return 0;
+    }
+    return e->team_blocks;
+}
+
+void ps_tune_batch_report_free(ps_tune_batch_report *r)
+{
+    if (!r)
+        return;
+    free(r->teams);
+    r->teams = NULL;
+    r->count = 0;
+}
+
+static int find_team(const ps_tune_batch_report *r, int team_blocks)
+{
+    for (size_t i = 0; i < r->count; i++)
+        if (r->teams[i].team_blocks == team_blocks)
+            return (int)i;
+    return -1;
+}
+
+/* Team size team_blocks among the candidates, kept in increasing order,
+ * unless it is there already or a cluster (cluster 1) cannot have it.
+ * r->teams has room. */
+static void add_team(ps_tune_batch_report *r, int team_blocks, int cluster)
+{
+    if (team_blocks < 1 || (cluster && (team_blocks < 2 || team_blocks > 8)) || find_team(r, team_blocks) >= 0)
+        return;
+    size_t i = 0;
+    while (i < r->count && r->teams[i].team_blocks < team_blocks)
+        i++;
+    memmove(&r->teams[i + 1], &r->teams[i], (r->count - i) * sizeof *r->teams);
+    ps_tune_team *t = &r->teams[i];
+    memset(t, 0, sizeof *t);
+    t->team_blocks = team_blocks;
+    t->status = PS_RUNNING; /* not measured yet */
+    t->seconds = NAN;
+    t->seconds_per_iteration = NAN;
+    r->count++;
+}
+
+/* The batches to time: `copies` copies of p from x0[copies][nx], options
+ * o whose gpu options are g (batch_team_blocks set per candidate). */
+typedef struct batch_run {
+    const ps_problem *p;
+    ps_options o;
+    ps_gpu_options g;
+    int copies;
+    size_t nx;
+    double *x0;
+} batch_run;
+
+static int has_iterates(int st)
+{
+    return st >= 0 || st == PS_ERR_LINE_SEARCH;
+}
+
+/* One batch of the copies in teams of t->team_blocks blocks: t's status,
+ * teams, iterations and evaluations, the batch kernel's seconds and copy
+ * 0's spins per tile. Returns 0 when every copy ran, else the status. */
+static int run_batch(batch_run *br, ps_tune_team *t, double *seconds, int *sb)
+{
+    ps_batch *b = NULL;
+    ps_batch_report rep;
+    ps_gpu_options shape;
+    int first = PS_CONVERGED;
+    int64_t iters = 0, evals = 0;
+    br->g.batch_team_blocks = t->team_blocks;
+    int st = ps_batch_create(&br->o, &b);
+    for (int k = 0; k < br->copies && !st; k++)
+        st = ps_batch_add(b, br->p, br->x0 + (size_t)k * br->nx, NULL);
+    if (!st)
+        st = ps_batch_start(b);
+    if (!st)
+        st = ps_batch_wait(b, -1.0);
+    if (!st)
+        st = ps_batch_progress(b, &rep);
+    for (int k = 0; k < br->copies && !st; k++) {
+        ps_result res;
+        memset(&res, 0, sizeof res);
+        const int rs = ps_batch_result(b, (size_t)k, &res, NULL);
+        if (!has_iterates(rs)) {
+            st = rs;
+        } else {
+            if (k == 0)
+                first = rs;
+            if (res.iterations > iters)
+                iters = res.iterations;
+            evals += res.evaluations;
+        }
+        ps_result_free(&res);
+    }
+    if (!st)
+        st = ps_batch_shape(b, 0, &shape, NULL);
+    ps_batch_free(b);
+    t->status = st ? st : first;
+    if (st)
+        return st;
+    t->teams = rep.teams;
+    t->iterations = iters;
+    t->evaluations = evals;
+    *seconds = rep.kernel_seconds;
+    *sb = shape.gpu_spins_per_tile;
+    return PS_CONVERGED;
+}
+
+/* One warm-up batch, then `repeats` timed ones; samples[repeats] is
+ * scratch. Fills the measured fields of t. */
+static void measure(batch_run *br, int repeats, double *samples, ps_tune_team *t, int *sb)
+{
+    for (int i = -1; i < repeats; i++) {
+        double seconds = NAN;
+        if (run_batch(br, t, &seconds, sb))
+            return;
+        if (i >= 0)
+            samples[i] = seconds;
+    }
+    t->seconds = ps_median(samples, (size_t)repeats);
+    t->seconds_per_iteration = t->seconds / (double)(t->iterations > 0 ? t->iterations : 1);
+}
+
+int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, const ps_tune_settings *s_in,
+                      ps_tune_batch_report *r)
+{
+    if (!r)
+        return PS_ERR_NULL;
+    memset(r, 0, sizeof *r);
+    r->best = r->heuristic = r->cached = -1;
+    r->copies = copies;
+    if (!p)
+        return PS_ERR_NULL;
+    ps_options opt;
+    ps_tune_settings s;
+    ps_tune_key key;
+    int st = ps_tune_take(o, s_in, &opt, &s);
+    if (st)
+        return st;
+    PS_RETURN_ERROR_IF(&opt, copies < 1 || copies > PS_BATCH_MAX, PS_ERR_OPTION,
+                       "tune copies: %d is outside 1..%d", copies, PS_BATCH_MAX);
+    if ((st = ps_gpu_usable(&opt)) || (st = ps_tune_key_batch(p, opt.precision, copies, &key)) ||
+        (st = ps_tune_describe(&key, &r->sms, r->device, sizeof r->device, r->cache_key, sizeof r->cache_key,
+                               r->cache_path, sizeof r->cache_path)))
+        return st;
+
+    /* the batch kernel's co-resident blocks, counted as ps_batch_start does */
+    const ps_gpu_options *g = ps_gpu_options_of(&opt);
+    const int block = g->gpu_block ? g->gpu_block : PS_GPU_DEFAULT_THREADS;
+    const int bps = ps_gpu_batch_blocks_per_sm(opt.precision, block, 0);
+    PS_RETURN_ERROR_IF(&opt, bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
+                       block);
+    const int resident = bps * r->sms;
+    const int heuristic = resident / copies > 1 ? resident / copies : 1;
+    ps_tune_entry e;
+    char path[1024];
+    const int cached = g->tune_cache ? ps_tune_cached_team(p, &opt, (size_t)copies, block, resident, &e, path,
+                                                            sizeof path)
+                                     : 0;
+
+    /* the candidates */
+    const int cluster = g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER;
+    size_t cap = 2; /* the heuristic's and the cached size */
+    for (int t = 1; t <= resident; t *= 2)
+        cap++;
+    batch_run br;
+    memset(&br, 0, sizeof br);
+    br.nx = ps_problem_nx(p);
+    r->teams = malloc(cap * sizeof *r->teams);
+    br.x0 = malloc((size_t)copies * br.nx * sizeof *br.x0);
+    double *samples = malloc((size_t)s.repeats * sizeof *samples);
+    if (!r->teams || !br.x0 || !samples) {
+        free(br.x0), free(samples);
+        ps_tune_batch_report_free(r);
+        return PS_ERR_NO_MEMORY;
+    }
+    for (int t = 1; t <= resident; t *= 2)
+        add_team(r, t, cluster);
+    add_team(r, heuristic, cluster);
+    add_team(r, cached, cluster);
+    r->heuristic = find_team(r, heuristic);
+    r->cached = cached ? find_team(r, cached) : -1;
+
+    /* the copies (as persolve bench --batch makes them) and their options */
+    ps_problem_x0(p, br.x0);
+    for (int k = 1; k < copies; k++)
+        for (size_t i = 0; i < br.nx; i++)
+            br.x0[(size_t)k * br.nx + i] = br.x0[i] * (1.0 + 0.01 * (double)k);
+    br.p = p;
+    br.copies = copies;
+    br.g = *g;
+    br.o = opt;
+    br.o.gpu = &br.g;
+    br.o.backend = PS_BACKEND_GPU;
+    br.o.max_iterations = s.iterations;
+    br.o.max_evaluations = 0;
+    br.o.time_limit = 0.0;
+    br.o.gtol = 0.0;
+    br.o.ftol = 0.0;
+    br.o.progress = NULL;
+    br.o.progress_user = NULL;
+
+    /* measure each */
+    int best_sb = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        ps_tune_team *t = &r->teams[i];
+        int sb = 0;
+        measure(&br, s.repeats, samples, t, &sb);
+        if (has_iterates(t->status) && isfinite(t->seconds) &&
+            (r->best < 0 || t->seconds < r->teams[r->best].seconds)) {
+            r->best = (int)i;
+            best_sb = sb;
+        }
+    }
+    free(br.x0), free(samples);
+    PS_RETURN_ERROR_IF(&opt, r->best < 0, PS_ERR_GPU_LAUNCH, "no team size ran (see each size's status)");
+
+    /* the fastest into the cache */
+    if (s.write_cache) {
+        const ps_tune_team *b = &r->teams[r->best];
+        memset(&e, 0, sizeof e);
+        e.block = block;
+        e.sb = best_sb;
+        e.regcap = 0;
+        e.blocks_per_sm = bps;
+        e.team_blocks = b->team_blocks;
+        e.seconds_per_iteration = b->seconds_per_iteration;
+        if ((st = ps_tune_store(p, &opt, &key, &e, r->cache_path)))
+            return st;
+        r->cache_written = 1;
+    }
+    return PS_CONVERGED;
+}
