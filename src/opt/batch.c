@@ -193,10 +193,9 @@ static void gpu_attach(ps_batch *b, size_t i)
 /* Blocks per team (README "Batches"): the options' batch_team_blocks;
  * else, with tune_cache set and every unfinished problem of one size
  * class, the tune cache's entry for that class and their number
- * (ps_gpu_tune_batch) if it fits; else as many as give every problem a
- * team of its own (the co-resident blocks over the problems, rounded
- * down), 1 at least. Where it came from is logged (info): the batch's
- * report has no field for it. */
+ * (ps_gpu_tune_batch) if it fits; else the heuristic
+ * (ps_tune_team_heuristic). Where it came from is logged (info): the
+ * batch's report has no field for it. */
 static int team_heuristic(const ps_batch *b, int resident)
 {
     const ps_gpu_options *g = ps_gpu_options_of(&b->o);
@@ -234,8 +233,7 @@ static int team_heuristic(const ps_batch *b, int resident)
             return t;
         }
     }
-    const size_t B = n ? (size_t)resident / n : (size_t)resident;
-    const int t = B < 1 ? 1 : (int)B;
+    const int t = ps_tune_team_heuristic(resident, n);
     ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
            "batch team size %d blocks: the heuristic (%d co-resident blocks over %zu problems%s)", t, resident, n,
            g->tune_cache && !one_class ? "; the tune cache has no entry for problems of several size classes" : "");

@@ -40,4 +40,14 @@ int ps_tune_store(const ps_problem *p, const ps_options *o, const ps_tune_key *k
 int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problems, int block, int resident,
                         ps_tune_entry *e, char *path, size_t len);
 
+/*
+ * The heuristic's blocks per team for a batch of `problems` problems on a
+ * batch kernel with `resident` co-resident blocks (README "Batches"): the
+ * co-resident blocks over the problems, rounded down, and at least 2 (1
+ * when only one block fits): teams of one block were slower than teams
+ * of two in every batch measured (256 T, 120 ptx2d; 64 S gets 2 either
+ * way), though they leave some problems queued.
+ */
+int ps_tune_team_heuristic(int resident, size_t problems);
+
 #endif /* PS_SRC_TUNE_TUNE_H */

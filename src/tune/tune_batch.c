@@ -53,6 +53,13 @@ int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problem
     return e->team_blocks;
 }
 
+int ps_tune_team_heuristic(int resident, size_t problems)
+{
+    const size_t B = problems ? (size_t)resident / problems : (size_t)resident;
+    const int least = resident < 2 ? 1 : 2;
+    return B < (size_t)least ? least : (int)B;
+}
+
 void ps_tune_batch_report_free(ps_tune_batch_report *r)
 {
     if (!r)
@@ -200,7 +207,7 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
     PS_RETURN_ERROR_IF(&opt, bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
                        block);
     const int resident = bps * r->sms;
-    const int heuristic = resident / copies > 1 ? resident / copies : 1;
+    const int heuristic = ps_tune_team_heuristic(resident, (size_t)copies);
     ps_tune_entry e;
     char path[1024];
     const int cached = g->tune_cache ? ps_tune_cached_team(p, &opt, (size_t)copies, block, resident, &e, path,
