@@ -196,7 +196,7 @@ typedef struct ps_tune_batch_report {
     size_t count;           ///< number of candidates
     int best;               ///< index of the fastest measured team size, -1 if none ran
     int heuristic;          ///< index of the heuristic's team size (the co-resident blocks
-                            ///< over the copies, at least 1), -1 if it cannot be measured
+                            ///< over the copies, at least 2), -1 if it cannot be measured
                             ///< (a cluster barrier forced and not 2..8 blocks)
     int cached;             ///< index of the team size the tune cache held before this
                             ///< run, -1 if none was valid (or o->gpu->tune_cache is 0)

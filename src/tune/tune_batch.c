@@ -7,7 +7,7 @@
  *
  * Candidates (README "Tuning"): 1, 2, 4, ... blocks per team up to the
  * batch kernel's co-resident blocks, the heuristic's size (the co-resident
- * blocks over the copies, at least 1) and the cached one; with the cluster
+ * blocks over the copies, at least 2: ps_tune_team_heuristic) and the cached one; with the cluster
  * barrier forced only teams of 2..8 blocks, the sizes a cluster can have.
  * A batch's time is its kernel's (CUDA events over its launches,
  * ps_batch_report.kernel_seconds): the host's set-up of the problems does
