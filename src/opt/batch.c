@@ -243,15 +243,13 @@ static int team_heuristic(const ps_batch *b, int resident)
 /* At the start: the team shape, every problem set up, the kernel's batch. */
 static int gpu_start(ps_batch *b)
 {
-    const ps_gpu_options *g = ps_gpu_options_of(&b->o);
-    b->block = g->gpu_block ? g->gpu_block : PS_GPU_DEFAULT_THREADS;
     ps_gpu_identity id;
     if (ps_gpu_device_identity(0, &id))
         return PS_ERR_NO_GPU;
     const int sms = id.sms;
-    const int bps = ps_gpu_batch_blocks_per_sm(b->o.precision, b->block, 0);
-    PS_RETURN_ERROR_IF(&b->o, bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
-                       b->block);
+    int bps, fit = ps_tune_batch_kernel_fit(&b->o, &b->block, &bps);
+    if (fit)
+        return fit;
     b->team_blocks = team_heuristic(b, bps * sms);
     PS_RETURN_ERROR_IF(&b->o, b->team_blocks > bps * sms, PS_ERR_OPTION,
                        "options.batch_team_blocks: %d exceeds the %d co-resident blocks", b->team_blocks,

@@ -53,6 +53,16 @@ int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problem
     return e->team_blocks;
 }
 
+int ps_tune_batch_kernel_fit(const ps_options *o, int *block, int *bps)
+{
+    const ps_gpu_options *g = ps_gpu_options_of(o);
+    *block = g->gpu_block ? g->gpu_block : PS_GPU_DEFAULT_THREADS;
+    *bps = ps_gpu_batch_blocks_per_sm(o->precision, *block, 0);
+    PS_RETURN_ERROR_IF(o, *bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
+                       *block);
+    return PS_CONVERGED;
+}
+
 int ps_tune_team_heuristic(int resident, size_t problems)
 {
     const size_t B = problems ? (size_t)resident / problems : (size_t)resident;
@@ -200,12 +210,11 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
                                r->cache_path, sizeof r->cache_path)))
         return st;
 
-    /* the batch kernel's co-resident blocks, counted as ps_batch_start does */
+    /* the batch kernel's co-resident blocks, as ps_batch_start counts them */
     const ps_gpu_options *g = ps_gpu_options_of(&opt);
-    const int block = g->gpu_block ? g->gpu_block : PS_GPU_DEFAULT_THREADS;
-    const int bps = ps_gpu_batch_blocks_per_sm(opt.precision, block, 0);
-    PS_RETURN_ERROR_IF(&opt, bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
-                       block);
+    int block, bps;
+    if ((st = ps_tune_batch_kernel_fit(&opt, &block, &bps)))
+        return st;
     const int resident = bps * r->sms;
     const int heuristic = ps_tune_team_heuristic(resident, (size_t)copies);
     ps_tune_entry e;
