@@ -13,12 +13,18 @@
  * Near 0 the coefficients come from their Taylor series in q, so nothing is
  * ever divided by phi there.
  *
- * Adjoint (reverse-mode derivative of one step). Given mu = dL/dM', with
- * c' = dc/dq = -A/2, A' = dA/dq = (c - A)/(2q), B' = dB/dq = (A - 2B)/(2q):
+ * Adjoint (reverse-mode derivative of one step). Given mu = dL/dM' (M' = R M),
+ * with C = (1 - A)/q = (phi - sin(phi))/phi^3 (series near 0, like A and B):
  *
  *     dL/dM     = R^T mu = c mu + A (theta x mu) + B theta (theta . mu)
- *     dL/dtheta = 2 theta [ c' (mu.M) - A' theta.(M x mu) + B' (mu.theta)(theta.M) ]
- *                 - A (M x mu) + B [ (theta.M) mu + (mu.theta) M ]
+ *     dL/dtheta = J_+ (mu x M') = J_- ((R^T mu) x M)
+ *     J_s v     = A v + s B (theta x v) + C theta (theta . v)
+ *
+ * J_+ is the left Jacobian of the rotation's exponential, J_- its right
+ * one; the cross product is the same vector seen after or before the
+ * rotation. The GPU's reverse sweep holds M' and takes J_+, the CPU's
+ * stored states are M and it takes J_-: 12 multiply-adds for the three
+ * components where the expanded derivative of R took about 30.
  *
  * Relaxation after the rotation: Mxy *= E2, Mz = E1 Mz + (1 - E1); its
  * adjoint scales mu by (E2, E2, E1). Both are written with the decrements

@@ -6,18 +6,16 @@
  * The formulas are documented in model/bloch_math.h.
  */
 
-/* Series of A, B, A', B' in q (used for q < PS_SERIES_Q); the truncation
+/* Series of A, B, C in q (used for q < PS_SERIES_Q); the truncation
  * error at q = PS_SERIES_Q is below the precision's rounding unit. */
 #if PS_SERIES_TERMS == 4
 #define PS_SER_A(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-0.00019841269841269841), (PS_REAL)(0.0083333333333333332)), (PS_REAL)(-0.16666666666666666)), (PS_REAL)(1)))
 #define PS_SER_B(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-2.4801587301587302e-05), (PS_REAL)(0.0013888888888888889)), (PS_REAL)(-0.041666666666666664)), (PS_REAL)(0.5)))
-#define PS_SER_AP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(1.1022927689594357e-05), (PS_REAL)(-0.00059523809523809529)), (PS_REAL)(0.016666666666666666)), (PS_REAL)(-0.16666666666666666)))
-#define PS_SER_BP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(1.1022927689594355e-06), (PS_REAL)(-7.4404761904761911e-05)), (PS_REAL)(0.0027777777777777779)), (PS_REAL)(-0.041666666666666664)))
+#define PS_SER_C(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-2.7557319223985893e-06), (PS_REAL)(0.0001984126984126984)), (PS_REAL)(-0.008333333333333333)), (PS_REAL)(0.16666666666666666)))
 #else
 #define PS_SER_A(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(2.8114572543455206e-15), (PS_REAL)(-7.6471637318198164e-13)), (PS_REAL)(1.6059043836821613e-10)), (PS_REAL)(-2.505210838544172e-08)), (PS_REAL)(2.7557319223985893e-06)), (PS_REAL)(-0.00019841269841269841)), (PS_REAL)(0.0083333333333333332)), (PS_REAL)(-0.16666666666666666)), (PS_REAL)(1)))
 #define PS_SER_B(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(1.5619206968586225e-16), (PS_REAL)(-4.7794773323873853e-14)), (PS_REAL)(1.1470745597729725e-11)), (PS_REAL)(-2.08767569878681e-09)), (PS_REAL)(2.7557319223985888e-07)), (PS_REAL)(-2.4801587301587302e-05)), (PS_REAL)(0.0013888888888888889)), (PS_REAL)(-0.041666666666666664)), (PS_REAL)(0.5)))
-#define PS_SER_AP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-7.3985717219618967e-17), (PS_REAL)(2.2491658034764165e-14)), (PS_REAL)(-5.3530146122738714e-12)), (PS_REAL)(9.6354263020929685e-10)), (PS_REAL)(-1.2526054192720859e-07)), (PS_REAL)(1.1022927689594357e-05)), (PS_REAL)(-0.00059523809523809529)), (PS_REAL)(0.016666666666666666)), (PS_REAL)(-0.16666666666666666)))
-#define PS_SER_BP(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(-3.6992858609809485e-18), (PS_REAL)(1.249536557486898e-15)), (PS_REAL)(-3.3456341326711696e-13)), (PS_REAL)(6.882447358637835e-11)), (PS_REAL)(-1.043837849393405e-08)), (PS_REAL)(1.1022927689594355e-06)), (PS_REAL)(-7.4404761904761911e-05)), (PS_REAL)(0.0027777777777777779)), (PS_REAL)(-0.041666666666666664)))
+#define PS_SER_C(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(8.22063524662433e-18), (PS_REAL)(-2.8114572543455206e-15)), (PS_REAL)(7.647163731819816e-13)), (PS_REAL)(-1.6059043836821613e-10)), (PS_REAL)(2.505210838544172e-08)), (PS_REAL)(-2.7557319223985893e-06)), (PS_REAL)(0.0001984126984126984)), (PS_REAL)(-0.008333333333333333)), (PS_REAL)(0.16666666666666666)))
 #endif
 
 /* c = cos(phi), A = sin(phi)/phi, B = (1 - cos(phi))/phi^2 at q = phi^2. */
@@ -45,35 +43,48 @@ PS_HD void PS_SFX(ps_rot_coeffs)(PS_REAL q, PS_REAL *c, PS_REAL *A,
     }
 }
 
-/* The same plus the derivatives A' = dA/dq and B' = dB/dq. */
-PS_HD void PS_SFX(ps_rot_coeffs_deriv)(PS_REAL q, PS_REAL *c, PS_REAL *A,
-                                       PS_REAL *B, PS_REAL *Ap, PS_REAL *Bp)
+/* The same plus C = (1 - A)/q = (phi - sin(phi))/phi^3, the coefficient of
+ * the rotation's Jacobian (model/bloch_math.h). */
+PS_HD void PS_SFX(ps_rot_coeffs_jac)(PS_REAL q, PS_REAL *c, PS_REAL *A,
+                                     PS_REAL *B, PS_REAL *C)
 {
     if (q < (PS_REAL)PS_SERIES_Q) {
         *A = PS_SER_A(q);
         *B = PS_SER_B(q);
-        *Ap = PS_SER_AP(q);
-        *Bp = PS_SER_BP(q);
+        *C = PS_SER_C(q);
         *c = PS_FMA(-q, *B, (PS_REAL)1);
     } else {
 #ifdef PS_RECIP_ROOT
         PS_REAL ri = PS_RECIP_ROOT(q), phi = q * ri, s, co;
         PS_RSINCOS(phi, &s, &co);
-        PS_REAL iq = ri * ri, inv2q = (PS_REAL)0.5 * iq;
+        PS_REAL iq = ri * ri;
         *c = co;
         *A = s * ri;
         *B = ((PS_REAL)1 - co) * iq;
+        *C = ((PS_REAL)1 - *A) * iq;
 #else
         PS_REAL phi = PS_RSQRT(q), s, co;
         PS_RSINCOS(phi, &s, &co);
-        PS_REAL inv2q = (PS_REAL)0.5 / q;
         *c = co;
         *A = s / phi;
         *B = ((PS_REAL)1 - co) / q;
+        *C = ((PS_REAL)1 - *A) / q;
 #endif
-        *Ap = (co - *A) * inv2q;
-        *Bp = (*A - (PS_REAL)2 * *B) * inv2q;
     }
+}
+
+/* v <- J v with J = A I + sgn B [theta]_x + C theta theta^T (the rotation's
+ * Jacobian: sgn +1 on the side of the state after the rotation, -1 before). */
+PS_HD void PS_SFX(ps_rot_jac_apply)(const PS_REAL th[3], PS_REAL A, PS_REAL sB,
+                                    PS_REAL C, PS_REAL v[3])
+{
+    PS_REAL cx = PS_FMS(th[1], v[2], th[2] * v[1]); /* theta x v */
+    PS_REAL cy = PS_FMS(th[2], v[0], th[0] * v[2]);
+    PS_REAL cz = PS_FMS(th[0], v[1], th[1] * v[0]);
+    PS_REAL ct = C * PS_DOT3(th[0], v[0], th[1], v[1], th[2], v[2]);
+    v[0] = PS_FMA(ct, th[0], PS_FMA(sB, cx, A * v[0]));
+    v[1] = PS_FMA(ct, th[1], PS_FMA(sB, cy, A * v[1]));
+    v[2] = PS_FMA(ct, th[2], PS_FMA(sB, cz, A * v[2]));
 }
 
 /* M <- R(theta) M (rotation only). */
@@ -113,7 +124,9 @@ PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
 
 /*
  * Adjoint of ps_bloch_step. m is M_{k-1} (before the step), lam holds
- * dL/dM_k on entry and dL/dM_{k-1} on exit; gth receives dL/dtheta.
+ * dL/dM_k on entry and dL/dM_{k-1} on exit; gth receives dL/dtheta, from
+ * the state before the step (model/bloch_math.h):
+ *     lam' = R^T mu,   dL/dtheta = J_- (lam' x M_{k-1})
  */
 PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
                                     PS_REAL lam[3], int relax, PS_REAL a1,
@@ -126,31 +139,23 @@ PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
         mu2 = PS_FMA(-a1, mu2, mu2);
     }
     PS_REAL q = PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]);
-    PS_REAL c, A, B, Ap, Bp;
-    PS_SFX(ps_rot_coeffs_deriv)(q, &c, &A, &B, &Ap, &Bp);
-
-    PS_REAL tm = PS_DOT3(th[0], m[0], th[1], m[1], th[2], m[2]); /* theta.M */
-    PS_REAL tu = PS_DOT3(th[0], mu0, th[1], mu1, th[2], mu2);    /* theta.mu */
-    PS_REAL um = PS_DOT3(mu0, m[0], mu1, m[1], mu2, m[2]);       /* mu.M */
-    PS_REAL xx = PS_FMS(m[1], mu2, m[2] * mu1);                  /* M x mu */
-    PS_REAL xy = PS_FMS(m[2], mu0, m[0] * mu2);
-    PS_REAL xz = PS_FMS(m[0], mu1, m[1] * mu0);
-    PS_REAL txm = PS_DOT3(th[0], xx, th[1], xy, th[2], xz);      /* theta.(M x mu) */
-
-    /* dL/dtheta */
-    PS_REAL s = (PS_REAL)2 * PS_FMA(Bp * tu, tm, PS_FMA(-Ap, txm, -(PS_REAL)0.5 * A * um));
-    gth[0] = PS_FMA(B, PS_FMA(tu, m[0], tm * mu0), PS_FMA(-A, xx, s * th[0]));
-    gth[1] = PS_FMA(B, PS_FMA(tu, m[1], tm * mu1), PS_FMA(-A, xy, s * th[1]));
-    gth[2] = PS_FMA(B, PS_FMA(tu, m[2], tm * mu2), PS_FMA(-A, xz, s * th[2]));
+    PS_REAL c, A, B, C;
+    PS_SFX(ps_rot_coeffs_jac)(q, &c, &A, &B, &C);
 
     /* dL/dM_{k-1} = R^T mu = c mu + A (theta x mu) + B theta (theta.mu) */
-    PS_REAL cx = PS_FMS(th[1], mu2, th[2] * mu1);
-    PS_REAL cy = PS_FMS(th[2], mu0, th[0] * mu2);
-    PS_REAL cz = PS_FMS(th[0], mu1, th[1] * mu0);
-    PS_REAL bu = B * tu;
-    lam[0] = PS_FMA(bu, th[0], PS_FMA(A, cx, c * mu0));
-    lam[1] = PS_FMA(bu, th[1], PS_FMA(A, cy, c * mu1));
-    lam[2] = PS_FMA(bu, th[2], PS_FMA(A, cz, c * mu2));
+    PS_REAL bu = B * PS_DOT3(th[0], mu0, th[1], mu1, th[2], mu2);
+    PS_REAL l0 = PS_FMA(bu, th[0], PS_FMA(A, PS_FMS(th[1], mu2, th[2] * mu1), c * mu0));
+    PS_REAL l1 = PS_FMA(bu, th[1], PS_FMA(A, PS_FMS(th[2], mu0, th[0] * mu2), c * mu1));
+    PS_REAL l2 = PS_FMA(bu, th[2], PS_FMA(A, PS_FMS(th[0], mu1, th[1] * mu0), c * mu2));
+    lam[0] = l0;
+    lam[1] = l1;
+    lam[2] = l2;
+
+    /* dL/dtheta = J_- (lam' x M_{k-1}) */
+    gth[0] = PS_FMS(l1, m[2], l2 * m[1]);
+    gth[1] = PS_FMS(l2, m[0], l0 * m[2]);
+    gth[2] = PS_FMS(l0, m[1], l1 * m[0]);
+    PS_SFX(ps_rot_jac_apply)(th, A, -B, C, gth);
 }
 
 /*
@@ -158,9 +163,11 @@ PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
  * the states instead of storing them: m holds M_k on entry and
  * M_{k-1} = R^T relax^-1(M_k) on exit, with b1 = exp(dt/T1) - 1 and
  * b2 = exp(dt/T2) - 1 (relax^-1: Mxy += b2 Mxy, Mz += b1 (Mz - 1)); lam and
- * gth as in ps_bloch_adjoint. Used over short segments only (the GPU replays
- * each segment from its exactly composed end state), so the rounding of
- * the inverse relaxation is not amplified over the whole pulse.
+ * gth as in ps_bloch_adjoint, dL/dtheta from the state after the rotation
+ * r = relax^-1(M_k): dL/dtheta = J_+ (mu x r). R^T is formed once as a
+ * matrix for its two products. Used over short segments only (the GPU
+ * replays each segment from its exactly composed end state), so the
+ * rounding of the inverse relaxation is not amplified over the whole pulse.
  */
 PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
                                             PS_REAL lam[3], int relax,
@@ -169,8 +176,8 @@ PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
                                             PS_REAL gth[3])
 {
     PS_REAL q = PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]);
-    PS_REAL c, A, B, Ap, Bp;
-    PS_SFX(ps_rot_coeffs_deriv)(q, &c, &A, &B, &Ap, &Bp);
+    PS_REAL c, A, B, C;
+    PS_SFX(ps_rot_coeffs_jac)(q, &c, &A, &B, &C);
     PS_REAL r0 = m[0], r1 = m[1], r2 = m[2];
     PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
     if (relax) {
@@ -181,32 +188,24 @@ PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
         mu1 = PS_FMA(-a2, mu1, mu1);
         mu2 = PS_FMA(-a1, mu2, mu2);
     }
-    /* M_{k-1} = R^T r = c r + A (theta x r) + B theta (theta.r) */
-    PS_REAL tr = PS_DOT3(th[0], r0, th[1], r1, th[2], r2);
-    PS_REAL btr = B * tr;
-    PS_REAL m0 = PS_FMA(btr, th[0], PS_FMA(A, PS_FMS(th[1], r2, th[2] * r1), c * r0));
-    PS_REAL m1 = PS_FMA(btr, th[1], PS_FMA(A, PS_FMS(th[2], r0, th[0] * r2), c * r1));
-    PS_REAL m2 = PS_FMA(btr, th[2], PS_FMA(A, PS_FMS(th[0], r1, th[1] * r0), c * r2));
-    m[0] = m0;
-    m[1] = m1;
-    m[2] = m2;
+    /* dL/dtheta = J_+ (mu x r) */
+    gth[0] = PS_FMS(mu1, r2, mu2 * r1);
+    gth[1] = PS_FMS(mu2, r0, mu0 * r2);
+    gth[2] = PS_FMS(mu0, r1, mu1 * r0);
+    PS_SFX(ps_rot_jac_apply)(th, A, B, C, gth);
 
-    PS_REAL tm = PS_DOT3(th[0], m0, th[1], m1, th[2], m2);
-    PS_REAL tu = PS_DOT3(th[0], mu0, th[1], mu1, th[2], mu2);
-    PS_REAL um = PS_DOT3(mu0, m0, mu1, m1, mu2, m2);
-    PS_REAL xx = PS_FMS(m1, mu2, m2 * mu1);
-    PS_REAL xy = PS_FMS(m2, mu0, m0 * mu2);
-    PS_REAL xz = PS_FMS(m0, mu1, m1 * mu0);
-    PS_REAL txm = PS_DOT3(th[0], xx, th[1], xy, th[2], xz);
-    PS_REAL s = (PS_REAL)2 * PS_FMA(Bp * tu, tm, PS_FMA(-Ap, txm, -(PS_REAL)0.5 * A * um));
-    gth[0] = PS_FMA(B, PS_FMA(tu, m0, tm * mu0), PS_FMA(-A, xx, s * th[0]));
-    gth[1] = PS_FMA(B, PS_FMA(tu, m1, tm * mu1), PS_FMA(-A, xy, s * th[1]));
-    gth[2] = PS_FMA(B, PS_FMA(tu, m2, tm * mu2), PS_FMA(-A, xz, s * th[2]));
-
-    PS_REAL bu = B * tu;
-    lam[0] = PS_FMA(bu, th[0], PS_FMA(A, PS_FMS(th[1], mu2, th[2] * mu1), c * mu0));
-    lam[1] = PS_FMA(bu, th[1], PS_FMA(A, PS_FMS(th[2], mu0, th[0] * mu2), c * mu1));
-    lam[2] = PS_FMA(bu, th[2], PS_FMA(A, PS_FMS(th[0], mu1, th[1] * mu0), c * mu2));
+    /* R^T = c I + A [theta]_x + B theta theta^T, applied to r and mu */
+    PS_REAL b0 = B * th[0], bb1 = B * th[1], bb2 = B * th[2];
+    PS_REAL A0 = A * th[0], A1 = A * th[1], A2 = A * th[2];
+    PS_REAL t00 = PS_FMA(b0, th[0], c), t01 = PS_FMA(b0, th[1], -A2), t02 = PS_FMA(b0, th[2], A1);
+    PS_REAL t10 = PS_FMA(bb1, th[0], A2), t11 = PS_FMA(bb1, th[1], c), t12 = PS_FMA(bb1, th[2], -A0);
+    PS_REAL t20 = PS_FMA(bb2, th[0], -A1), t21 = PS_FMA(bb2, th[1], A0), t22 = PS_FMA(bb2, th[2], c);
+    m[0] = PS_DOT3(t00, r0, t01, r1, t02, r2);
+    m[1] = PS_DOT3(t10, r0, t11, r1, t12, r2);
+    m[2] = PS_DOT3(t20, r0, t21, r1, t22, r2);
+    lam[0] = PS_DOT3(t00, mu0, t01, mu1, t02, mu2);
+    lam[1] = PS_DOT3(t10, mu0, t11, mu1, t12, mu2);
+    lam[2] = PS_DOT3(t20, mu0, t21, mu1, t22, mu2);
 }
 
 /*
@@ -322,8 +321,7 @@ PS_HD void PS_SFX(ps_quat_to_affine)(const PS_REAL Qt[4], PS_REAL T[12])
 
 #undef PS_SER_A
 #undef PS_SER_B
-#undef PS_SER_AP
-#undef PS_SER_BP
+#undef PS_SER_C
 
 #undef PS_REAL
 #undef PS_SFX

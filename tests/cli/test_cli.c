@@ -16,6 +16,7 @@
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -741,8 +742,12 @@ static double *h5_history(const char *path, size_t *rows)
     return h5_read(path, "/result/history", dims[0], HIST_COLS);
 }
 
-/* The f column of both histories and /pulse/b1 [nt][2] are bit-identical. */
-static void assert_same_result(const char *a, const char *b, size_t nt)
+/*
+ * The f column of both histories and /pulse/b1 [nt][2] agree: bit for bit
+ * when rtol is 0, else to rtol relative (f row by row, the pulse against
+ * its largest sample).
+ */
+static void assert_close_result(const char *a, const char *b, size_t nt, double rtol)
 {
     size_t ra = 0, rb = 0;
     double *ha = h5_history(a, &ra), *hb = h5_history(b, &rb);
@@ -751,23 +756,35 @@ static void assert_same_result(const char *a, const char *b, size_t nt)
         fail();
     }
     for (size_t i = 0; i < ra; i++) {
-        if (memcmp(&ha[HIST_COLS * i + 1], &hb[HIST_COLS * i + 1], sizeof(double)) != 0) {
-            printf("history f differs at iteration %zu: %.17g vs %.17g\n", i,
-                   ha[HIST_COLS * i + 1], hb[HIST_COLS * i + 1]);
+        double fa = ha[HIST_COLS * i + 1], fb = hb[HIST_COLS * i + 1];
+        bool same = rtol == 0.0 ? memcmp(&fa, &fb, sizeof fa) == 0
+                                : fabs(fa - fb) <= rtol * fabs(fb);
+        if (!same) {
+            printf("history f differs at iteration %zu: %.17g vs %.17g\n", i, fa, fb);
             fail();
         }
     }
     free(ha);
     free(hb);
     double *pa = h5_read(a, "/pulse/b1", nt, 2), *pb = h5_read(b, "/pulse/b1", nt, 2);
+    double peak = 0.0;
+    for (size_t i = 0; i < 2 * nt; i++)
+        peak = fmax(peak, fabs(pb[i]));
     for (size_t i = 0; i < 2 * nt; i++) {
-        if (memcmp(&pa[i], &pb[i], sizeof(double)) != 0) {
+        bool same = rtol == 0.0 ? memcmp(&pa[i], &pb[i], sizeof(double)) == 0
+                                : fabs(pa[i] - pb[i]) <= rtol * peak;
+        if (!same) {
             printf("/pulse/b1 differs at %zu: %.17g vs %.17g\n", i, pa[i], pb[i]);
             fail();
         }
     }
     free(pa);
     free(pb);
+}
+
+static void assert_same_result(const char *a, const char *b, size_t nt)
+{
+    assert_close_result(a, b, nt, 0.0);
 }
 
 static void copy_file(const char *from, const char *to, long len, long flip_at)
@@ -850,8 +867,13 @@ static void test_design_checkpoint_resume(void **state)
  * A checkpoint written by an earlier build (persolve 0.1.0 at 36283d2, CPU:
  * `persolve design slice1d:nz=60,nt=80 --backend cpu --max-iters 8
  * --checkpoint FILE`) resumes in this one: on the CPU to the run this
- * build makes from the start, bit for bit; on the GPU to the same number
- * of iterations.
+ * build makes from the start, on the GPU to the same number of
+ * iterations. Not bit for bit: the rotation adjoint's float rounding has
+ * changed since 0.1.0 (its Jacobian form), so the iterates the checkpoint
+ * holds differ from this build's in the last float bits and the two runs
+ * drift apart by float rounding (about 4e-5 relative in f after 30
+ * iterations); a checkpoint of this build resumes bit for bit
+ * (test_design_checkpoint_resume).
  */
 static void test_design_checkpoint_stored(void **state)
 {
@@ -871,7 +893,7 @@ static void test_design_checkpoint_stored(void **state)
     r = run("design", CK_PROBLEM, "--backend", BACKEND, "--max-iters", "30", "-o", "cli_cks_ref.h5",
             "--quiet", NULL);
     assert_code(r, 1);
-    assert_same_result("cli_cks_ref.h5", "cli_cks.h5", 80);
+    assert_close_result("cli_cks_ref.h5", "cli_cks.h5", 80, 1e-3);
 #endif
 }
 

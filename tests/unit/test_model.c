@@ -579,76 +579,72 @@ static double ulps_d(double a, double b)
  * the direct formulas, for both precisions: the coefficients at the largest
  * q below the switch and at the switch itself (the exact functions change by
  * far less than an ulp over that gap).
- * - c, A, B and A' must agree to 4 ulps (measured: 0-4).
- * - B' = (A - 2B)/(2q) on the direct side loses digits to cancellation
- *   (A - 2B ~ 0.02 from terms ~1), so its jump is measured in ulps of B'
- *   and bounded where it matters: B' only enters the adjoint multiplied by
- *   theta theta^T terms of size q, next to O(1) terms, so q |jump| must stay
- *   below 2 ulps of 1.
+ * - c, A and B must agree to 4 ulps (measured: 0-4).
+ * - C = (1 - A)/q on the direct side loses digits to cancellation
+ *   (1 - A ~ 0.04), so its jump is measured in ulps of C and bounded where
+ *   it matters: C only enters the adjoint multiplied by theta theta^T terms
+ *   of size q, next to O(1) terms, so q |jump| must stay below 2 ulps of 1.
  * Each side is also compared with long double evaluations of the exact
  * functions (each branch is accurate where it is used).
  */
 static void test_series_switch(void **state)
 {
     (void)state;
-    const char *names[5] = {"c", "A", "B", "A'", "B'"};
+    const char *names[4] = {"c", "A", "B", "C"};
 
     /* float */
     {
         float qs[2] = {nextafterf((float)PS_SERIES_Q, 0.0f),
                        (float)PS_SERIES_Q};
-        float v[2][5];
+        float v[2][4];
         for (int i = 0; i < 2; i++)
-            ps_rot_coeffs_deriv_f(qs[i], &v[i][0], &v[i][1], &v[i][2], &v[i][3],
-                                  &v[i][4]);
+            ps_rot_coeffs_jac_f(qs[i], &v[i][0], &v[i][1], &v[i][2], &v[i][3]);
         float c0, A0, B0;
         ps_rot_coeffs_f(qs[0], &c0, &A0, &B0);
         assert_true(c0 == v[0][0] && A0 == v[0][1] && B0 == v[0][2]);
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 4; k++) {
             double u = ulps_f(v[0][k], v[1][k]);
             printf("switch float %-2s: below %.9g at %.9g jump %.1f ulps\n",
                    names[k], v[0][k], v[1][k], u);
-            if (k < 4)
+            if (k < 3)
                 assert_true(u <= 4.0);
         }
-        double jump = fabs((double)v[0][4] - (double)v[1][4]) * PS_SERIES_Q;
-        printf("switch float B': q*jump = %.3g (ulp(1) = %.3g)\n", jump,
+        double jump = fabs((double)v[0][3] - (double)v[1][3]) * PS_SERIES_Q;
+        printf("switch float C: q*jump = %.3g (ulp(1) = %.3g)\n", jump,
                (double)FLT_EPSILON);
         assert_true(jump <= 2.0 * FLT_EPSILON);
     }
     /* double */
     {
         double qs[2] = {nextafter(PS_SERIES_Q, 0.0), PS_SERIES_Q};
-        double v[2][5];
+        double v[2][4];
         for (int i = 0; i < 2; i++)
-            ps_rot_coeffs_deriv_d(qs[i], &v[i][0], &v[i][1], &v[i][2], &v[i][3],
-                                  &v[i][4]);
+            ps_rot_coeffs_jac_d(qs[i], &v[i][0], &v[i][1], &v[i][2], &v[i][3]);
         double c0, A0, B0;
         ps_rot_coeffs_d(qs[0], &c0, &A0, &B0);
         assert_true(c0 == v[0][0] && A0 == v[0][1] && B0 == v[0][2]);
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 4; k++) {
             double u = ulps_d(v[0][k], v[1][k]);
             printf("switch double %-2s: below %.17g at %.17g jump %.1f ulps\n",
                    names[k], v[0][k], v[1][k], u);
-            if (k < 4)
+            if (k < 3)
                 assert_true(u <= 4.0);
         }
-        double jump = fabs(v[0][4] - v[1][4]) * PS_SERIES_Q;
-        printf("switch double B': q*jump = %.3g (ulp(1) = %.3g)\n", jump,
+        double jump = fabs(v[0][3] - v[1][3]) * PS_SERIES_Q;
+        printf("switch double C: q*jump = %.3g (ulp(1) = %.3g)\n", jump,
                DBL_EPSILON);
         assert_true(jump <= 2.0 * DBL_EPSILON);
 
         /* accuracy of each side against long double, relative to the
-         * size of the term in the step (1 for c, A, B; q for A', B') */
+         * size of the term in the step (1 for c, A, B; q for C) */
         for (int i = 0; i < 2; i++) {
             long double q = qs[i], ph = sqrtl(q);
-            long double ex[5];
+            long double ex[4];
             ex[0] = cosl(ph);
             ex[1] = sinl(ph) / ph;
             ex[2] = (1.0L - cosl(ph)) / q;
-            ex[3] = (ex[0] - ex[1]) / (2.0L * q);
-            ex[4] = (ex[1] - 2.0L * ex[2]) / (2.0L * q);
-            for (int k = 0; k < 5; k++) {
+            ex[3] = (ph - sinl(ph)) / (q * ph);
+            for (int k = 0; k < 4; k++) {
                 double w = k < 3 ? 1.0 : (double)q;
                 double err = (double)fabsl((long double)v[i][k] - ex[k]) * w;
                 assert_true(err <= 4.0 * DBL_EPSILON);
