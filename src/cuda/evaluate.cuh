@@ -102,10 +102,11 @@ __device__ __forceinline__ void design_spin_grad(double gs, const double gth[3],
     ps_design_spin_grad_d(gs, gth, gu, gv);
 }
 
-/* Rotation vector of step k for a spin; the pulse from the block's staged
- * copy pul[2k], pul[2k+1] if there is one, else from x + alpha d. */
+/* Rotation vector of step k for a spin, whose gradient dt gamma G_k is
+ * gk[3]; the pulse from the block's staged copy pul[2k], pul[2k+1] if
+ * there is one, else from x + alpha d. */
 template <typename R>
-__device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gdt, const R *pul,
+__device__ __forceinline__ void theta_at(const args &a, const R *sp, const R gk[3], const R *pul,
                                          const double *x, const double *d, double alpha, int k,
                                          R th[3])
 {
@@ -119,7 +120,7 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R *gd
         u = (R)ud;
         v = (R)vd;
     }
-    design_theta(sp[SP_GS], u, v, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+    design_theta(sp[SP_GS], u, v, gk, sp + SP_R0, sp[SP_WZ], th);
 }
 
 /*
@@ -161,7 +162,7 @@ __device__ __forceinline__ void load_pairs(const double *p, double *u, double *v
  * pul[k][nc][2] if staged (with NC, in 16-byte loads: pul and every step's
  * row are 16-byte aligned, evaluate()). */
 template <typename R, int NC>
-__device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, const R (*S)[2], const R *gdt,
+__device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, const R (*S)[2], const R gk[3],
                                                   const R *pul, const double *x, const double *d, double alpha,
                                                   int k, R th[3])
 {
@@ -169,10 +170,10 @@ __device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, co
     if (pul && NC && NC % 2 == 0) {
         R u[NC ? NC : 1], v[NC ? NC : 1];
         load_pairs<NC>(pul + (size_t)2 * NC * k, u, v);
-        design_theta_channels(NC, S, u, v, 1, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+        design_theta_channels(NC, S, u, v, 1, gk, sp + SP_R0, sp[SP_WZ], th);
     } else if (pul) {
         const R *pk = pul + (size_t)2 * nc * k;
-        design_theta_channels(nc, S, pk, pk + 1, 2, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+        design_theta_channels(nc, S, pk, pk + 1, 2, gk, sp + SP_R0, sp[SP_WZ], th);
     } else {
         R u[NC ? NC : PS_MAX_CHANNELS], v[NC ? NC : PS_MAX_CHANNELS];
         for (int c = 0; c < nc; c++) {
@@ -181,20 +182,20 @@ __device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, co
             u[c] = (R)ud;
             v[c] = (R)vd;
         }
-        design_theta_channels(a.nc, S, u, v, 1, gdt + 3 * k, sp + SP_R0, sp[SP_WZ], th);
+        design_theta_channels(a.nc, S, u, v, 1, gk, sp + SP_R0, sp[SP_WZ], th);
     }
 }
 
 /* theta of the single-channel kernel (NCH 0), the channels kernel of a.nc
  * channels (1) or of NCH channels (NCH > 1, S in registers). */
 template <typename R, int NCH>
-__device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S)[2], const R *gdt, const R *pul,
+__device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S)[2], const R gk[3], const R *pul,
                                          const double *x, const double *d, double alpha, int k, R th[3])
 {
     if (NCH)
-        theta_at_channels<R, (NCH > 1 ? NCH : 0)>(a, sp, S, gdt, pul, x, d, alpha, k, th);
+        theta_at_channels<R, (NCH > 1 ? NCH : 0)>(a, sp, S, gk, pul, x, d, alpha, k, th);
     else
-        theta_at<R>(a, sp, gdt, pul, x, d, alpha, k, th);
+        theta_at<R>(a, sp, gk, pul, x, d, alpha, k, th);
 }
 
 /* Channels a lane sums at once in the gradient's sums over spins (NC
@@ -230,6 +231,37 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
 }
 
 /*
+ * The gradient dt gamma G_k of step k, gdt[3k .. 3k + 2], into g.
+ */
+template <typename R> __device__ __forceinline__ void load_gdt(const R *gdt, int k, R g[3])
+{
+    g[0] = gdt[3 * k];
+    g[1] = gdt[3 * k + 1];
+    g[2] = gdt[3 * k + 2];
+}
+
+/*
+ * The gradient of the spin loops' step k into gk. The single-channel
+ * kernels (NCH 0) load it one step ahead of its use, so that the step
+ * before hides the load's latency (every step's theta waits on it
+ * otherwise): gk takes gn, which then takes step kn's (the next step,
+ * clamped to one the loop has). The channels kernels load it at its step:
+ * ahead, its registers cost them more than the latency (H200, README).
+ */
+template <typename R, int NCH>
+__device__ __forceinline__ void gdt_step(const R *gdt, int k, int kn, R gn[3], R gk[3])
+{
+    if (NCH) {
+        load_gdt(gdt, k, gk);
+    } else {
+        gk[0] = gn[0];
+        gk[1] = gn[1];
+        gk[2] = gn[2];
+        load_gdt(gdt, kn, gn);
+    }
+}
+
+/*
  * composite: T_p = the product of the thread's segment's step maps
  * (steps k0 .. k0 + kseg - 1 below nt), an affine map 3x4 (rotation and
  * relaxation); without relaxation a unit quaternion (16 FMA a step), made
@@ -242,17 +274,22 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R (
 {
     const int kend = min(k0 + kseg, a.nt); /* the segment's steps below nt */
     const R *gdt = DG ? gdtb : (const R *)a.gdt; /* DG: the block's copy with the designed axes */
+    R gn[3];                                     /* the next step's gdt (gdt_step) */
+    if (!NCH)
+        load_gdt(gdt, min(k0, a.nt - 1), gn);
     if (relax) {
         for (int k = k0; k < kend; k++) {
-            R th[3];
-            theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
+            R gk[3], th[3];
+            gdt_step<R, NCH>(gdt, k, min(k + 1, kend - 1), gn, gk);
+            theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
             affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
         }
     } else {
         R Q[4] = {1, 0, 0, 0};
         for (int k = k0; k < kend; k++) {
-            R th[3];
-            theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
+            R gk[3], th[3];
+            gdt_step<R, NCH>(gdt, k, min(k + 1, kend - 1), gn, gk);
+            theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
             quat_step(th, Q);
         }
         quat_to_affine(Q, T);
@@ -380,12 +417,17 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
     R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
     R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * 33 : nullptr;
     int nb = 0, itop = kseg - 1;
+    R gn[3]; /* the next step's gdt (gdt_step) */
+    if (!NCH)
+        load_gdt(gdt, min(k0 + kseg - 1, nt - 1), gn);
     for (int i = kseg - 1; i >= 0; i--) {
         int k = k0 + i;
         R gx = 0, gy = 0, gz = 0;
+        R gk[3];
+        gdt_step<R, NCH>(gdt, min(k, nt - 1), min(max(k - 1, 0), nt - 1), gn, gk);
         if (k < nt) {
             R th[3], gth[3];
-            theta_of<R, NCH>(a, spl, S, gdt, pul, x, d, alpha, k, th);
+            theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
             reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
             if (NCH) { /* dL/dtheta: the channels' chain rule is the sum's (below) */
                 gx = gth[0];

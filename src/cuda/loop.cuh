@@ -207,10 +207,13 @@ __device__ inline int take_update(const args &a, loop_shared &L, uint64_t &last,
  * update, for the time limit. With a.ctl, a control point after every
  * evaluation (see control_obey and obey); it leaves no step pending.
  * MODE_EVAL stops after the start evaluation, with f in a.eval_out[0]
- * and the in-kernel time of the evaluation in *a.elapsed.
+ * and the in-kernel time of the evaluation in *a.elapsed. Always inlined:
+ * a call would pass the kernel's parameters by address, which copies
+ * them to local memory and turns every read of a field in the spin loops
+ * into a local load.
  */
 template <typename R, int NCH, int DG>
-__device__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
+__device__ __forceinline__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
                             uint64_t &t0, uint64_t &last, double elapsed, bool one_iteration)
 {
     ps_solver &S = L.S;
