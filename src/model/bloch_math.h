@@ -66,11 +66,10 @@
 /*
  * float on the GPU: 1/phi from one reciprocal square root (rsqrtf, about 2
  * ulp, refined by one Newton step r <- r + r (1 - q r^2) / 2), and A, B,
- * A', B', H multiplied by it and its square instead of phi and q divided
- * into them: one reciprocal square root where the CPU takes a square root
- * and three IEEE divisions; sin and cos of phi from one sincosf. The CPU
- * keeps the divisions (cheap there), so its float iterates, and the
- * checkpoints stored from them, stay as they were.
+ * C, H multiplied by it and its square instead of phi and q divided into
+ * them: one reciprocal square root where the CPU takes a square root and
+ * IEEE divisions; sin and cos of phi from one sincosf. The CPU keeps the
+ * divisions (cheap there).
  */
 #ifdef __CUDA_ARCH__
 static __device__ __forceinline__ float ps_recip_root_f(float q)

@@ -301,28 +301,41 @@ static int design(const ps_problem *p, const ps_options *o, const double *x0, do
  * Short designs (no limits: the in-solve gradient of the RF and slew
  * variables, the atan chain rule and the reverse cumulative sum) on the
  * GPU and the CPU in float64: f agrees per iteration, the same status.
+ * The last a long waveform (5003 steps: the slews' scan over many steps a
+ * thread, or many rounds, whatever the block size; an evaluation at the
+ * physical point never scans), for one iteration: its trajectory is
+ * chaotic (on the CPU alone, a start moved by 1e-14 relative gives f
+ * 7e-10 apart after 2 iterations, 1e-5 after 5), so the last bits in
+ * which the backends' sums differ would set the later f apart.
  */
 static void solve_short(void **state)
 {
-    static const size_t ncs[] = {0, 3};
-    static const unsigned axes[] = {PS_AXIS_X | PS_AXIS_Y, PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z};
-    for (int ci = 0; ci < 2; ci++) {
+    static const size_t ncs[] = {0, 3, 0}, nss[] = {300, 300, 120}, nts[] = {160, 160, 5003};
+    static const unsigned axes[] = {PS_AXIS_X | PS_AXIS_Y, PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z, PS_AXIS_X | PS_AXIS_Y};
+    for (int ci = 0; ci < 3; ci++) {
         double *x0;
-        ps_problem *p = designed_problem(701 + (uint64_t)ci, 300, 160, ncs[ci], ci ? PS_LOSS_FULL : PS_LOSS_MLS, 1,
-                                         ci ? 0.1 : 0.0, axes[ci], 0.0, 0, ci, &x0);
+        ps_problem *p = designed_problem(701 + (uint64_t)ci, nss[ci], nts[ci], ncs[ci],
+                                         ci == 1 ? PS_LOSS_FULL : PS_LOSS_MLS, 1, ci == 1 ? 0.1 : 0.0, axes[ci], 0.0,
+                                         0, ci == 1, &x0);
         const size_t n = ps_problem_nx(p);
         double *xc = malloc(n * sizeof *xc), *xg = malloc(n * sizeof *xg);
         ps_options oc = opts(PS_BACKEND_CPU, PS_PRECISION_DOUBLE), og = opts(PS_BACKEND_GPU, PS_PRECISION_DOUBLE);
-        oc.max_iterations = og.max_iterations = 12;
+        oc.max_iterations = og.max_iterations = ci == 2 ? 1 : 12;
         oc.gtol = og.gtol = oc.ftol = og.ftol = 0.0;
         ps_result rc, rg;
         const int sc = design(p, &oc, x0, xc, &rc), sg = design(p, &og, x0, xg, &rg);
-        printf("short design nc %zu: cpu status %d it %lld f %.12g | gpu status %d it %lld f %.12g (start %.12g)\n",
-               ncs[ci], sc, (long long)rc.iterations, rc.f, sg, (long long)rg.iterations, rg.f, rg.history[0].f);
+        printf("short design nc %zu nt %zu: cpu status %d it %lld f %.12g | gpu status %d it %lld f %.12g (start %.12g)\n",
+               ncs[ci], nts[ci], sc, (long long)rc.iterations, rc.f, sg, (long long)rg.iterations, rg.f, rg.history[0].f);
         assert_int_equal(sc, sg);
         assert_int_equal(rc.history_len, rg.history_len);
+        int differ = 0;
         for (size_t i = 0; i < rc.history_len; i++)
-            assert_true(fabs(rg.history[i].f - rc.history[i].f) <= 1e-9 * fabs(rc.history[i].f));
+            if (fabs(rg.history[i].f - rc.history[i].f) > 1e-9 * fabs(rc.history[i].f)) {
+                printf("iteration %zu: cpu f %.17g evals %lld | gpu f %.17g evals %lld\n", i, rc.history[i].f,
+                       (long long)rc.history[i].evaluations, rg.history[i].f, (long long)rg.history[i].evaluations);
+                differ++;
+            }
+        assert_int_equal(differ, 0);
         assert_true(rg.f < rg.history[0].f);
         assert_true(tu_compare("short design x", xg, xc, n, 1e-6 * amax(xc, n), 1e-6));
         ps_result_free(&rc);
