@@ -73,18 +73,22 @@ PS_HD void PS_SFX(ps_rot_coeffs_jac)(PS_REAL q, PS_REAL *c, PS_REAL *A,
     }
 }
 
-/* v <- J v with J = A I + sgn B [theta]_x + C theta theta^T (the rotation's
- * Jacobian: sgn +1 on the side of the state after the rotation, -1 before). */
-PS_HD void PS_SFX(ps_rot_jac_apply)(const PS_REAL th[3], PS_REAL A, PS_REAL sB,
-                                    PS_REAL C, PS_REAL v[3])
+/*
+ * v <- a v + b (theta x v) + g theta (theta . v), the form of every 3x3 map
+ * of one step: R(theta) is (c, -A, B), R^T (c, A, B), the rotation's
+ * Jacobian J_s (A, s B, C) (s +1 on the side of the state after the
+ * rotation, -1 before; model/bloch_math.h).
+ */
+PS_HD void PS_SFX(ps_rot_apply)(const PS_REAL th[3], PS_REAL a, PS_REAL b,
+                                PS_REAL g, PS_REAL v[3])
 {
     PS_REAL cx = PS_FMS(th[1], v[2], th[2] * v[1]); /* theta x v */
     PS_REAL cy = PS_FMS(th[2], v[0], th[0] * v[2]);
     PS_REAL cz = PS_FMS(th[0], v[1], th[1] * v[0]);
-    PS_REAL ct = C * PS_DOT3(th[0], v[0], th[1], v[1], th[2], v[2]);
-    v[0] = PS_FMA(ct, th[0], PS_FMA(sB, cx, A * v[0]));
-    v[1] = PS_FMA(ct, th[1], PS_FMA(sB, cy, A * v[1]));
-    v[2] = PS_FMA(ct, th[2], PS_FMA(sB, cz, A * v[2]));
+    PS_REAL gt = g * PS_DOT3(th[0], v[0], th[1], v[1], th[2], v[2]);
+    v[0] = PS_FMA(gt, th[0], PS_FMA(b, cx, a * v[0]));
+    v[1] = PS_FMA(gt, th[1], PS_FMA(b, cy, a * v[1]));
+    v[2] = PS_FMA(gt, th[2], PS_FMA(b, cz, a * v[2]));
 }
 
 /* M <- R(theta) M (rotation only). */
@@ -93,14 +97,7 @@ PS_HD void PS_SFX(ps_rotate)(const PS_REAL th[3], PS_REAL m[3])
     PS_REAL c, A, B;
     PS_SFX(ps_rot_coeffs)(PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]), &c,
                           &A, &B);
-    PS_REAL tm = PS_DOT3(th[0], m[0], th[1], m[1], th[2], m[2]);
-    PS_REAL cx = PS_FMS(th[1], m[2], th[2] * m[1]); /* theta x M */
-    PS_REAL cy = PS_FMS(th[2], m[0], th[0] * m[2]);
-    PS_REAL cz = PS_FMS(th[0], m[1], th[1] * m[0]);
-    PS_REAL bt = B * tm;
-    m[0] = PS_FMA(bt, th[0], PS_FMA(-A, cx, c * m[0]));
-    m[1] = PS_FMA(bt, th[1], PS_FMA(-A, cy, c * m[1]));
-    m[2] = PS_FMA(bt, th[2], PS_FMA(-A, cz, c * m[2]));
+    PS_SFX(ps_rot_apply)(th, c, -A, B, m);
 }
 
 /*
@@ -142,20 +139,17 @@ PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
     PS_REAL c, A, B, C;
     PS_SFX(ps_rot_coeffs_jac)(q, &c, &A, &B, &C);
 
-    /* dL/dM_{k-1} = R^T mu = c mu + A (theta x mu) + B theta (theta.mu) */
-    PS_REAL bu = B * PS_DOT3(th[0], mu0, th[1], mu1, th[2], mu2);
-    PS_REAL l0 = PS_FMA(bu, th[0], PS_FMA(A, PS_FMS(th[1], mu2, th[2] * mu1), c * mu0));
-    PS_REAL l1 = PS_FMA(bu, th[1], PS_FMA(A, PS_FMS(th[2], mu0, th[0] * mu2), c * mu1));
-    PS_REAL l2 = PS_FMA(bu, th[2], PS_FMA(A, PS_FMS(th[0], mu1, th[1] * mu0), c * mu2));
-    lam[0] = l0;
-    lam[1] = l1;
-    lam[2] = l2;
+    /* dL/dM_{k-1} = R^T mu */
+    lam[0] = mu0;
+    lam[1] = mu1;
+    lam[2] = mu2;
+    PS_SFX(ps_rot_apply)(th, c, A, B, lam);
 
     /* dL/dtheta = J_- (lam' x M_{k-1}) */
-    gth[0] = PS_FMS(l1, m[2], l2 * m[1]);
-    gth[1] = PS_FMS(l2, m[0], l0 * m[2]);
-    gth[2] = PS_FMS(l0, m[1], l1 * m[0]);
-    PS_SFX(ps_rot_jac_apply)(th, A, -B, C, gth);
+    gth[0] = PS_FMS(lam[1], m[2], lam[2] * m[1]);
+    gth[1] = PS_FMS(lam[2], m[0], lam[0] * m[2]);
+    gth[2] = PS_FMS(lam[0], m[1], lam[1] * m[0]);
+    PS_SFX(ps_rot_apply)(th, A, -B, C, gth);
 }
 
 /*
@@ -192,7 +186,7 @@ PS_HD void PS_SFX(ps_bloch_reverse_adjoint)(const PS_REAL th[3], PS_REAL m[3],
     gth[0] = PS_FMS(mu1, r2, mu2 * r1);
     gth[1] = PS_FMS(mu2, r0, mu0 * r2);
     gth[2] = PS_FMS(mu0, r1, mu1 * r0);
-    PS_SFX(ps_rot_jac_apply)(th, A, B, C, gth);
+    PS_SFX(ps_rot_apply)(th, A, B, C, gth);
 
     /* R^T = c I + A [theta]_x + B theta theta^T, applied to r and mu */
     PS_REAL b0 = B * th[0], bb1 = B * th[1], bb2 = B * th[2];
