@@ -74,7 +74,9 @@ enum {
     BUF_STATE,  /* ps_solver */
     BUF_VEC,    /* x, g, gt, d, S[m], Y[m], each [n]: x uploaded, the rest zeroed */
     BUF_PART,   /* the partials and outputs (context_create_t) */
-    BUF_GDTB,   /* [G][nt][3] R, the blocks' gdt copies (designed, not staged) */
+    BUF_GDTB,   /* [G][nt][3] R, the blocks' gdt copies (designed, not staged): G
+                 * copies of BUF_GDT made on the device at the set-up, their fixed
+                 * axes never written again */
     BUF_HIST,   /* [hist_cap] ps_progress */
     BUF_CLOCK,  /* [1] unsigned long long */
     BUF_COUNT
@@ -241,6 +243,18 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
 
     CUDA_TRY(o, device_alloc((void **)&d_arena, L.off[BUF_COUNT]), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMemcpy(d_arena, h_img, L.upload, cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    if (bytes[BUF_GDTB]) { /* the blocks' gdt copies: the problem's, doubled on the device */
+        char *cp = d_arena + L.off[BUF_GDTB];
+        const size_t one = bytes[BUF_GDT];
+        CUDA_TRY(o, cudaMemcpyAsync(cp, d_arena + L.off[BUF_GDT], one, cudaMemcpyDeviceToDevice, cudaStreamPerThread),
+                 PS_ERR_GPU_LAUNCH);
+        for (size_t have = 1; have < (size_t)G; have *= 2) {
+            const size_t more = have < (size_t)G - have ? have : (size_t)G - have;
+            CUDA_TRY(o, cudaMemcpyAsync(cp + have * one, cp, more * one, cudaMemcpyDeviceToDevice, cudaStreamPerThread),
+                     PS_ERR_GPU_LAUNCH);
+        }
+        CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
+    }
 
     {
         double *d_vec = (double *)(d_arena + L.off[BUF_VEC]), *d_part = (double *)(d_arena + L.off[BUF_PART]);

@@ -14,10 +14,13 @@
  *                    copy [nt][3] in the spin loop's precision (the
  *                    problem's gdt on the fixed axes, dt gamma g_k on the
  *                    designed ones), which the spin loops read instead of
- *                    a.gdt; the limits' penalty at mu = 1 and its violation
- *                    into the block's row of a.gpen; the designed part of
- *                    the block's partial gradient preset: block 0's to the
- *                    penalty's gradient at the round's mu, the others' to 0.
+ *                    a.gdt: in shared memory its fixed axes copied each
+ *                    evaluation, in a.gdtb made once at the set-up
+ *                    (cuda/context.cu); the limits' penalty at mu = 1 and
+ *                    its violation into the block's row of a.gpen; the
+ *                    designed part of the block's partial gradient preset:
+ *                    block 0's to the penalty's gradient at the round's mu,
+ *                    the others' to 0.
  *   replay           (cuda/evaluate.cuh) stages the adjoint's gth_z per step
  *                    beside (gx, gy), and flush_gradient adds
  *                    dt gamma sum_l r_l,a gth_z,l over the tile's spins l to
@@ -143,12 +146,17 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
 {
     const ps_design &des = a.des;
     const int nt = a.nt, tb = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = (tb + 31) >> 5;
-    const R *gfix = (const R *)a.gdt;
     int k0, k1;
     thread_steps(nt, t, tb, false, &k0, &k1);
-    for (int k = k0; k < k1; k++)
-        for (int c = 0; c < 3; c++)
-            gdt[3 * k + c] = gfix[3 * k + c];
+    if (a.stage_gdt) { /* the fixed axes into the block's copy in shared memory, coalesced */
+        const R *gfix = (const R *)a.gdt;
+        int fixed = 7;
+        for (int i = 0; i < des.ng; i++)
+            fixed &= ~(1 << des_axis(des, i));
+        for (int j = t; j < 3 * nt; j += tb)
+            if (fixed >> (j % 3) & 1)
+                gdt[j] = gfix[j];
+    } /* else its copy in a.gdtb holds them from the set-up (cuda/context.cu) */
     /* the chunk's slews dt s_k (into gp, its own elements) and their sums */
     double off[3] = {0.0, 0.0, 0.0};
 #pragma unroll
