@@ -18,6 +18,9 @@ extern "C" {
 /* GPU options                                                              */
 /* ------------------------------------------------------------------------ */
 
+/** The most GPUs of one solve (ps_gpu_options.gpus). */
+#define PS_GPU_MAX_GPUS 16
+
 /** A batch team's barrier (ps_gpu_options.batch_team_barrier). */
 enum {
     PS_TEAM_BARRIER_AUTO = 0,
@@ -57,7 +60,13 @@ typedef struct ps_gpu_options {
                              ///< over the team's blocks in device memory) or
                              ///< PS_TEAM_BARRIER_CLUSTER (the team a thread-block cluster,
                              ///< cluster.sync(): teams of 2..8 blocks, sm_90) (default 0)
-    int64_t reserved[4];     ///< must be zero
+    int gpus;                ///< GPUs one solve's spins are split over (README "Several GPUs"):
+                             ///< 0 or 1 = one (the current device), N >= 2 = devices 0..N-1,
+                             ///< -1 = every visible device; an asynchronous run or
+                             ///< solve_persistent (ps_eval, ps_simulate and batches use one)
+                             ///< (default 0)
+    int reserved_int;        ///< must be zero
+    int64_t reserved[3];     ///< must be zero
 } ps_gpu_options;
 
 /**

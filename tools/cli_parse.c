@@ -46,6 +46,7 @@ enum {
     OPT_TEAM_BLOCKS,
     OPT_TEAM_BARRIER,
     OPT_VARIANTS,
+    OPT_GPUS,
 };
 
 #define OPT_HELP {"help", no_argument, NULL, 'h'}
@@ -82,6 +83,7 @@ static const struct option design_options[] = {
     {"batch", required_argument, NULL, OPT_BATCH},
     {"team-blocks", required_argument, NULL, OPT_TEAM_BLOCKS},
     {"team-barrier", required_argument, NULL, OPT_TEAM_BARRIER},
+    {"gpus", required_argument, NULL, OPT_GPUS},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -130,6 +132,7 @@ static const struct option bench_options[] = {
     {"team-blocks", required_argument, NULL, OPT_TEAM_BLOCKS},
     {"team-barrier", required_argument, NULL, OPT_TEAM_BARRIER},
     {"variants", required_argument, NULL, OPT_VARIANTS},
+    {"gpus", required_argument, NULL, OPT_GPUS},
     OPT_LAUNCH_SHAPE,
     OPT_END,
 };
@@ -479,6 +482,37 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
                                  "and concurrent",
                                  arg);
         return PS_CLI_OK;
+    case OPT_GPUS:
+        if (cli->command == PS_CMD_BENCH) { /* a list of counts */
+            const char *q = arg;
+            cli->bench_ngpus = 0;
+            do {
+                char tok[16];
+                const size_t len = strcspn(q, ",");
+                if (len >= sizeof tok || cli->bench_ngpus == 8)
+                    return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                                         "--gpus: '%s' is not a list of at most 8 GPU counts (1..%d or all)", arg,
+                                         PS_GPU_MAX_GPUS);
+                memcpy(tok, q, len);
+                tok[len] = 0;
+                if (!strcmp(tok, "all"))
+                    iv = -1;
+                else if (!parse_int(tok, 1, PS_GPU_MAX_GPUS, &iv))
+                    return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                                         "--gpus: '%s' in '%s' is not a GPU count (1..%d or all)", tok, arg,
+                                         PS_GPU_MAX_GPUS);
+                cli->bench_gpus[cli->bench_ngpus++] = (int)iv;
+                q += len;
+            } while (*q++ == ',');
+            return PS_CLI_OK;
+        }
+        if (!strcmp(arg, "all"))
+            iv = -1;
+        else if (!parse_int(arg, 1, PS_GPU_MAX_GPUS, &iv))
+            return ps_status_msg(err, errlen, PS_CLI_USAGE, "--gpus: '%s' is not a GPU count (1..%d) or all", arg,
+                                 PS_GPU_MAX_GPUS);
+        cli->gpu.gpus = (int)iv;
+        return PS_CLI_OK;
     case OPT_NO_TUNE_CACHE:
         cli->gpu.tune_cache = 0;
         return PS_CLI_OK;
@@ -623,6 +657,11 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
     if (cli->command == PS_CMD_BENCH && cli->bench_batch && cli->sizes)
         return ps_status_msg(err, errlen, PS_CLI_USAGE,
                              "bench: --batch N SIZE and --sizes LIST do not go together");
+    if (ps_cli_is_batch(cli) && cli->gpu.gpus != 0 && cli->gpu.gpus != 1)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE,
+                             "design: --gpus goes with one problem (a batch runs on one GPU)");
+    if (cli->command == PS_CMD_BENCH && cli->bench_ngpus && cli->bench_batch)
+        return ps_status_msg(err, errlen, PS_CLI_USAGE, "bench: --gpus LIST and --batch N SIZE do not go together");
     if (cli->command == PS_CMD_EXPORT && !cli->pulseq)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "export: missing --pulseq OUT.seq");
     return PS_CLI_OK;
@@ -905,6 +944,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --team-barrier B  the GPU batch teams' barrier: auto | range (in\n"
                 "                      device memory) | cluster (thread-block clusters,\n"
                 "                      teams of 2..8 blocks) (default auto: range)\n"
+                "      --gpus N|all    split the spins of one problem over N GPUs\n"
+                "                      (devices 0..N-1; all: every GPU), one persistent\n"
+                "                      kernel on each (default 1; not with a batch)\n"
                 "      --backend B     auto | cpu | gpu (default auto: the GPU when\n"
                 "                      one is usable, else the CPU)\n"
                 "      --precision P   single | double spin loop (default single)\n"
@@ -1110,7 +1152,10 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --team-blocks N blocks per team of the GPU batch (0: automatic)\n"
                 "      --team-barrier B  its teams' barrier: auto | range | cluster\n"
                 "      --variants LIST with --batch: which of batch, sequence and\n"
-                "                      concurrent to run (default all three)\n",
+                "                      concurrent to run (default all three)\n"
+                "      --gpus LIST     GPU counts (e.g. 1,2 or 1,all): each size's\n"
+                "                      solve split over that many GPUs, the scaling\n"
+                "                      against one and the exchange per evaluation\n",
                 PS_BENCH_ITERS, PS_BENCH_REPEATS, d.memory, d.threads);
         usage_launch_shape(f);
         fputs("  -h, --help          this help\n\n", f);

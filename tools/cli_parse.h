@@ -83,6 +83,8 @@ typedef struct ps_cli {
                               the team size of a batch of N copies (0: no) */
     int bench_variants;    /* bench --variants LIST: bit i for variant i of batch,
                               sequence, concurrent (0: all three) */
+    int bench_gpus[8];     /* bench --gpus LIST: the GPU counts to time (-1: all) */
+    int bench_ngpus;       /* their number (0: no --gpus) */
     /* tune */
     int no_write;          /* --no-write (also --no-cache): do not write the cache */
     /* the command line as given (argv[0..argc-1]) */

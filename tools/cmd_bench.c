@@ -75,6 +75,11 @@ typedef struct bench_size {
     double prof_us[PS_GPU_PROF]; /* persistent kernel: us per iteration in each phase (block 0's clock) */
     bench_row rows[N_GPU_VARIANTS + 1];
     int nrows;
+    /* --gpus LIST: the solve split over several GPUs (the "with control" row's path) */
+    bench_row grows[8];
+    int gcount[8];        /* the GPU count asked (-1: all) */
+    double gxchg_us[8];   /* us per evaluation in the exchange (rank 0's clock; 0: not measured) */
+    int ngrows;
 } bench_size;
 
 /* One solve from x0: variant >= 0 a GPU variant, -1 the CPU backend.
@@ -223,7 +228,7 @@ static const bench_row *persistent_row(const bench_size *b)
 
 static const char *const prof_names[PS_GPU_PROF] = {
     "evaluate", "reduce gradient", "sums", "decide trial", "update dots",
-    "decide update", "decide direction", "step + direction"};
+    "decide update", "decide direction", "step + direction", "exchange"};
 
 /* us per iteration of the objective's phases (i < PS_PROF_OBJECTIVE) or
  * of the optimizer's (the others) */
@@ -231,7 +236,7 @@ static double prof_part(const bench_size *b, int optimizer)
 {
     double t = 0.0;
     for (int i = 0; i < PS_GPU_PROF; i++)
-        if ((i >= PS_PROF_OBJECTIVE) == optimizer)
+        if ((i >= PS_PROF_OBJECTIVE && i != PS_PROF_EXCHANGE) == optimizer)
             t += b->prof_us[i];
     return t;
 }
@@ -315,8 +320,8 @@ static void print_size(FILE *f, const bench_size *b, int64_t iters)
     if (b->prof_ok) {
         double total = 0.0;
         fprintf(f, "  persistent kernel, us per iteration by phase (block 0's clock, a run of its own):\n   ");
-        for (int i = 0; i < PS_GPU_PROF; i++) {
-            fprintf(f, " %s %.1f%s", prof_names[i], b->prof_us[i], i + 1 < PS_GPU_PROF ? "," : "");
+        for (int i = 0; i < PS_PROF_EXCHANGE; i++) { /* (one GPU: no exchange) */
+            fprintf(f, " %s %.1f%s", prof_names[i], b->prof_us[i], i + 1 < PS_PROF_EXCHANGE ? "," : "");
             total += b->prof_us[i];
             if (i == 3 || i == 6)
                 fputs("\n   ", f);
@@ -462,6 +467,11 @@ static void free_size(bench_size *b)
         free(b->rows[i].samples);
         free(b->rows[i].x);
     }
+    for (int i = 0; i < b->ngrows; i++) {
+        ps_result_free(&b->grows[i].last);
+        free(b->grows[i].samples);
+        free(b->grows[i].x);
+    }
     ps_problem_free(b->p);
 }
 
@@ -594,6 +604,73 @@ static void print_control(FILE *f, const char *label, const control_stats *cs)
             1e6 * cs->relaunch_med, 1e6 * cs->relaunch_p99);
 }
 
+/*
+ * --gpus LIST: the size's solve split over each count of GPUs (the
+ * persistent kernel with control points, as solve_persistent runs it),
+ * the same iterations and repeats, then one profiled run for the time of
+ * the exchange per evaluation.
+ */
+static void bench_gpus(const ps_cli *cli, const ps_problem *p, const ps_options *o, bench_size *b, ps_cli_log *log)
+{
+    for (int i = 0; i < cli->bench_ngpus; i++) {
+        ps_gpu_options g;
+        ps_options ok = *o;
+        if (o->gpu)
+            g = *o->gpu;
+        else
+            ps_gpu_options_default(&g);
+        g.gpus = cli->bench_gpus[i];
+        ok.gpu = &g;
+        bench_row *row = &b->grows[b->ngrows];
+        b->gcount[b->ngrows++] = g.gpus;
+        row->name = "gpus";
+        bench_row_run(p, &ok, CTL_VARIANT, cli->repeats, 0, row, log);
+        if (!row->ran)
+            continue;
+        unsigned long long ns[PS_GPU_PROF];
+        size_t n = ps_problem_nx(p);
+        double *x = malloc(n * sizeof *x);
+        ps_result r;
+        memset(&r, 0, sizeof r);
+        if (x && ps_gpu_profile_enable(1) == 0) {
+            double secs;
+            ps_gpu_profile_read(ns); /* zeroes the counters */
+            int st = run_once(p, &ok, CTL_VARIANT, x, &r, &secs);
+            if (has_iterates(st, &r) && r.evaluations > 0 && ps_gpu_profile_read(ns) == 0)
+                b->gxchg_us[b->ngrows - 1] = 1e-3 * (double)ns[PS_PROF_EXCHANGE] / (double)r.evaluations;
+            ps_gpu_profile_enable(0);
+        }
+        ps_result_free(&r);
+        free(x);
+    }
+}
+
+static void print_gpus(FILE *f, const bench_size *b)
+{
+    const bench_row *one = b->nrows > CTL_VARIANT && b->rows[CTL_VARIANT].ran ? &b->rows[CTL_VARIANT] : NULL;
+    if (!b->ngrows)
+        return;
+    fprintf(f, "  the solve over several GPUs (spins split; the \"with control\" row is one GPU):\n");
+    fprintf(f, "  %-6s %10s %6s %13s %9s %14s  %s\n", "gpus", "ms/iter", "evals", "spin-steps/s", "x 1 GPU",
+            "exchange us/ev", "launch");
+    for (int i = 0; i < b->ngrows; i++) {
+        const bench_row *r = &b->grows[i];
+        char k[16];
+        if (b->gcount[i] < 0)
+            snprintf(k, sizeof k, "all");
+        else
+            snprintf(k, sizeof k, "%d", b->gcount[i]);
+        if (!r->ran) {
+            fprintf(f, "  %-6s failed: %s\n", k, ps_strerror(r->status));
+            continue;
+        }
+        fprintf(f, "  %-6s %10.4f %6lld %13.3e %9.2f %14.2f  %s%s\n", k, 1e3 * per_iter(r),
+                (long long)r->evaluations, spin_steps(b, r), one ? per_iter(one) / per_iter(r) : NAN,
+                b->gxchg_us[i], r->last.device, r->repeatable ? "" : "  (runs differ)");
+    }
+    fflush(f);
+}
+
 int ps_cmd_bench(const ps_cli *cli)
 {
     if (cli->bench_batch)
@@ -697,6 +774,7 @@ int ps_cmd_bench(const ps_cli *cli)
                 b->eval_s = b->eval_launch_s = 0.0;
             }
             profile_phases(p, &o, b);
+            bench_gpus(cli, p, &o, b, &log);
             if (ctl_size < 0) { /* steering latencies, on the first size */
                 bench_control(p, &o, &ctl);
                 ctl_size = s;
@@ -745,6 +823,7 @@ int ps_cmd_bench(const ps_cli *cli)
                 b->cpu_eval_s = cpu_eval_seconds(p, &o, row->x, cli->repeats < 3 ? cli->repeats : 3);
         }
         print_size(stdout, b, cli->iters);
+        print_gpus(stdout, b);
         if (ctl_size == s)
             print_control(stdout, b->sz.label, &ctl);
     }

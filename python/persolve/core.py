@@ -42,7 +42,8 @@ def options_default():
     ``constraint_tol``, ``penalty_mu``; and the GPU launch shape
     (``persolve_gpu.h``): ``tune_cache``, ``gpu_block``,
     ``gpu_spins_per_tile``, ``gpu_max_registers``, ``gpu_blocks_per_sm``,
-    ``gpu_grid``, and of a :class:`Batch` ``batch_team_blocks`` and
+    ``gpu_grid``, ``gpus`` (the GPUs one solve's spins are split over: 0 or
+    1 one, N, -1 every GPU), and of a :class:`Batch` ``batch_team_blocks`` and
     ``batch_team_barrier`` (0 automatic, 1 range, 2 cluster).
     """
     return dict(_persolve.options_default())

@@ -200,6 +200,7 @@ static void set_options(options &opt, const nb::dict &kw)
         GPU_OPTION("batch_team_blocks", batch_team_blocks)
         GPU_OPTION("batch_team_barrier", batch_team_barrier)
         GPU_OPTION("gpu_grid", gpu_grid)
+        GPU_OPTION("gpus", gpus)
 #undef INT_OPTION
 #undef REAL_OPTION
 #undef GPU_OPTION
@@ -903,6 +904,7 @@ static nb::dict batch_shape(Batch &bt, size_t i)
     d["gpu_max_registers"] = g.gpu_max_registers;
     d["gpu_blocks_per_sm"] = g.gpu_blocks_per_sm;
     d["gpu_grid"] = g.gpu_grid;
+    d["gpus"] = g.gpus;
     d["threads"] = threads;
     return d;
 }

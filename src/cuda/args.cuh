@@ -23,6 +23,22 @@ namespace ps_gpu {
  * increments b = exp(dt/T) - 1 (model/bloch_math.h). */
 enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_A1, SP_A2, SP_B1, SP_B2, SP_STRIDE };
 
+/* A rank's view of the exchange of a run on several GPUs (cuda/ranks.cuh,
+ * cuda/ranks.h); on 0: one GPU, nothing exchanged. */
+struct ranks_dev {
+    int on;                 /* 1: the exchange runs at every evaluation (n >= 2, or one rank
+                               through it: PERSOLVE_GPU_EXCHANGE, cuda/ranks.h) */
+    int n, rank;            /* ranks, and this one */
+    int nccl;               /* 1: GPUs of an NCCL communicator (win, dcomm); 0: ranks sharing
+                               this device (rows one buffer, bar its barrier words) */
+    int stride;             /* doubles of a row */
+    double *rows;           /* this rank's window: [2][n][stride] rows, then [n] release words */
+    unsigned *bar;          /* [2] the ranks' barrier on one device (arrivals, generation) */
+    unsigned *seq;          /* exchanges so far (this rank's device word) */
+    void *win;              /* ncclWindow_t: the window of rows on every rank */
+    const void *dcomm;      /* ncclDevComm, in this rank's device memory */
+};
+
 /* Everything a phase reads or writes: device pointers and sizes. */
 struct args {
     /* problem */
@@ -89,6 +105,7 @@ struct args {
                                the phases of that class */
     int batch;              /* 1: a problem of a batch (cuda/batch.cu): a PAUSE parks it, as
                                a yield of this problem alone, and its team moves on */
+    ranks_dev rk;           /* several GPUs: this rank's share of the spins and the exchange */
 };
 
 enum { MODE_SOLVE = 0, MODE_EVAL = 1 };

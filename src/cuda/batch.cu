@@ -382,10 +382,11 @@ static int max_clusters(int precision, int block, int team_blocks, size_t smem, 
 static int batch_shape(const ps_options *o, int precision, int block, int team_blocks, size_t smem,
                        size_t *smem_out, int *teams, int *cluster)
 {
-    int st = PS_CONVERGED, sms = 0, optin = 0;
+    int st = PS_CONVERGED, sms = 0, optin = 0, dev = 0;
     cudaFuncAttributes fa;
-    CUDA_TRY(o, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), PS_ERR_NO_GPU);
-    CUDA_TRY(o, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), PS_ERR_NO_GPU);
+    cudaGetDevice(&dev);
+    CUDA_TRY(o, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), PS_ERR_NO_GPU);
+    CUDA_TRY(o, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), PS_ERR_NO_GPU);
     CUDA_TRY(o, cudaFuncGetAttributes(&fa, batch_kernel_ptr(precision)), PS_ERR_GPU_LAUNCH);
     {
         const int bps = ps_gpu_batch_blocks_per_sm(precision, block, smem);

@@ -113,32 +113,48 @@ static void arena_plan(const size_t bytes[BUF_COUNT], size_t x_bytes, arena_layo
  * (synchronized here); the free comes after every use (the run's kernel
  * has ended).
  */
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-static int pools; /* 1: the device has memory pools (else cudaMalloc, cudaFree) */
+/* Per device (several GPUs: each rank's), set up at its first allocation:
+ * 0 not yet, 1 memory pools, 2 cudaMalloc and cudaFree. */
+enum { POOL_DEVICES = 64 };
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char pool_kind[POOL_DEVICES];
 
 /* The device's default pool keeps what is freed for the process (with
  * the default threshold 0 it gives memory back to the driver at each
  * synchronization, which, like cudaFree, may wait for running kernels). */
-static void pool_keep(void)
+static int pool_keep(int dev)
 {
     cudaMemPool_t pool;
     uint64_t keep = UINT64_MAX;
-    int dev = 0, has = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&has, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess || !has) {
+    int has = 0;
+    if (cudaDeviceGetAttribute(&has, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess || !has) {
         cudaGetLastError();
-        return;
+        return 2;
     }
-    pools = 1;
     if (cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess ||
         cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
         cudaGetLastError(); /* a pool that gives memory back still works */
+    return 1;
+}
+
+/* 1 if the current device allocates from its pool. */
+static int pools(void)
+{
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= POOL_DEVICES)
+        return 0;
+    pthread_mutex_lock(&pool_mu);
+    if (!pool_kind[dev])
+        pool_kind[dev] = (unsigned char)pool_keep(dev);
+    const int k = pool_kind[dev];
+    pthread_mutex_unlock(&pool_mu);
+    return k == 1;
 }
 
 cudaError_t ps_gpu::device_alloc(void **p, size_t bytes)
 {
-    pthread_once(&pool_once, pool_keep);
-    if (!pools)
+    if (!pools())
         return cudaMalloc(p, bytes);
     cudaError_t e = cudaMallocAsync(p, bytes, cudaStreamPerThread);
     if (e == cudaSuccess)
@@ -150,7 +166,7 @@ void ps_gpu::device_free(void *p)
 {
     if (!p) /* cudaFree(NULL) too would wait for the running kernels */
         return;
-    if (pools)
+    if (pools())
         cudaFreeAsync(p, cudaStreamPerThread);
     else
         cudaFree(p);
@@ -163,7 +179,7 @@ void ps_gpu::device_free(void *p)
  */
 template <typename R>
 static int context_create_t(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
-                            int mode, const double *x, int want_m, context *c)
+                            int mode, const double *x, int want_m, context *c, const ps_problem *whole)
 {
     int st = PS_CONVERGED;
     const size_t ns = p->ns, nt = p->nt, n = ps_problem_nx(p); /* the RF's, then the designed axes' */
@@ -237,7 +253,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
                        o->ftol, o->c1, o->c2, o->time_limit, ps_options_fnoise(o));
         if (mode == MODE_SOLVE && ps_problem_penalized(p)) /* SAR, gradient limits */
             ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o),
-                                 ps_penalty_mu0(p, o));
+                                 ps_penalty_mu0(whole ? whole : p, o));
         memcpy(h_img + L.off[BUF_VEC], x, n * sizeof(double));
     }
 
@@ -343,11 +359,11 @@ out:
 }
 
 int ps_gpu::context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
-                           int mode, const double *x, int want_m, context *c)
+                           int mode, const double *x, int want_m, context *c, const ps_problem *whole)
 {
     return o->precision == PS_PRECISION_DOUBLE
-               ? context_create_t<double>(p, o, cfg_in, mode, x, want_m, c)
-               : context_create_t<float>(p, o, cfg_in, mode, x, want_m, c);
+               ? context_create_t<double>(p, o, cfg_in, mode, x, want_m, c, whole)
+               : context_create_t<float>(p, o, cfg_in, mode, x, want_m, c, whole);
 }
 
 void ps_gpu::context_destroy(context *c)

@@ -14,6 +14,7 @@
 
 #include "cuda/args.cuh"
 #include "cuda/launch.h"
+#include "cuda/ranks.cuh"
 #include "cuda/team.cuh"
 
 namespace ps_gpu {
@@ -223,8 +224,9 @@ __device__ __forceinline__ void backoff(unsigned &ns)
  * PAUSE: the controller stores the state (a checkpoint may be taken while
  * paused), its control thread publishes PAUSED, idle (it may have said
  * PAUSED already: control_ack), and sleeps until the host
- * changes the command; the other blocks sleep on the release word in
- * device memory. Then the new command is obeyed the same way. CANCEL ends
+ * changes the command (several GPUs: rank 0's host; the other ranks'
+ * controllers wait for rank 0's release); the other blocks sleep on the
+ * release word in device memory. Then the new command is obeyed the same way. CANCEL ends
  * the solve (DONE, PS_CANCELLED at the last accepted point). t0 moves by
  * the time paused: pauses do not count as solve time. Returns the command
  * obeyed last (YIELD: the caller stores the state and the kernel exits;
@@ -266,8 +268,17 @@ __device__ inline int obey(const args &a, loop_shared &L, uint64_t &t0)
                 publish_end(a, q, S, 1 /* PS_RUN_PAUSED */, sec, 1 /* idle */);
                 L.acked = 0;
                 int c;
-                while ((c = host_command(a.ctl)) == PS_GPU_CMD_PAUSE)
-                    backoff(ns);
+                if (a.rk.on && a.rk.rank > 0) { /* rank 0 ends the pause (cuda/ranks.cuh) */
+                    unsigned long long w;
+                    while (((w = ranks_release_load(a.rk)) >> 3) != gen)
+                        backoff(ns);
+                    c = (int)(w & 7u);
+                } else {
+                    while ((c = host_command(a.ctl)) == PS_GPU_CMD_PAUSE)
+                        backoff(ns);
+                    if (a.rk.on)
+                        ranks_release(a.rk, gen, c);
+                }
                 cw[PS_GPU_CW_RELEASE] = gen << 3 | (unsigned long long)c;
                 publish(a, S, 0 /* PS_RUN_RUNNING */, sec);
                 L.cmd = c;

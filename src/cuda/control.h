@@ -53,14 +53,16 @@ typedef struct ps_gpu_ctl {
  * barrier, read after it; the next write comes after the next evaluation's
  * barrier), the pause release (generation << 3 | command), the snapshot
  * sequence and the heartbeat; the blocks that have arrived at an
- * evaluation's barrier since the launch (zeroed before every launch). */
+ * evaluation's barrier since the launch (zeroed before every launch); a
+ * rank's count of exchanges (several GPUs). */
 enum {
     PS_GPU_CW_CMD = 0,
     PS_GPU_CW_RELEASE = 1,
     PS_GPU_CW_SEQ = 2,
     PS_GPU_CW_BEAT = 3,
     PS_GPU_CW_EVAL_DONE = 4,
-    PS_GPU_CW_LEN = 5
+    PS_GPU_CW_RANKS = 5, /* several GPUs: the exchanges so far (cuda/ranks.cuh) */
+    PS_GPU_CW_LEN = 6
 };
 
 #endif /* PS_SRC_GPU_CONTROL_H */

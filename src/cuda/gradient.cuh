@@ -134,7 +134,7 @@ __device__ __forceinline__ double point_at(const double *x, const double *d, dou
  * ps_gradient_penalty over one step, the end condition with the last;
  * then the largest violation), and with grad the designed part of the
  * block's partial gradient gp preset (block 0: the penalty's gradient at
- * weight mu; the others: 0). Thread t takes a chunk of consecutive steps
+ * weight mu; the others, and every block of ranks other than 0: 0). Thread t takes a chunk of consecutive steps
  * (thread_steps): dt s_k of its steps into gp (scratch), their sums over
  * the chunk scanned over the threads (one block scan for every axis),
  * then g_k = the chunk's prefix + its own running sum. Every thread calls
@@ -194,7 +194,7 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
                 pen[i] += ps_gradient_penalty(des.gmax, ge, 1.0, 1, &g, nullptr, &viol);
                 if (grad) {
                     double dg = 0.0, unused = 0.0;
-                    if (team_rank(a) == 0)
+                    if (team_rank(a) == 0 && a.rk.rank == 0) /* once over the blocks (and the ranks) */
                         ps_gradient_penalty(des.gmax, ge, mu, 1, &g, &dg, &unused);
                     gp[x0 + k] = dg;
                 }

@@ -85,7 +85,7 @@ int ps_gpu_stage_gdt(int precision, int sb, int segs, int tb, size_t nt, int cha
  * between barriers to PS_GPU_PROF counters (ns); read and reset with
  * ps_gpu_profile_read. For benchmarks only.
  */
-#define PS_GPU_PROF 8
+#define PS_GPU_PROF 9
 enum {
     PS_PROF_EVAL,             /* evaluation, to its barrier */
     PS_PROF_REDUCE,           /* gradient reduction (block 0's share) */
@@ -95,9 +95,11 @@ enum {
     PS_PROF_DECIDE_UPDATE,    /* the pairs' dots and the stopping tests (one warp) */
     PS_PROF_DECIDE_DIRECTION, /* the direction's coefficients (one warp) */
     PS_PROF_DIRECTION,        /* the accepted step applied and d formed, to the barrier */
+    PS_PROF_EXCHANGE,         /* several GPUs: the ranks' rows exchanged (cuda/ranks.cuh) */
 };
-/* The first PS_PROF_OBJECTIVE counters are the objective (F and its
- * gradient, summed over the blocks); the others the optimizer. */
+/* The first PS_PROF_OBJECTIVE counters and PS_PROF_EXCHANGE are the
+ * objective (F and its gradient, summed over the blocks and the GPUs);
+ * the others the optimizer. */
 #define PS_PROF_OBJECTIVE 3
 int ps_gpu_profile_enable(int on);
 int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF]);

@@ -15,6 +15,7 @@
  *   direction      the accepted step applied (x, g, new pair),
  *                  d = -H g from the stored dots           | sync
  *   trial          evaluate at x + alpha d (partials)      | sync
+ *                  (several GPUs: the ranks' rows          | sync, ranks, sync)
  *                  reduce gradient, g_t.d and the update's
  *                  batched dots (partials)                 | sync
  *                  sums                                    (control point)
@@ -155,15 +156,22 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     sar_partials<NCH>(a, a.x, d, alpha);
     eval_barrier(a, grid, L, t0, last, PS_PROF_EVAL);
 
+    // ---- several GPUs: the ranks' rows, and rank 0's command (cuda/ranks.cuh) ----
+    int cmd = control_issue(a);
+    partial_rows src = block_rows(a);
+    if (a.rk.on) {
+        src = rank_exchange(a, control_thread(a), &cmd, t0);
+        prof_mark(a, last, PS_PROF_EXCHANGE);
+    }
+
     // ---- reduce: gradient and scalars' partials (a trial: the update's dots too) ----
-    const int cmd = control_issue(a);
-    reduce_gradient<NCH, DG>(a, a.x, d, alpha, L.S.mu, gout, (double *)smem,
+    reduce_gradient<NCH, DG>(a, src, a.x, d, alpha, L.S.mu, gout, (double *)smem,
                              a.rpart + (size_t)team_rank(a) * PS_GPU_RP);
     prof_mark(a, last, PS_PROF_REDUCE);
     if (ns >= 0) {
         trial_dots<NCH, DG>(a, alpha, ns, gout, (double *)smem);
-        if (team_rank(a) == 0 && threadIdx.x == 0)
-            *a.elapsed = (double)(global_ns() - t0) * 1e-9;
+        if (team_rank(a) == 0 && threadIdx.x == 0) /* several GPUs: rank 0's clock, for the same decisions */
+            *a.elapsed = a.rk.on ? src.g[a.n + 2] : (double)(global_ns() - t0) * 1e-9;
     }
     reduce_barrier(a, grid, L, cmd, t0, last, PS_PROF_UPDATE);
 

@@ -56,6 +56,17 @@ int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
     return ps_gpu_usable(o);
 }
 
+int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o, const double *z, ps_gpu_run **out)
+{
+    *out = NULL;
+    return ps_gpu_usable(o);
+}
+
+int ps_gpu_run_ranks(const ps_gpu_run *g)
+{
+    return 1;
+}
+
 void ps_gpu_run_shape(const ps_gpu_run *g, ps_gpu_config *cfg, size_t *smem)
 {
     memset(cfg, 0, sizeof *cfg);

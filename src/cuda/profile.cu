@@ -9,6 +9,7 @@
 #include "cuda/launch.h"
 
 static unsigned long long *prof_dev = NULL;
+static int prof_device; /* the device prof_dev is on */
 
 extern "C" int ps_gpu_profile_enable(int on)
 {
@@ -19,6 +20,7 @@ extern "C" int ps_gpu_profile_enable(int on)
             return PS_ERR_GPU_MEMORY;
         }
         cudaMemset(prof_dev, 0, PS_GPU_PROF * sizeof(unsigned long long));
+        cudaGetDevice(&prof_device);
     } else if (!on && prof_dev) {
         cudaFree(prof_dev);
         prof_dev = NULL;
@@ -35,8 +37,12 @@ extern "C" int ps_gpu_profile_read(unsigned long long out[PS_GPU_PROF])
     return PS_CONVERGED;
 }
 
+/* The buffer, for a run set up on its device (else NULL: a rank of a run
+ * on several GPUs elsewhere). */
 extern "C" unsigned long long *ps_gpu_profile_buffer(void)
 {
-    return prof_dev;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    return dev == prof_device ? prof_dev : NULL;
 }
 

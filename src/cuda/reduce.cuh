@@ -11,6 +11,7 @@
 #include "cuda/args.cuh"
 #include "cuda/constraints.cuh"
 #include "cuda/gradient.cuh"
+#include "cuda/ranks.cuh"
 #include "cuda/sums.cuh"
 
 namespace ps_gpu {
@@ -34,7 +35,8 @@ __device__ __forceinline__ int reduce_items(const args &a)
 
 /*
  * ---- reduce gradient ----
- * gout = sum over blocks of the partial gradients + the SAR penalty's
+ * gout = sum over the rows of src (the blocks' partial gradients; with
+ * several GPUs the ranks' rows, cuda/ranks.cuh) + the SAR penalty's
  * gradient at weight mu (NCH > 0 with VOPs: cuda/constraints.cuh) + 2
  * lambda b, through the b1_max chain rule; block partials of gout.d,
  * gout.gout and the RF power sum b.b, and the block's loss, into
@@ -42,7 +44,8 @@ __device__ __forceinline__ int reduce_items(const args &a)
  *
  * A block takes 32 consecutive time steps at a time (lane l: step
  * c*32 + l, so that a warp's loads of a partial row are coalesced);
- * warp w sums the partial rows b = w, w + nw, ... in order, then warp 0
+ * warp w sums the partial rows b = w, w + nw, ... in order (the losses:
+ * block b carries row b's, b < src.count), then warp 0
  * sums the warps' sums in warp order: a fixed order for a fixed launch
  * shape (all variants run this with the same one). With channels (NCH)
  * the block takes (channel, chunk) pairs q = block + i grid, channel
@@ -54,8 +57,8 @@ __device__ __forceinline__ int reduce_items(const args &a)
  * dF/dg_k = R_k itself).
  */
 template <int NCH, int DG = 0>
-__device__ inline void reduce_gradient(const args &a, const double *x, const double *d, double alpha,
-                                       double mu, double *gout, double *scratch, double *out4)
+__device__ inline void reduce_gradient(const args &a, partial_rows src, const double *x, const double *d,
+                                       double alpha, double mu, double *gout, double *scratch, double *out4)
 {
     if (threadIdx.x < 32)
         sar_weights<NCH>(a, mu);
@@ -64,7 +67,8 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
     double *wsum = scratch; /* [nw][2][32] */
     /* [3]: the block's loss, carried along so that one sum over blocks
      * gives all four scalars of an evaluation */
-    double acc[4] = {0.0, 0.0, 0.0, threadIdx.x == 0 ? a.lpart[team_rank(a)] : 0.0};
+    double acc[4] = {0.0, 0.0, 0.0,
+                     threadIdx.x == 0 && team_rank(a) < src.count ? src.loss[team_rank(a) * src.lstride] : 0.0};
     for (int q = team_rank(a); q < nq; q += G) {
         const int ch = NCH ? q / chunks : 0, c = NCH ? q - ch * chunks : q;
         const int k = c * 32 + lane;
@@ -74,9 +78,9 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
             pulse_at<NCH>(a, x, d, alpha, ch, k, &u, &v, &zp, &zq);
         double gu = 0.0, gv = 0.0;
         if (ok)
-            for (int b = warp; b < G; b += nw) {
-                gu += a.gpart[(size_t)b * a.n + PS_X_U(nt, ch, k)];
-                gv += a.gpart[(size_t)b * a.n + PS_X_V(nt, ch, k)];
+            for (int b = warp; b < src.count; b += nw) {
+                gu += src.g[b * src.stride + PS_X_U(nt, ch, k)];
+                gv += src.g[b * src.stride + PS_X_V(nt, ch, k)];
             }
         wsum[(warp * 2) * 32 + lane] = gu;
         wsum[(warp * 2 + 1) * 32 + lane] = gv;
@@ -108,10 +112,10 @@ __device__ inline void reduce_gradient(const args &a, const double *x, const dou
         const int ix = PS_X_G(a.nc, nt, i, k);
         double r = 0.0, r1 = 0.0; /* R_k, R_{k+1} (the same bits as lane + 1's R_k) */
         if (ok)
-            for (int b = warp; b < G; b += nw) {
-                r += a.gpart[(size_t)b * a.n + ix];
+            for (int b = warp; b < src.count; b += nw) {
+                r += src.g[b * src.stride + ix];
                 if (ok1)
-                    r1 += a.gpart[(size_t)b * a.n + ix + 1];
+                    r1 += src.g[b * src.stride + ix + 1];
             }
         wsum[(warp * 2) * 32 + lane] = r;
         wsum[(warp * 2 + 1) * 32 + lane] = r1;

@@ -78,8 +78,10 @@ static void ctl_give(ps_gpu_ctl *host, ps_gpu_ctl *dev)
     pthread_mutex_unlock(&ctl_mu);
 }
 
-extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
-                                 const double *z, ps_gpu_run **out)
+/* One run on the current device: p's spins (a rank's share of whole's:
+ * the penalty's weight is whole's). */
+static int run_create(const ps_problem *p, const ps_problem *whole, const ps_options *o, const ps_gpu_config *cfg,
+                      const double *z, ps_gpu_run **out)
 {
     int st = PS_CONVERGED;
     ctl_slot ctl;
@@ -88,7 +90,9 @@ extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const
     if (!g)
         return PS_ERR_NO_MEMORY;
     g->o = *o;
-    st = context_create(p, o, cfg, MODE_SOLVE, z, 0, &g->c);
+    g->nranks = 1;
+    cudaGetDevice(&g->device);
+    st = context_create(p, o, cfg, MODE_SOLVE, z, 0, &g->c, whole);
     if (st) {
         free(g);
         return st;
@@ -110,10 +114,126 @@ out:
     return st;
 }
 
+extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
+                                 const double *z, ps_gpu_run **out)
+{
+    return run_create(p, p, o, cfg, z, out);
+}
+
+/* The device of run g current; returns the one that was. */
+static int use_device(const ps_gpu_run *g)
+{
+    int cur = 0;
+    cudaGetDevice(&cur);
+    if (cur != g->device)
+        cudaSetDevice(g->device);
+    return cur;
+}
+
+static void back_to(int dev)
+{
+    int cur = 0;
+    cudaGetDevice(&cur);
+    if (cur != dev)
+        cudaSetDevice(dev);
+}
+
+/* Rank r of run g (rank 0: g). */
+static ps_gpu_run *rank_run(ps_gpu_run *g, int r)
+{
+    return r ? g->peer[r] : g;
+}
+
+extern "C" int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o, const double *z, ps_gpu_run **out)
+{
+    int dev[PS_MAX_RANKS], n = 0, cur = 0, shared = 1, st;
+    ps_gpu_ranks *x = NULL;
+    ps_gpu_run *g = NULL;
+    *out = NULL;
+    if ((st = ps_gpu_rank_devices(o, dev, &n)))
+        return st;
+    cudaGetDevice(&cur);
+    if (n == 1 && !ps_gpu_exchange_forced()) {
+        cudaSetDevice(dev[0]);
+        st = run_create(p, p, o, NULL, z, out);
+        back_to(cur);
+        return st;
+    }
+    PS_RETURN_ERROR_IF(o, p->ns < (size_t)n, PS_ERR_OPTION, "%d GPUs for %zu spins: at least one spin a GPU", n,
+                       p->ns);
+    for (int r = 1; r < n; r++) {
+        shared &= dev[r] == dev[0];
+        /* equal shares and one launch shape: the same GPU model everywhere */
+        ps_gpu_identity a, b;
+        if (ps_gpu_device_identity(dev[0], &a) || ps_gpu_device_identity(dev[r], &b) || strcmp(a.name, b.name) ||
+            a.sms != b.sms) {
+            ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__,
+                   "GPUs %d and %d are not the same model: one solve's ranks need identical GPUs", dev[0], dev[r]);
+            return PS_ERR_OPTION;
+        }
+    }
+    shared &= n > 1;
+    /* a row: the gradient's n, the loss, rank 0's command and seconds; 32-byte aligned */
+    st = ps_gpu_ranks_create(o, dev, n, (ps_problem_nx(p) + 3 + 3) & ~(size_t)3, &x);
+    if (st)
+        return st;
+    for (int r = 0; r < n; r++) {
+        ps_problem view;
+        size_t j0, cnt;
+        ps_gpu_config cfg;
+        ps_gpu_rank_share(p->ns, n, NULL, r, &j0, &cnt);
+        ps_problem_spin_view(p, j0, cnt, &view);
+        cudaSetDevice(dev[r]);
+        if (r == 0) {
+            /* every rank has rank 0's launch shape: the sums over a grid's
+             * blocks outside the evaluation (the scalars, the update's
+             * dots, the SAR's) take the same bits only on the same grid
+             * and block; ranks on one device side by side, a share of its
+             * blocks each */
+            if ((st = ps_gpu_resolve_config(&view, o, NULL, &cfg)))
+                goto out;
+            if (shared)
+                cfg.grid /= n;
+        } else {
+            cfg = g->c.cfg;
+        }
+        ps_gpu_run *q = NULL;
+        st = run_create(&view, p, o, &cfg, z, &q);
+        if (st)
+            goto out;
+        if (r == 0)
+            g = q;
+        else
+            g->peer[r] = q;
+        g->nranks = r + 1; /* freed with g from here on */
+        if (q->c.cfg.grid < n) {
+            ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__, "rank %d's grid of %d blocks: at least one block a rank (%d ranks)",
+                   r, q->c.cfg.grid, n);
+            st = PS_ERR_OPTION;
+            goto out;
+        }
+        ps_gpu_ranks_view(x, r, (unsigned *)&q->cw[PS_GPU_CW_RANKS], &q->c.a.rk);
+        if (r)
+            q->c.a.prof = NULL; /* the phase profile is rank 0's */
+    }
+    g->ranks = x;
+    x = NULL;
+    *out = g;
+    g = NULL;
+out:
+    back_to(cur);
+    ps_gpu_run_free(g);
+    ps_gpu_ranks_free(x);
+    return st;
+}
+
 extern "C" void ps_gpu_run_free(ps_gpu_run *g)
 {
     if (!g)
         return;
+    for (int r = g->nranks - 1; r >= 1; r--) /* their kernels end with rank 0's */
+        ps_gpu_run_free(g->peer[r]);
+    const int cur = use_device(g);
     if (__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
         cudaStreamSynchronize(g->ks.s);
     timed_stream_destroy(&g->ks);
@@ -122,6 +242,8 @@ extern "C" void ps_gpu_run_free(ps_gpu_run *g)
         ctl_give(g->ctl, g->dctl);
     context_destroy(&g->c);
     cudaGetLastError();
+    back_to(cur);
+    ps_gpu_ranks_free(g->ranks);
     free(g->stage);
     free(g);
 }
@@ -166,13 +288,15 @@ extern "C" void ps_gpu_run_progress(const ps_gpu_run *g, ps_gpu_progress *out)
     *out = v;
 }
 
-extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
+/* Everything of a launch but the kernel (its stream, its shared memory,
+ * the count of blocks done with an evaluation zeroed, the start event):
+ * what can fail before any rank's kernel runs. */
+static int run_prepare_one(ps_gpu_run *g)
 {
-    int st = PS_CONVERGED, running = 0;
+    int st = PS_CONVERGED;
     const ps_options *o = &g->o;
     context *c = &g->c;
     void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->kclass);
-    void *params[] = {&c->a};
     if (!g->ks.s) { /* the run's stream, at its first launch (a batch's problems have none) */
         st = timed_stream_create(&g->ks, o);
         if (st)
@@ -184,6 +308,18 @@ extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
     CUDA_TRY(o, cudaMemsetAsync(g->cw + PS_GPU_CW_EVAL_DONE, 0, sizeof(unsigned long long), g->ks.s),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaEventRecord(g->ks.ev0, g->ks.s), PS_ERR_GPU_LAUNCH);
+out:
+    return st;
+}
+
+/* The kernel, after run_prepare_one. */
+static int run_start_one(ps_gpu_run *g)
+{
+    int st = PS_CONVERGED, running = 0;
+    const ps_options *o = &g->o;
+    context *c = &g->c;
+    void *k = ps_gpu_kernel_ptr(c->precision, c->cfg.regcap, c->kclass);
+    void *params[] = {&c->a};
     /* set before the launch: the kernel may pause (and a checkpoint read
      * its state) before the launch call returns */
     __atomic_store_n(&g->launched, 1, __ATOMIC_RELEASE);
@@ -198,7 +334,7 @@ out:
     return st;
 }
 
-extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
+static int run_sync_one(ps_gpu_run *g)
 {
     int st = PS_CONVERGED;
     const ps_options *o = &g->o;
@@ -235,7 +371,7 @@ static double *xfer_at(ps_gpu_run *g, const double *dev)
     return (double *)(g->stage + ((const char *)dev - (g->c.d_arena + g->c.xfer)));
 }
 
-extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
+static int run_download_one(ps_gpu_run *g, ps_driver *d)
 {
     int st = PS_CONVERGED;
     const ps_options *o = &g->o;
@@ -306,7 +442,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS) update_partials_kernel(arg
     update_partials<NCH, DG>(a, alpha, ns, (double *)smem);
 }
 
-extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
+static int run_upload_one(ps_gpu_run *g, const ps_driver *d)
 {
     int st = PS_CONVERGED;
     const ps_options *o = &g->o;
@@ -360,8 +496,10 @@ out:
 
 extern "C" void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft)
 {
-    g->c.a.t_base = seconds;
-    g->c.a.ft_in = ft;
+    for (int r = 0; r < g->nranks; r++) {
+        rank_run(g, r)->c.a.t_base = seconds;
+        rank_run(g, r)->c.a.ft_in = ft;
+    }
 }
 
 extern "C" void ps_gpu_run_shape(const ps_gpu_run *g, ps_gpu_config *cfg, size_t *smem)
@@ -373,4 +511,74 @@ extern "C" void ps_gpu_run_shape(const ps_gpu_run *g, ps_gpu_config *cfg, size_t
 extern "C" void ps_gpu_run_describe(const ps_gpu_run *g, char *buf, size_t len)
 {
     ps_gpu_describe_shape(&g->c.cfg, g->c.precision, buf, len);
+    if (g->nranks > 1) {
+        const size_t k = strlen(buf);
+        snprintf(buf + k, len > k ? len - k : 0, ", rank 0 of %d%s", g->nranks,
+                 g->peer[1]->device == g->device ? " sharing one device" : " GPUs");
+    }
+}
+
+extern "C" int ps_gpu_run_ranks(const ps_gpu_run *g)
+{
+    return g->nranks;
+}
+
+/* ---- the public calls, over the ranks (each on its device) ---- */
+
+extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
+{
+    /* every rank's kernel: they meet at each evaluation's exchange, so a
+     * rank that did not start would hold the others there. What can fail
+     * is done for every rank before any kernel starts; the cooperative
+     * launches themselves are then of one shape on identical devices */
+    int st = PS_CONVERGED;
+    for (int r = 0; r < g->nranks && !st; r++) {
+        ps_gpu_run *q = rank_run(g, r);
+        const int cur = use_device(q);
+        st = run_prepare_one(q);
+        back_to(cur);
+    }
+    for (int r = 0; r < g->nranks && !st; r++) {
+        ps_gpu_run *q = rank_run(g, r);
+        const int cur = use_device(q);
+        st = run_start_one(q);
+        back_to(cur);
+    }
+    return st;
+}
+
+extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
+{
+    int st = PS_CONVERGED;
+    for (int r = 0; r < g->nranks; r++) {
+        ps_gpu_run *q = rank_run(g, r);
+        const int cur = use_device(q);
+        const int s = run_sync_one(q);
+        back_to(cur);
+        if (!st)
+            st = s;
+    }
+    return st;
+}
+
+/* Every rank holds the same state (the same decisions from the same
+ * reduced values): rank 0's is the run's. */
+extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
+{
+    const int cur = use_device(g);
+    const int st = run_download_one(g, d);
+    back_to(cur);
+    return st;
+}
+
+extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
+{
+    int st = PS_CONVERGED;
+    for (int r = 0; r < g->nranks && !st; r++) {
+        ps_gpu_run *q = rank_run(g, r);
+        const int cur = use_device(q);
+        st = run_upload_one(q, d);
+        back_to(cur);
+    }
+    return st;
 }

@@ -9,6 +9,7 @@
 #include "cuda/context.cuh"
 
 extern "C" {
+#include "cuda/ranks.h"
 #include "cuda/run.h"
 }
 
@@ -25,6 +26,12 @@ struct ps_gpu_run {
                                 a checkpoint under the run's lock: atomic loads/stores) */
     double kernel_seconds;   /* CUDA-event time of all launches */
     char *stage;             /* host image of the context's transfer range (run.cu), or NULL */
+    /* several GPUs (cuda/ranks.h): this run is rank 0, its spins the first share, and
+       holds the other ranks' runs and the exchange; each rank's run its own device */
+    int device;              /* the device of this run's context and kernel */
+    int nranks;              /* 1: one GPU */
+    ps_gpu_run *peer[PS_MAX_RANKS]; /* ranks 1 .. nranks - 1 (rank 0: this run) */
+    ps_gpu_ranks *ranks;     /* the exchange, or NULL */
 };
 
 #endif /* PS_SRC_CUDA_RUN_CUH */

@@ -35,6 +35,13 @@ typedef struct ps_gpu_progress {
 int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
                       const ps_gpu_config *cfg, const double *z,
                       ps_gpu_run **out);
+/* The same on o's GPUs (ps_gpu_options.gpus, cuda/ranks.h): one run on
+ * each, rank 0's the handle; every call below then serves them all (the
+ * commands, the progress and the state are rank 0's, which every rank
+ * shares). One GPU: ps_gpu_run_create on that device. */
+int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o, const double *z, ps_gpu_run **out);
+/* The ranks of a run (1: one GPU). */
+int ps_gpu_run_ranks(const ps_gpu_run *g);
 /* Waits for a launched kernel, then releases everything. */
 void ps_gpu_run_free(ps_gpu_run *g);
 

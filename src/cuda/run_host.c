@@ -87,7 +87,7 @@ void *ps_run_gpu_worker(void *arg)
 /* The device side of a new GPU handle, from the driver's state. */
 int ps_run_gpu_attach(ps_run *r)
 {
-    int st = ps_gpu_run_create(r->p, &r->o, NULL, r->drv.x, &r->gpu);
+    int st = ps_gpu_run_create_ranks(r->p, &r->o, r->drv.x, &r->gpu);
     /* a resumed checkpoint (also one at the START of a new penalty round;
      * a fresh START needs nothing but x) */
     if (!st && (r->drv.s.phase != PS_PHASE_START || r->drv.s.restart))

@@ -103,8 +103,9 @@ extern "C" int ps_gpu_resolve_config(const ps_problem *p, const ps_options *o,
     ps_gpu_config c = {0, 0, 0, 0, 0};
     if (in)
         c = *in;
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
+    int sms = 0, dev = 0;
+    cudaGetDevice(&dev); /* the device the run is set up on (a rank's) */
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
         cudaGetLastError();
         return PS_ERR_NO_GPU;
     }

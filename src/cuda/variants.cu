@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS)
 host_reduce_kernel(args a, const double *d, double alpha, int slot, double *gout)
 {
     extern __shared__ __align__(16) char smem[];
-    reduce_gradient<NCH, DG>(a, a.x, d, alpha, a.state->mu, gout, (double *)smem,
+    reduce_gradient<NCH, DG>(a, block_rows(a), a.x, d, alpha, a.state->mu, gout, (double *)smem,
                              a.rpart + (size_t)blockIdx.x * PS_GPU_RP);
     if (slot >= 0)
         trial_dots<NCH, DG>(a, alpha, slot, gout, (double *)smem);
@@ -299,13 +299,14 @@ static int graph_t(context *c, const ps_options *o, double *ms)
     cudaLaunchAttributeValue coop;
     cudaGraph_t body;
     void *params[] = {&c->a, &c->d_clock, &cond};
-    int bps = 0, sms = 0;
+    int bps = 0, sms = 0, dev = 0;
 
     /* the body kernel must fit the persistent kernel's grid co-resident */
     CUDA_TRY(o, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, tb, c->smem), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), PS_ERR_GPU_LAUNCH);
+    cudaGetDevice(&dev);
+    CUDA_TRY(o, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), PS_ERR_GPU_LAUNCH);
     if (bps * sms < G) {
         ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__,
                "graph variant: its kernel fits %d co-resident blocks, the launch shape has %d", bps * sms, G);

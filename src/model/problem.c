@@ -351,6 +351,18 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     return PS_CONVERGED;
 }
 
+void ps_problem_spin_view(const ps_problem *p, size_t j0, size_t count, ps_problem *out)
+{
+    *out = *p;
+    out->ns = count;
+#define VIEW(name, rows, width, channels, ...)                                \
+    if (p->name && &p->rows == &p->ns)                                        \
+        out->name = p->name + j0 * (size_t)(width) *                          \
+                                  ((channels) == PS_CH_INNER ? p->nc : (size_t)1);
+    PS_PROBLEM_ARRAYS(VIEW)
+#undef VIEW
+}
+
 void ps_problem_free(ps_problem *p)
 {
     if (!p)

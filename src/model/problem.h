@@ -41,6 +41,11 @@ static inline size_t ps_problem_ng(const ps_problem *p)
     return (size_t)((p->design_g & 1u) + (p->design_g >> 1 & 1u) + (p->design_g >> 2 & 1u));
 }
 
+/* A view of spins [j0, j0 + count) of p (j0 + count <= p->ns): the same
+ * problem with ns = count and every per-spin array offset to spin j0;
+ * nothing is copied, so it is valid while p is and is never freed. */
+void ps_problem_spin_view(const ps_problem *p, size_t j0, size_t count, ps_problem *out);
+
 /* The loss's scale, sum_j w_j (ns without weights; 1 when every weight is
  * 0): a unit of the penalty weight is worth a spin's loss. */
 double ps_problem_loss_scale(const ps_problem *p);

@@ -522,6 +522,12 @@ static int batch_new(const ps_options *o, ps_batch **out)
     if (!st && b->o.gpu) {
         b->gpu_o = *b->o.gpu;
         b->o.gpu = &b->gpu_o;
+        if (b->gpu_o.gpus > 1 || b->gpu_o.gpus < 0) { /* its problems are small: one GPU's teams */
+            ps_log(&b->o, PS_LOG_ERROR, __FILE__, __LINE__,
+                   "options.gpu->gpus %d: a batch runs on one GPU (its problems in teams of its blocks)",
+                   b->gpu_o.gpus);
+            st = PS_ERR_OPTION;
+        }
     }
     if (!st)
         st = ps_pick_backend(&b->o, &b->use, &b->fell_back);

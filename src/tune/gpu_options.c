@@ -50,6 +50,9 @@ int ps_gpu_options_validate(const ps_options *o)
     GPU_CHECK(g->batch_team_barrier >= PS_TEAM_BARRIER_AUTO && g->batch_team_barrier <= PS_TEAM_BARRIER_CLUSTER,
               "options.batch_team_barrier: %d is not 0 (automatic), 1 (range) or 2 (cluster)",
               g->batch_team_barrier);
+    GPU_CHECK(g->gpus >= -1 && g->gpus <= PS_GPU_MAX_GPUS,
+              "options.gpu->gpus: %d is not -1 (every GPU), 0 or 1 (one) or 2..%d", g->gpus, PS_GPU_MAX_GPUS);
+    GPU_CHECK(g->reserved_int == 0, "options.gpu->reserved_int is not zero");
     for (size_t i = 0; i < sizeof g->reserved / sizeof g->reserved[0]; i++)
         GPU_CHECK(g->reserved[i] == 0, "options.gpu->reserved[%zu] is not zero", i);
     return PS_CONVERGED;

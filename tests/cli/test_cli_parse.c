@@ -483,6 +483,48 @@ static void test_batch_options(void **state)
     expect_usage("goes with --batch", NULL, parse(&c, "bench", "--variants", "batch", NULL));
 }
 
+static void test_gpus_options(void **state)
+{
+    (void)state;
+    ps_cli c;
+    assert_int_equal(parse(&c, "design", "slice1d", NULL), PS_CLI_OK);
+    assert_int_equal(c.gpu.gpus, 0);
+    assert_int_equal(parse(&c, "design", "slice1d", "--gpus", "2", NULL), PS_CLI_OK);
+    assert_int_equal(c.gpu.gpus, 2);
+    assert_int_equal(ps_options_validate(&c.opts), 0);
+    assert_int_equal(parse(&c, "design", "slice1d", "--gpus", "all", NULL), PS_CLI_OK);
+    assert_int_equal(c.gpu.gpus, -1);
+    assert_int_equal(ps_options_validate(&c.opts), 0);
+    expect_usage("--gpus: '0'", "1..16", parse(&c, "design", "slice1d", "--gpus", "0", NULL));
+    expect_usage("--gpus: '17'", NULL, parse(&c, "design", "slice1d", "--gpus", "17", NULL));
+    expect_usage("--gpus: 'two'", NULL, parse(&c, "design", "slice1d", "--gpus", "two", NULL));
+    expect_usage("a batch runs on one GPU", NULL, parse(&c, "design", "a", "b", "-o", "d", "--gpus", "2", NULL));
+    /* bench --gpus LIST */
+    assert_int_equal(parse(&c, "bench", "--sizes", "L,U", "--gpus", "1,2,all", NULL), PS_CLI_OK);
+    assert_int_equal(c.bench_ngpus, 3);
+    assert_int_equal(c.bench_gpus[0], 1);
+    assert_int_equal(c.bench_gpus[1], 2);
+    assert_int_equal(c.bench_gpus[2], -1);
+    assert_int_equal(c.gpu.gpus, 0); /* the other rows stay on one GPU */
+    expect_usage("--gpus: '3x'", NULL, parse(&c, "bench", "--gpus", "1,3x", NULL));
+    expect_usage("--gpus: ''", NULL, parse(&c, "bench", "--gpus", "1,,2", NULL));
+    expect_usage("at most 8", NULL, parse(&c, "bench", "--gpus", "1,2,3,4,5,6,7,8,9", NULL));
+    expect_usage("do not go together", NULL, parse(&c, "bench", "--batch", "2", "S", "--gpus", "2", NULL));
+    /* the option's range in the library */
+    ps_gpu_options g;
+    ps_options o;
+    ps_options_default(&o);
+    ps_gpu_options_default(&g);
+    o.gpu = &g;
+    g.gpus = PS_GPU_MAX_GPUS + 1;
+    assert_int_equal(ps_options_validate(&o), PS_ERR_OPTION);
+    g.gpus = -2;
+    assert_int_equal(ps_options_validate(&o), PS_ERR_OPTION);
+    g.gpus = 0;
+    g.reserved_int = 1;
+    assert_int_equal(ps_options_validate(&o), PS_ERR_OPTION);
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -525,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_launch_shape_options),
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_batch_options),
+        cmocka_unit_test(test_gpus_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

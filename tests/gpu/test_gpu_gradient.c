@@ -33,67 +33,6 @@ static int quick(void)
     return getenv("PS_GPU_TEST_QUICK") != NULL;
 }
 
-/* Steps the test RF mask holds at zero: the first three and every 7th. */
-static int held(size_t k)
-{
-    return k < 3 || k % 7 == 0;
-}
-
-/*
- * p with the designed axes `axes` (PS_AXIS_* bits, 0: none): smax twice
- * the largest slew of the problem's waveform (its start not clipped), gmax
- * gfrac times its peak (0: none), g_end, and with mask the RF mask of
- * held(). Frees p.
- */
-static ps_problem *with_design(ps_problem *p, unsigned axes, double gfrac, int g_end, int mask)
-{
-    ps_problem_desc d;
-    assert_int_equal(ps_problem_describe(p, &d), 0);
-    const size_t nt = d.nt;
-    double smax = 0.0, peak = 0.0, prev[3] = {0.0, 0.0, 0.0};
-    for (size_t k = 0; k < nt; k++)
-        for (int a = 0; a < 3; a++) {
-            smax = fmax(smax, fabs(d.g[3 * k + a] - prev[a]) / d.dt);
-            peak = fmax(peak, fabs(d.g[3 * k + a]));
-            prev[a] = d.g[3 * k + a];
-        }
-    double *m = malloc(nt * sizeof *m);
-    for (size_t k = 0; k < nt; k++)
-        m[k] = held(k) ? 0.0 : 1.0;
-    d.design_g = axes;
-    d.smax = axes ? 2.0 * smax : 0.0; /* the limits only with designed axes */
-    d.gmax = axes ? gfrac * peak : 0.0;
-    d.g_end = axes ? g_end : 0;
-    d.rf_mask = mask ? m : NULL;
-    ps_problem *q = NULL;
-    assert_int_equal(ps_problem_create(&d, &q), 0);
-    ps_problem_free(p);
-    free(m);
-    return q;
-}
-
-/* A random designed problem and a physical point x [ps_problem_nx]: the
- * random pulse of random_problem, the waveforms of the problem's start
- * with noise of 0.02 G/cm (the penalties active where gfrac < 1). */
-static ps_problem *designed_problem(uint64_t seed, size_t ns, size_t nt, size_t nc, ps_loss loss, int relax,
-                                    double b1max, unsigned axes, double gfrac, int g_end, int mask, double **xout)
-{
-    const size_t ncs = nc ? nc : 1;
-    double *xr = malloc(2 * ncs * nt * sizeof *xr);
-    ps_problem *p = with_design(random_problem(seed, ns, nt, nc, 1, loss, relax, b1max, xr), axes, gfrac, g_end,
-                                mask);
-    const size_t n = ps_problem_nx(p), nrf = 2 * ncs * nt;
-    double *x = malloc(n * sizeof *x);
-    assert_int_equal(ps_problem_x0(p, x), 0);
-    memcpy(x, xr, nrf * sizeof *x);
-    uint64_t s = seed * 7919 + 1;
-    for (size_t i = nrf; i < n; i++)
-        x[i] += tu_uniform(&s, -0.02, 0.02);
-    free(xr);
-    *xout = x;
-    return p;
-}
-
 /* Largest |a_i| of a[n]. */
 static double amax(const double *a, size_t n)
 {
@@ -289,14 +228,6 @@ static void wrong_gradient_fails(void **state)
     }
 }
 
-/* One design of p from x0 on the backend and precision: status, result, x. */
-static int design(const ps_problem *p, const ps_options *o, const double *x0, double *x, ps_result *r)
-{
-    memcpy(x, x0, ps_problem_nx(p) * sizeof *x);
-    memset(r, 0, sizeof *r);
-    return solve_persistent(p, o, x, r);
-}
-
 /*
  * Short designs (no limits: the in-solve gradient of the RF and slew
  * variables, the atan chain rule and the reverse cumulative sum) on the
@@ -452,47 +383,6 @@ static void variants_designed(void **state)
         }
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void sleep_us(long us)
-{
-    struct timespec t = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&t, NULL);
-}
-
-/* Poll until the run is in `want` or FINISHED (bounded); the state. */
-static int wait_for(const ps_run *run, int want)
-{
-    const double t0 = now_s();
-    for (;;) {
-        const ps_snapshot s = snap(run);
-        if (s.state == want || s.state == PS_RUN_FINISHED)
-            return s.state;
-        if (now_s() - t0 > 60.0)
-            fail_msg("run did not reach state %d", want);
-        sleep_us(10);
-    }
-}
-
-/* Pause (or yield) the run, checkpoint it, free it and resume from the
- * checkpoint: the new handle. */
-static ps_run *hop(const ps_problem *p, const ps_options *o, ps_run *run)
-{
-    void *buf;
-    size_t len;
-    assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
-    ps_run_free(run);
-    ps_run *next = NULL;
-    assert_int_equal(ps_solve_resume(p, o, buf, len, &next), 0);
-    free(buf);
-    return next;
-}
-
 /*
  * A designed run with the limits' penalty rounds interrupted at random
  * moments (pause and resume, yield and resume, pause or yield then a
@@ -522,32 +412,8 @@ static void storm_designed(void **state)
         assert_true(sref >= 0 && ref.rounds >= 2);
         int stops = 0, hops = 0;
         for (int round = 0; round < (quick() ? 1 : 4); round++) {
-            memcpy(x, x0, n * sizeof *x);
-            ps_run *run = NULL;
-            assert_int_equal(ps_solve_start(p, &o, x, &run), 0);
-            tu_poison(x, n);
-            while (ps_run_wait(run, 0.0, NULL, NULL) == PS_RUNNING) {
-                sleep_us((long)(tu_next(&seed) % (uint64_t)(3e6 * per_eval + 2)));
-                const int what = (int)(tu_next(&seed) % 4);
-                const int st = what == 1 ? ps_run_yield(run) : ps_run_pause(run);
-                if (st == PS_ERR_STATE)
-                    continue;
-                assert_int_equal(st, 0);
-                const int want = what == 1 ? PS_RUN_YIELDED : PS_RUN_PAUSED;
-                if (wait_for(run, want) != want)
-                    continue;
-                stops++;
-                if (what >= 2) {
-                    run = hop(p, &o, run);
-                    hops++;
-                } else {
-                    assert_int_equal(ps_run_resume(run), 0);
-                }
-            }
             ps_result r;
-            memset(&r, 0, sizeof r);
-            assert_int_equal(ps_run_wait(run, 60.0, &r, x), sref);
-            ps_run_free(run);
+            assert_int_equal(steered_run(p, &o, x0, n, &seed, per_eval, &stops, &hops, &r, x), sref);
             assert_int_equal(r.history_len, ref.history_len);
             for (size_t i = 0; i < ref.history_len; i++) {
                 assert_memory_equal(&r.history[i].f, &ref.history[i].f, sizeof(double));

@@ -76,6 +76,8 @@ def test_bad_options_and_points(ptx):
            text="max_iters")
     raises(Status.ERR_SIZE, persolve.InputError, persolve.simulate, ptx, np.zeros(3),
            text="x")
+    raises(Status.ERR_OPTION, persolve.InputError, persolve.design, ptx, gpus=-2,
+           text="gpus")
     x = ptx.x0
     x[7] = np.inf
     raises(Status.ERR_NONFINITE, persolve.InputError, persolve.Run, ptx, x, backend="cpu")
