@@ -76,17 +76,10 @@ extern "C" int ps_gpu_exchange_forced(void)
     return ex && *ex;
 }
 
-extern "C" void ps_gpu_rank_share(size_t ns, int n, const double *w, int r, size_t *j0, size_t *count)
+extern "C" void ps_gpu_rank_share(size_t ns, int n, int r, size_t *j0, size_t *count)
 {
-    /* the cumulative weight's boundaries, rounded, each share at least one spin */
-    double tot = 0.0, before = 0.0;
-    for (int q = 0; q < n; q++) {
-        tot += w ? w[q] : 1.0;
-        if (q < r)
-            before += w ? w[q] : 1.0;
-    }
-    const double after = before + (w ? w[r] : 1.0);
-    size_t a = (size_t)((double)ns * (before / tot) + 0.5), b = (size_t)((double)ns * (after / tot) + 0.5);
+    /* the rounded boundaries of equal shares */
+    size_t a = (size_t)((double)ns * ((double)r / n) + 0.5), b = (size_t)((double)ns * ((double)(r + 1) / n) + 0.5);
     if (r == n - 1)
         b = ns;
     /* at least one spin a rank (ns >= n is checked before) */
@@ -180,6 +173,7 @@ struct ps_gpu_ranks {
     int n;
     int dev[PS_MAX_RANKS];
     int nccl;                 /* 1: an NCCL communicator over distinct devices */
+    int shared;               /* 1: two or more ranks on one device */
     size_t stride;            /* doubles of a row */
     size_t words;             /* doubles of a window: 2 n stride rows, n release words */
     double *buf[PS_MAX_RANKS]; /* each rank's window (one shared buffer on one device: buf[0]) */
@@ -261,8 +255,15 @@ extern "C" int ps_gpu_ranks_create(const ps_options *o, const int *dev, int n, s
     int st = PS_CONVERGED, cur = 0, shared = 1;
     *out = NULL;
     PS_RETURN_ERROR_IF(o, n < 1 || n > PS_MAX_RANKS, PS_ERR_OPTION, "%d ranks: 1 to %d", n, PS_MAX_RANKS);
-    for (int r = 1; r < n; r++)
+    for (int r = 1; r < n; r++) {
         shared &= dev[r] == dev[0];
+        /* equal shares and one launch shape: the same GPU model everywhere */
+        ps_gpu_identity a, b;
+        PS_RETURN_ERROR_IF(o, ps_gpu_device_identity(dev[0], &a) || ps_gpu_device_identity(dev[r], &b) ||
+                                  strcmp(a.name, b.name) || a.sms != b.sms,
+                           PS_ERR_OPTION, "GPUs %d and %d are not the same model: one solve's ranks need identical GPUs",
+                           dev[0], dev[r]);
+    }
     for (int r = 1; r < n && !shared; r++)
         for (int q = 0; q < r; q++)
             PS_RETURN_ERROR_IF(o, dev[q] == dev[r], PS_ERR_OPTION,
@@ -276,6 +277,7 @@ extern "C" int ps_gpu_ranks_create(const ps_options *o, const int *dev, int n, s
     memcpy(x->dev, dev, (size_t)n * sizeof *dev);
     x->stride = stride;
     x->words = window_words(n, stride);
+    x->shared = shared && n > 1;
     {
         const char *ex = getenv("PERSOLVE_GPU_EXCHANGE");
         const int want_nccl = ex && !strcmp(ex, "nccl"), want_dev = ex && !strcmp(ex, "device");
@@ -354,6 +356,11 @@ extern "C" void ps_gpu_ranks_free(ps_gpu_ranks *x)
     cudaGetLastError();
     cudaSetDevice(cur);
     free(x);
+}
+
+extern "C" int ps_gpu_ranks_shared(const ps_gpu_ranks *x)
+{
+    return x->shared;
 }
 
 /* The kernel's view of rank r (args.rk), seq its exchange count word. */

@@ -38,22 +38,27 @@ int ps_gpu_rank_devices(const ps_options *o, int dev[PS_MAX_RANKS], int *n);
 int ps_gpu_exchange_forced(void);
 
 /*
- * The spins of rank r of n: [*j0, *j0 + *ns), contiguous shares in rank
- * order, weights w[r] > 0 (a device's measured throughput; NULL: equal),
- * every share at least one spin.
+ * The spins of rank r of n: [*j0, *j0 + *count), contiguous equal shares
+ * in rank order (the ranks' GPUs are one model), every share at least one
+ * spin (ns >= n).
  */
-void ps_gpu_rank_share(size_t ns, int n, const double *w, int r, size_t *j0, size_t *count);
+void ps_gpu_rank_share(size_t ns, int n, int r, size_t *j0, size_t *count);
 
 /*
  * The exchange of n ranks on devices dev[] whose rows hold `stride`
- * doubles each (cuda/ranks.cuh). Devices that repeat share one buffer on
- * that device (every rank must then be on the same device); distinct
- * devices get an NCCL communicator (PS_ERR_NO_GPU, logged, when
- * libnccl.so.2 cannot be loaded or NCCL fails). PERSOLVE_GPU_EXCHANGE
- * forces the transport: nccl (also for one rank: a one-rank communicator)
- * or device (ranks on one device). Leaves the current device as it was.
+ * doubles each (cuda/ranks.cuh). The devices must be one GPU model
+ * (equal shares, one launch shape; else PS_ERR_OPTION). Devices that
+ * repeat share one buffer on that device (every rank must then be on the
+ * same device); distinct devices get an NCCL communicator (PS_ERR_NO_GPU,
+ * logged, when libnccl.so.2 cannot be loaded or NCCL fails).
+ * PERSOLVE_GPU_EXCHANGE forces the transport: nccl (also for one rank: a
+ * one-rank communicator) or device (ranks on one device). Leaves the
+ * current device as it was.
  */
 int ps_gpu_ranks_create(const ps_options *o, const int *dev, int n, size_t stride, ps_gpu_ranks **out);
 void ps_gpu_ranks_free(ps_gpu_ranks *x);
+
+/* 1 when two or more ranks share one device (their kernels side by side). */
+int ps_gpu_ranks_shared(const ps_gpu_ranks *x);
 
 #endif /* PS_SRC_CUDA_RANKS_H */

@@ -144,9 +144,26 @@ static ps_gpu_run *rank_run(ps_gpu_run *g, int r)
     return r ? g->peer[r] : g;
 }
 
+/* op(rank's run) for every rank, on its device, in rank order: the first
+ * error returned; with every_rank the ranks after an error too (else they
+ * are left out). */
+template <typename F> static int each_rank(ps_gpu_run *g, bool every_rank, F op)
+{
+    int st = PS_CONVERGED;
+    for (int r = 0; r < g->nranks && (every_rank || !st); r++) {
+        ps_gpu_run *q = rank_run(g, r);
+        const int cur = use_device(q);
+        const int s = op(q);
+        back_to(cur);
+        if (!st)
+            st = s;
+    }
+    return st;
+}
+
 extern "C" int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o, const double *z, ps_gpu_run **out)
 {
-    int dev[PS_MAX_RANKS], n = 0, cur = 0, shared = 1, st;
+    int dev[PS_MAX_RANKS], n = 0, cur = 0, st;
     ps_gpu_ranks *x = NULL;
     ps_gpu_run *g = NULL;
     *out = NULL;
@@ -161,18 +178,6 @@ extern "C" int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o,
     }
     PS_RETURN_ERROR_IF(o, p->ns < (size_t)n, PS_ERR_OPTION, "%d GPUs for %zu spins: at least one spin a GPU", n,
                        p->ns);
-    for (int r = 1; r < n; r++) {
-        shared &= dev[r] == dev[0];
-        /* equal shares and one launch shape: the same GPU model everywhere */
-        ps_gpu_identity a, b;
-        if (ps_gpu_device_identity(dev[0], &a) || ps_gpu_device_identity(dev[r], &b) || strcmp(a.name, b.name) ||
-            a.sms != b.sms) {
-            ps_log(o, PS_LOG_ERROR, __FILE__, __LINE__,
-                   "GPUs %d and %d are not the same model: one solve's ranks need identical GPUs", dev[0], dev[r]);
-            return PS_ERR_OPTION;
-        }
-    }
-    shared &= n > 1;
     /* a row: the gradient's n, the loss, rank 0's command and seconds; 32-byte aligned */
     st = ps_gpu_ranks_create(o, dev, n, (ps_problem_nx(p) + 3 + 3) & ~(size_t)3, &x);
     if (st)
@@ -181,7 +186,7 @@ extern "C" int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o,
         ps_problem view;
         size_t j0, cnt;
         ps_gpu_config cfg;
-        ps_gpu_rank_share(p->ns, n, NULL, r, &j0, &cnt);
+        ps_gpu_rank_share(p->ns, n, r, &j0, &cnt);
         ps_problem_spin_view(p, j0, cnt, &view);
         cudaSetDevice(dev[r]);
         if (r == 0) {
@@ -192,7 +197,7 @@ extern "C" int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o,
              * blocks each */
             if ((st = ps_gpu_resolve_config(&view, o, NULL, &cfg)))
                 goto out;
-            if (shared)
+            if (ps_gpu_ranks_shared(x))
                 cfg.grid /= n;
         } else {
             cfg = g->c.cfg;
@@ -531,34 +536,13 @@ extern "C" int ps_gpu_run_launch(ps_gpu_run *g)
      * rank that did not start would hold the others there. What can fail
      * is done for every rank before any kernel starts; the cooperative
      * launches themselves are then of one shape on identical devices */
-    int st = PS_CONVERGED;
-    for (int r = 0; r < g->nranks && !st; r++) {
-        ps_gpu_run *q = rank_run(g, r);
-        const int cur = use_device(q);
-        st = run_prepare_one(q);
-        back_to(cur);
-    }
-    for (int r = 0; r < g->nranks && !st; r++) {
-        ps_gpu_run *q = rank_run(g, r);
-        const int cur = use_device(q);
-        st = run_start_one(q);
-        back_to(cur);
-    }
-    return st;
+    const int st = each_rank(g, false, run_prepare_one);
+    return st ? st : each_rank(g, false, run_start_one);
 }
 
 extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
 {
-    int st = PS_CONVERGED;
-    for (int r = 0; r < g->nranks; r++) {
-        ps_gpu_run *q = rank_run(g, r);
-        const int cur = use_device(q);
-        const int s = run_sync_one(q);
-        back_to(cur);
-        if (!st)
-            st = s;
-    }
-    return st;
+    return each_rank(g, true, run_sync_one);
 }
 
 /* Every rank holds the same state (the same decisions from the same
@@ -573,12 +557,5 @@ extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
 
 extern "C" int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
 {
-    int st = PS_CONVERGED;
-    for (int r = 0; r < g->nranks && !st; r++) {
-        ps_gpu_run *q = rank_run(g, r);
-        const int cur = use_device(q);
-        st = run_upload_one(q, d);
-        back_to(cur);
-    }
-    return st;
+    return each_rank(g, false, [d](ps_gpu_run *q) { return run_upload_one(q, d); });
 }
