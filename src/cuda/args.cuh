@@ -23,6 +23,21 @@ namespace ps_gpu {
  * increments b = exp(dt/T) - 1 (model/bloch_math.h). */
 enum { SP_R0, SP_R1, SP_R2, SP_GS, SP_WZ, SP_A1, SP_A2, SP_B1, SP_B2, SP_STRIDE };
 
+/*
+ * The gradient rows gdt (the problem's, args.gdt, and the designed
+ * kernels' block copies): dt gamma G_k of step k at 4 k .. 4 k + 2 and
+ * 0 at 4 k + 3, so that a step is one 16-byte load in float32 (two loads
+ * in float64); rows -1 and nt are zero guards, so that the spin loops'
+ * look-ahead loads of the next step need no clamp. A copy holds
+ * gdt_elems(nt) values from row -1; the pointer the loops take is its row
+ * 0 (GDT_ROW0 values in).
+ */
+#define GDT_ROW0 4
+__host__ __device__ inline size_t gdt_elems(size_t nt)
+{
+    return 4 * (nt + 2);
+}
+
 /* A rank's view of the exchange of a run on several GPUs (cuda/ranks.cuh,
  * cuda/ranks.h); on 0: one GPU, nothing exchanged. */
 struct ranks_dev {
@@ -52,7 +67,7 @@ struct args {
     ps_design des;          /* x -> pulse and penalty (model/design.h; at the pulse itself
                                for MODE_EVAL) */
     const void *spin;       /* [ns][SP_STRIDE] R */
-    const void *gdt;        /* [nt][3] R: dt gamma G_k, rad/cm */
+    const void *gdt;        /* gdt rows (gdt_elems): row k at 4 k, dt gamma G_k, rad/cm */
     const void *spinS;      /* [ns][nc][2] R: dt gamma S_jc (the channels kernel), or NULL */
     const double *target;   /* [ns][3] */
     const double *w;        /* [ns] */
@@ -88,8 +103,8 @@ struct args {
     double t_base;          /* solve seconds before this launch (a resumed run) */
     double ft_in;           /* f at the accepted trial, for a launch in the UPDATE phase */
     /* designed gradient axes (the DG kernels, cuda/gradient.cuh) */
-    void *gdtb;             /* [grid][nt][3] R: each block's gdt_k with its designed axes,
-                               when not in shared memory; or NULL */
+    void *gdtb;             /* [grid][gdt_elems(nt)] R: each block's gdt rows with its
+                               designed axes, when not in shared memory; or NULL */
     double *gpen;           /* [grid][4] each block's gradient-limit penalty per axis at
                                mu = 1, then its violation */
     int stage_gdt;          /* 1: each block's gdt copy in shared memory, 0: in gdtb */

@@ -23,7 +23,8 @@ extern "C" {
 
 using namespace ps_gpu;
 
-/* Build the per-spin records and gdt_k (model/design.h) in precision R;
+/* Build the per-spin records and the gdt rows from row -1 (zeroed memory:
+ * model/design.h, cuda/args.cuh) in precision R;
  * with S (the channels kernel), every spin's dt gamma S_jc [ns][nc][2]. */
 template <typename R>
 static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double *m0, R *S)
@@ -49,11 +50,11 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double
             S[2 * (j * p->nc + q) + 1] = (R)c.gS[q][1];
         }
     }
-    for (size_t k = 0; k < p->nt; k++) {
+    for (size_t k = 0; k < p->nt; k++) { /* the rows of cuda/args.cuh; the guards and fourth values stay 0 */
         double g[3];
         ps_design_gdt(p, k, g);
         for (int c = 0; c < 3; c++)
-            gdt[3 * k + c] = (R)g[c];
+            gdt[GDT_ROW0 + 4 * k + c] = (R)g[c];
     }
 }
 
@@ -65,7 +66,7 @@ static void spin_records(const ps_problem *p, R *spin, R *gdt, double *w, double
  */
 enum {
     BUF_SPIN,   /* [ns][SP_STRIDE] R */
-    BUF_GDT,    /* [nt][3] R */
+    BUF_GDT,    /* [gdt_elems(nt)] R, the gdt rows from row -1 */
     BUF_SPINS,  /* [ns][nc][2] R (channels kernel) */
     BUF_TARGET, /* [ns][3] */
     BUF_W,      /* [ns] */
@@ -74,7 +75,7 @@ enum {
     BUF_STATE,  /* ps_solver */
     BUF_VEC,    /* x, g, gt, d, S[m], Y[m], each [n]: x uploaded, the rest zeroed */
     BUF_PART,   /* the partials and outputs (context_create_t) */
-    BUF_GDTB,   /* [G][nt][3] R, the blocks' gdt copies (designed, not staged): G
+    BUF_GDTB,   /* [G][gdt_elems(nt)] R, the blocks' gdt copies (designed, not staged): G
                  * copies of BUF_GDT made on the device at the set-up, their fixed
                  * axes never written again */
     BUF_HIST,   /* [hist_cap] ps_progress */
@@ -217,7 +218,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
                        : 1000001;
     size_t bytes[BUF_COUNT];
     bytes[BUF_SPIN] = ns * SP_STRIDE * sizeof(R);
-    bytes[BUF_GDT] = 3 * nt * sizeof(R);
+    bytes[BUF_GDT] = gdt_elems(nt) * sizeof(R);
     bytes[BUF_SPINS] = channels ? 2 * ns * p->nc * sizeof(R) : 0;
     bytes[BUF_TARGET] = 3 * ns * sizeof(double);
     bytes[BUF_W] = ns * sizeof(double);
@@ -226,7 +227,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     bytes[BUF_STATE] = sizeof(ps_solver);
     bytes[BUF_VEC] = n_vec * sizeof(double);
     bytes[BUF_PART] = n_part * sizeof(double);
-    bytes[BUF_GDTB] = designed && !stage_gdt ? (size_t)G * 3 * nt * sizeof(R) : 0;
+    bytes[BUF_GDTB] = designed && !stage_gdt ? (size_t)G * gdt_elems(nt) * sizeof(R) : 0;
     bytes[BUF_HIST] = (size_t)hist_cap * sizeof(ps_progress);
     bytes[BUF_CLOCK] = sizeof(unsigned long long);
     arena_layout L;
@@ -307,7 +308,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         a.spin = d_arena + L.off[BUF_SPIN];
         a.spinS = channels ? d_arena + L.off[BUF_SPINS] : NULL;
         a.nc = (int)p->nc;
-        a.gdt = d_arena + L.off[BUF_GDT];
+        a.gdt = (const R *)(d_arena + L.off[BUF_GDT]) + GDT_ROW0; /* row 0 */
         a.target = (double *)(d_arena + L.off[BUF_TARGET]);
         a.w = (double *)(d_arena + L.off[BUF_W]);
         a.m0 = (double *)(d_arena + L.off[BUF_M0]);

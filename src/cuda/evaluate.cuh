@@ -231,13 +231,22 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
 }
 
 /*
- * The gradient dt gamma G_k of step k, gdt[3k .. 3k + 2], into g.
+ * The gradient dt gamma G_k of step k (row k of gdt rows, cuda/args.cuh)
+ * into g: one 16-byte load in float32, two loads in float64.
  */
-template <typename R> __device__ __forceinline__ void load_gdt(const R *gdt, int k, R g[3])
+__device__ __forceinline__ void load_gdt(const float *gdt, int k, float g[3])
 {
-    g[0] = gdt[3 * k];
-    g[1] = gdt[3 * k + 1];
-    g[2] = gdt[3 * k + 2];
+    const float4 q = *reinterpret_cast<const float4 *>(gdt + 4 * k);
+    g[0] = q.x;
+    g[1] = q.y;
+    g[2] = q.z;
+}
+__device__ __forceinline__ void load_gdt(const double *gdt, int k, double g[3])
+{
+    const double2 q = *reinterpret_cast<const double2 *>(gdt + 4 * k);
+    g[0] = q.x;
+    g[1] = q.y;
+    g[2] = gdt[4 * k + 2];
 }
 
 /*
@@ -276,11 +285,11 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R (
     const R *gdt = DG ? gdtb : (const R *)a.gdt; /* DG: the block's copy with the designed axes */
     R gn[3];                                     /* the next step's gdt (gdt_step) */
     if (!NCH)
-        load_gdt(gdt, min(k0, a.nt - 1), gn);
+        load_gdt(gdt, min(k0, a.nt), gn);
     if (relax) {
         for (int k = k0; k < kend; k++) {
             R gk[3], th[3];
-            gdt_step<R, NCH>(gdt, k, min(k + 1, kend - 1), gn, gk);
+            gdt_step<R, NCH>(gdt, k, k + 1, gn, gk);
             theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
             affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
         }
@@ -288,7 +297,7 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R (
         R Q[4] = {1, 0, 0, 0};
         for (int k = k0; k < kend; k++) {
             R gk[3], th[3];
-            gdt_step<R, NCH>(gdt, k, min(k + 1, kend - 1), gn, gk);
+            gdt_step<R, NCH>(gdt, k, k + 1, gn, gk);
             theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
             quat_step(th, Q);
         }
@@ -419,12 +428,12 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
     int nb = 0, itop = kseg - 1;
     R gn[3]; /* the next step's gdt (gdt_step) */
     if (!NCH)
-        load_gdt(gdt, min(k0 + kseg - 1, nt - 1), gn);
+        load_gdt(gdt, min(k0 + kseg - 1, nt), gn);
     for (int i = kseg - 1; i >= 0; i--) {
         int k = k0 + i;
         R gx = 0, gy = 0, gz = 0;
         R gk[3];
-        gdt_step<R, NCH>(gdt, min(k, nt - 1), min(max(k - 1, 0), nt - 1), gn, gk);
+        gdt_step<R, NCH>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
         if (k < nt) {
             R th[3], gth[3];
             theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
@@ -570,7 +579,9 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
      * and Vm were (free then) */
     double *dscr = DG ? dg_scratch(smem, Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE * 33) : nullptr;
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
-    R *gdtb = DG ? (a.stage_gdt ? rtile + 3 * sb : (R *)a.gdtb + (size_t)team_rank(a) * 3 * nt) : nullptr;
+    R *gdtb = DG ? (a.stage_gdt ? (R *)smem_align16(smem, rtile + 3 * sb)
+                                : (R *)a.gdtb + (size_t)team_rank(a) * gdt_elems(nt)) + GDT_ROW0
+                 : nullptr;
 
     const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
     const int k0 = p * kseg;
@@ -578,8 +589,10 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     double *gp = a.gpart + (size_t)team_rank(a) * a.n; /* this block's partial gradient */
     bool first = true;                               /* no tile added into gp yet */
 
-    if (DG) /* the designed waveforms, the block's gdt, its penalty row and preset rows */
-        form_gradient<R>(a, x, d, alpha, mu, grad, gdtb, gp, dscr);
+    if (DG) /* the designed waveforms, the block's gdt, its penalty row and preset rows (Tm and
+             * Vm, free until the tiles, its buffer: [P sb][21] R) */
+        form_gradient<R>(a, x, d, alpha, mu, grad, gdtb, gp, (double *)Tm,
+                         (int)((size_t)P * sb * 21 * sizeof(R) / sizeof(double)), dscr);
 
     if (pul && !NCH) { /* the trial pulse, once per block */
         for (int k = t; k < nt; k += blockDim.x) {

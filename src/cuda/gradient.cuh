@@ -7,11 +7,12 @@
  *                    waveforms g_ik at x + alpha d, the slews
  *                    dt s_k = dt smax (2/pi) atan(t_k) of the slew
  *                    variables t_k = kappa_i (x_k - x_{k-1}) in parallel
- *                    (each thread a chunk of consecutive steps) and
- *                    g_k = sum_{j<=k} dt s_j by one fixed-order block scan
- *                    in double for all axes (the same bits in every block
+ *                    (coalesced, into shared memory) and
+ *                    g_k = sum_{j<=k} dt s_j by a fixed-order block scan
+ *                    in double per axis (each thread a chunk of
+ *                    consecutive steps; the same bits in every block
  *                    and every variant, for a given block size); the block's own gdt
- *                    copy [nt][3] in the spin loop's precision (the
+ *                    rows (cuda/args.cuh) in the spin loop's precision (the
  *                    problem's gdt on the fixed axes, dt gamma g_k on the
  *                    designed ones), which the spin loops read instead of
  *                    a.gdt: in shared memory its fixed axes copied each
@@ -63,15 +64,21 @@ __device__ __forceinline__ double des_kappa(const ps_design &des, int i)
  * warps' violations; the block scan uses [0, 3 warps). */
 #define PS_GPU_DG_SCRATCH 96
 
-/* The scratch's place after the staging buffer `end` in the block's
- * dynamic shared memory smem (cuda/evaluate.cuh): rounded up by an offset
- * from smem, so that the compiler still sees shared-memory addresses (a
- * round trip through an integer would make every load of the positions
- * and of a staged gdt a generic one). */
-__device__ __forceinline__ double *dg_scratch(char *smem, const void *end)
+/* The first 16-byte aligned place at or after `end` in the block's
+ * dynamic shared memory smem: rounded up by an offset from smem, so that
+ * the compiler still sees shared-memory addresses (a round trip through
+ * an integer would make every load of the positions and of a staged gdt a
+ * generic one). */
+__device__ __forceinline__ char *smem_align16(char *smem, const void *end)
 {
     const size_t off = (size_t)((const char *)end - smem);
-    return (double *)(smem + ((off + 15) & ~(size_t)15));
+    return smem + ((off + 15) & ~(size_t)15);
+}
+
+/* The scratch's place after the staging buffer `end` (cuda/evaluate.cuh). */
+__device__ __forceinline__ double *dg_scratch(char *smem, const void *end)
+{
+    return (double *)smem_align16(smem, end);
 }
 
 /*
@@ -129,75 +136,94 @@ __device__ __forceinline__ double point_at(const double *x, const double *d, dou
  * At x + alpha d (d may be NULL): g_ik of every designed axis i (in the
  * optimizer's variables the cumulative sum of dt s_k, s_k of
  * t_k = kappa_i (x_k - x_{k-1}), model/design.h; at the physical point
- * x's tail itself), the block's gdt [nt][3] (R), its row of a.gpen (the
- * penalty of each axis's limits at mu = 1, per step by
+ * x's tail itself), the block's gdt rows (R; cuda/args.cuh), its row of
+ * a.gpen (the penalty of each axis's limits at mu = 1, per step by
  * ps_gradient_penalty over one step, the end condition with the last;
  * then the largest violation), and with grad the designed part of the
  * block's partial gradient gp preset (block 0: the penalty's gradient at
- * weight mu; the others, and every block of ranks other than 0: 0). Thread t takes a chunk of consecutive steps
- * (thread_steps): dt s_k of its steps into gp (scratch), their sums over
- * the chunk scanned over the threads (one block scan for every axis),
- * then g_k = the chunk's prefix + its own running sum. Every thread calls
- * it; scr: PS_GPU_DG_SCRATCH doubles; ends with a barrier.
+ * weight mu; the others, and every block of ranks other than 0: 0).
+ *
+ * An axis at a time, in rounds of at most cap steps through buf (cap
+ * doubles of shared memory that the evaluation uses later; nt <= cap is
+ * one round): the round's dt s_k (or g_k) into buf, thread after thread
+ * (coalesced loads of x and d); then each thread a chunk of consecutive
+ * steps (thread_steps): its sum, one block scan for the sums of the chunks
+ * before, and its g_k in step order with their penalty; then the gdt rows
+ * and gp's rows thread after thread again. Every thread calls it; scr:
+ * PS_GPU_DG_SCRATCH doubles; ends with a barrier.
  */
 template <typename R>
 __device__ inline void form_gradient(const args &a, const double *x, const double *d, double alpha, double mu,
-                                     bool grad, R *gdt, double *gp, double *scr)
+                                     bool grad, R *gdt, double *gp, double *buf, int cap, double *scr)
 {
     const ps_design &des = a.des;
     const int nt = a.nt, tb = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = (tb + 31) >> 5;
-    int k0, k1;
-    thread_steps(nt, t, tb, false, &k0, &k1);
-    if (a.stage_gdt) { /* the fixed axes into the block's copy in shared memory, coalesced */
+    const bool pgrad = grad && team_rank(a) == 0 && a.rk.rank == 0; /* once over the blocks (and the ranks) */
+    if (a.stage_gdt) { /* the block's copy in shared memory: the fixed axes, the guard rows and the
+                        * fourth values from the problem's, coalesced */
         const R *gfix = (const R *)a.gdt;
-        int fixed = 7;
+        int keep = 7;
         for (int i = 0; i < des.ng; i++)
-            fixed &= ~(1 << des_axis(des, i));
-        for (int j = t; j < 3 * nt; j += tb)
-            if (fixed >> (j % 3) & 1)
+            keep &= ~(1 << des_axis(des, i));
+        keep |= 8;
+        for (int j = t - GDT_ROW0; j < 4 * nt + GDT_ROW0; j += tb)
+            if (j < 0 || j >= 4 * nt || (keep >> (j & 3) & 1))
                 gdt[j] = gfix[j];
     } /* else its copy in a.gdtb holds them from the set-up (cuda/context.cu) */
-    /* the chunk's slews dt s_k (into gp, its own elements) and their sums */
-    double off[3] = {0.0, 0.0, 0.0};
-#pragma unroll
-    for (int i = 0; i < 3; i++)
-        if (i < des.ng && des.slew) {
-            const double kappa = des_kappa(des, i);
-            const int x0 = PS_X_G(a.nc, nt, i, 0);
-            double xprev = k0 > 0 ? point_at(x, d, alpha, x0 + k0 - 1) : 0.0;
-            for (int k = k0; k < k1; k++) {
-                const double xk = point_at(x, d, alpha, x0 + k);
-                const double v = des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, xk, xprev));
-                gp[x0 + k] = v;
-                off[i] += v;
-                xprev = xk;
-            }
-        }
-    if (des.slew)
-        block_scan3(off, scr); /* the chunks before: g_{k0 - 1} */
     double pen[3] = {0.0, 0.0, 0.0}, viol = 0.0;
 #pragma unroll
     for (int i = 0; i < 3; i++)
         if (i < des.ng) {
             const int ax = des_axis(des, i), x0 = PS_X_G(a.nc, nt, i, 0);
-            double acc = off[i];
-            for (int k = k0; k < k1; k++) {
-                double g;
-                if (des.slew) {
-                    acc += gp[x0 + k];
-                    g = acc;
-                } else {
-                    g = point_at(x, d, alpha, x0 + k);
+            const double kappa = des_kappa(des, i);
+            double carry = 0.0; /* g at the step before the round */
+            for (int r0 = 0; r0 < nt; r0 += cap) {
+                const int len = min(cap, nt - r0);
+                for (int q = t; q < len; q += tb) { /* dt s_k, or g_k itself */
+                    const int k = r0 + q;
+                    const double xk = point_at(x, d, alpha, x0 + k);
+                    if (des.slew) {
+                        const double xprev = k > 0 ? point_at(x, d, alpha, x0 + k - 1) : 0.0;
+                        buf[q] = des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, xk, xprev));
+                    } else {
+                        buf[q] = xk;
+                    }
                 }
-                gdt[3 * k + ax] = (R)(des.dtg * g);
-                const int ge = k == nt - 1 ? des.g_end : 0;
-                pen[i] += ps_gradient_penalty(des.gmax, ge, 1.0, 1, &g, nullptr, &viol);
-                if (grad) {
-                    double dg = 0.0, unused = 0.0;
-                    if (team_rank(a) == 0 && a.rk.rank == 0) /* once over the blocks (and the ranks) */
-                        ps_gradient_penalty(des.gmax, ge, mu, 1, &g, &dg, &unused);
-                    gp[x0 + k] = dg;
+                __syncthreads();
+                int c0, c1;
+                thread_steps(len, t, tb, false, &c0, &c1);
+                double acc = 0.0;
+                if (des.slew) { /* the chunks before: g_{c0 - 1} */
+                    double off[3] = {0.0, 0.0, 0.0};
+                    for (int q = c0; q < c1; q++)
+                        off[0] += buf[q];
+                    block_scan3(off, scr);
+                    acc = carry + off[0];
                 }
+                for (int q = c0; q < c1; q++) {
+                    double g = buf[q];
+                    if (des.slew) {
+                        acc += g;
+                        g = acc;
+                        buf[q] = g;
+                    }
+                    const int ge = r0 + q == nt - 1 ? des.g_end : 0;
+                    pen[i] += ps_gradient_penalty(des.gmax, ge, 1.0, 1, &g, nullptr, &viol);
+                }
+                __syncthreads();
+                for (int q = t; q < len; q += tb) { /* the block's gdt, gp's preset rows */
+                    const int k = r0 + q;
+                    double g = buf[q];
+                    gdt[4 * k + ax] = (R)(des.dtg * g);
+                    if (grad) {
+                        double dg = 0.0, unused = 0.0;
+                        if (pgrad)
+                            ps_gradient_penalty(des.gmax, k == nt - 1 ? des.g_end : 0, mu, 1, &g, &dg, &unused);
+                        gp[x0 + k] = dg;
+                    }
+                }
+                carry = buf[len - 1];
+                __syncthreads(); /* buf is read before the next round writes it */
             }
         }
     /* the penalties: a fixed-order block sum; the violation: the largest */
@@ -317,11 +343,12 @@ __device__ inline void reverse_rows(const args &a, double *gp, double *scr)
 }
 
 /* Shared memory the designed axes add to an evaluation (gdt_len: nt when
- * the block's gdt copy is staged there, else 0). */
+ * the block's gdt rows are staged there, else 0). */
 template <typename R>
 __host__ __device__ inline size_t dg_smem_bytes(int sb, int gdt_len)
 {
-    return 16 + PS_GPU_DG_SCRATCH * sizeof(double) + (size_t)3 * sb * sizeof(R) + (size_t)3 * gdt_len * sizeof(R);
+    return 16 + PS_GPU_DG_SCRATCH * sizeof(double) + (size_t)3 * sb * sizeof(R) +
+           (gdt_len ? 16 + gdt_elems((size_t)gdt_len) * sizeof(R) : 0);
 }
 
 } // namespace ps_gpu

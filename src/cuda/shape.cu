@@ -187,7 +187,7 @@ static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channe
 extern "C" int ps_gpu_stage_gdt(int precision, int sb, int segs, int tb, size_t nt, int channels)
 {
     const size_t rs = precision == PS_PRECISION_DOUBLE ? sizeof(double) : sizeof(float);
-    if (3 * nt * rs > PS_GPU_GDT_SMEM)
+    if (gdt_elems(nt) * rs > PS_GPU_GDT_SMEM)
         return 0;
     const int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
     const size_t b = precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, 1, (int)nt)
