@@ -104,10 +104,9 @@ struct args {
     double ft_in;           /* f at the accepted trial, for a launch in the UPDATE phase */
     /* designed gradient axes (the DG kernels, cuda/gradient.cuh) */
     void *gdtb;             /* [grid][gdt_elems(nt)] R: each block's gdt rows with its
-                               designed axes, when not in shared memory; or NULL */
+                               designed axes (the DG kernels), or NULL */
     double *gpen;           /* [grid][4] each block's gradient-limit penalty per axis at
                                mu = 1, then its violation */
-    int stage_gdt;          /* 1: each block's gdt copy in shared memory, 0: in gdtb */
     /* the team of blocks that solves the problem (cuda/team.cuh): blocks team0 ..
        team0 + nteam - 1 of the grid, which index the per-block arrays above by
        their rank in it (team_rank); a solo solve's team is its whole grid */

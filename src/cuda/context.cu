@@ -75,7 +75,7 @@ enum {
     BUF_STATE,  /* ps_solver */
     BUF_VEC,    /* x, g, gt, d, S[m], Y[m], each [n]: x uploaded, the rest zeroed */
     BUF_PART,   /* the partials and outputs (context_create_t) */
-    BUF_GDTB,   /* [G][gdt_elems(nt)] R, the blocks' gdt copies (designed, not staged): G
+    BUF_GDTB,   /* [G][gdt_elems(nt)] R, the blocks' gdt copies (designed axes): G
                  * copies of BUF_GDT made on the device at the set-up, their fixed
                  * axes never written again */
     BUF_HIST,   /* [hist_cap] ps_progress */
@@ -198,7 +198,6 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     const int ntiles = (int)((ns + cfg.sb - 1) / cfg.sb);
     const int channels = ps_gpu_channels(p), kclass = ps_gpu_kernel_class(p), designed = p->design_g != 0;
     const size_t smem = ps_gpu_dyn_smem(o->precision, cfg.sb, cfg.segs, tb, nt, kclass);
-    const int stage_gdt = designed && ps_gpu_stage_gdt(o->precision, cfg.sb, cfg.segs, tb, nt, channels);
     /* the constraints: [n_b1] per-channel limits, [n_mask] the RF mask, then
      * with VOPs [n_vop] their matrices vop [nq][nc][nc][2], bsar [nt][nc][2]
      * the pulse, spart [nq][G] + sarw [G][2 nq] the SAR partials */
@@ -227,7 +226,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     bytes[BUF_STATE] = sizeof(ps_solver);
     bytes[BUF_VEC] = n_vec * sizeof(double);
     bytes[BUF_PART] = n_part * sizeof(double);
-    bytes[BUF_GDTB] = designed && !stage_gdt ? (size_t)G * gdt_elems(nt) * sizeof(R) : 0;
+    bytes[BUF_GDTB] = designed ? (size_t)G * gdt_elems(nt) * sizeof(R) : 0;
     bytes[BUF_HIST] = (size_t)hist_cap * sizeof(ps_progress);
     bytes[BUF_CLOCK] = sizeof(unsigned long long);
     arena_layout L;
@@ -302,7 +301,6 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         a.team0 = 0; /* the whole grid, until a batch's team takes the problem (cuda/batch.cu) */
         a.nteam = G;
         a.kclass = kclass;
-        a.stage_gdt = stage_gdt;
         a.gdtb = bytes[BUF_GDTB] ? d_arena + L.off[BUF_GDTB] : NULL;
         a.prof = ps_gpu_profile_buffer();
         a.spin = d_arena + L.off[BUF_SPIN];

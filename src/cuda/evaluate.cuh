@@ -214,14 +214,12 @@ template <typename R, int NC> struct channel_group {
 
 /* Dynamic shared memory of the evaluation; pulse_len = nt (nc nt with
  * channels) if staged, else 0; channels: ps_gpu_channels; designed: the DG
- * kernels' share (cuda/gradient.cuh), gdt_len = nt if their gdt copy is
- * staged, else 0. */
+ * kernels' share (cuda/gradient.cuh). */
 template <typename R>
-__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len, int channels, int designed = 0,
-                                                  int gdt_len = 0)
+__host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len, int channels, int designed = 0)
 {
     size_t tb = (size_t)sb * segs;
-    return (designed ? dg_smem_bytes<R>(sb, gdt_len) : 0)
+    return (designed ? dg_smem_bytes<R>(sb) : 0)
            + (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
            + (size_t)sb * 2 * channels * sizeof(R) /* the tile's sensitivities */
            + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
@@ -573,15 +571,13 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
     R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][33] */
     const R *spin = (const R *)a.spin;
-    /* DG: after the staging, the scratch, the tile's positions on the
-     * designed axes [ng][sb] and (a.stage_gdt) the block's gdt [nt][3],
-     * else its rows of a.gdtb; the replay stages gth_z where the scan's Tm
-     * and Vm were (free then) */
+    /* DG: after the staging, the scratch and the tile's positions on the
+     * designed axes [ng][sb]; the block's gdt rows in a.gdtb (global memory:
+     * the spin loops' loads of a known address space, 16 bytes a step); the
+     * replay stages gth_z where the scan's Tm and Vm were (free then) */
     double *dscr = DG ? dg_scratch(smem, Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE * 33) : nullptr;
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
-    R *gdtb = DG ? (a.stage_gdt ? (R *)smem_align16(smem, rtile + 3 * sb)
-                                : (R *)a.gdtb + (size_t)team_rank(a) * gdt_elems(nt)) + GDT_ROW0
-                 : nullptr;
+    R *gdtb = DG ? (R *)a.gdtb + (size_t)team_rank(a) * gdt_elems(nt) + GDT_ROW0 : nullptr;
 
     const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
     const int k0 = p * kseg;

@@ -15,9 +15,8 @@
  *                    rows (cuda/args.cuh) in the spin loop's precision (the
  *                    problem's gdt on the fixed axes, dt gamma g_k on the
  *                    designed ones), which the spin loops read instead of
- *                    a.gdt: in shared memory its fixed axes copied each
- *                    evaluation, in a.gdtb made once at the set-up
- *                    (cuda/context.cu); the limits' penalty at mu = 1 and
+ *                    a.gdt: in a.gdtb, made once at the set-up
+ *                    (cuda/context.cu), its designed axes written; the limits' penalty at mu = 1 and
  *                    its violation into the block's row of a.gpen; the
  *                    designed part of the block's partial gradient preset:
  *                    block 0's to the penalty's gradient at the round's mu,
@@ -64,21 +63,15 @@ __device__ __forceinline__ double des_kappa(const ps_design &des, int i)
  * warps' violations; the block scan uses [0, 3 warps). */
 #define PS_GPU_DG_SCRATCH 96
 
-/* The first 16-byte aligned place at or after `end` in the block's
- * dynamic shared memory smem: rounded up by an offset from smem, so that
- * the compiler still sees shared-memory addresses (a round trip through
- * an integer would make every load of the positions and of a staged gdt a
+/* The scratch's place after the staging buffer `end` in the block's
+ * dynamic shared memory smem (cuda/evaluate.cuh): rounded up by an offset
+ * from smem, so that the compiler still sees shared-memory addresses (a
+ * round trip through an integer would make every load of the positions a
  * generic one). */
-__device__ __forceinline__ char *smem_align16(char *smem, const void *end)
-{
-    const size_t off = (size_t)((const char *)end - smem);
-    return smem + ((off + 15) & ~(size_t)15);
-}
-
-/* The scratch's place after the staging buffer `end` (cuda/evaluate.cuh). */
 __device__ __forceinline__ double *dg_scratch(char *smem, const void *end)
 {
-    return (double *)smem_align16(smem, end);
+    const size_t off = (size_t)((const char *)end - smem);
+    return (double *)(smem + ((off + 15) & ~(size_t)15));
 }
 
 /*
@@ -159,17 +152,7 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
     const ps_design &des = a.des;
     const int nt = a.nt, tb = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = (tb + 31) >> 5;
     const bool pgrad = grad && team_rank(a) == 0 && a.rk.rank == 0; /* once over the blocks (and the ranks) */
-    if (a.stage_gdt) { /* the block's copy in shared memory: the fixed axes, the guard rows and the
-                        * fourth values from the problem's, coalesced */
-        const R *gfix = (const R *)a.gdt;
-        int keep = 7;
-        for (int i = 0; i < des.ng; i++)
-            keep &= ~(1 << des_axis(des, i));
-        keep |= 8;
-        for (int j = t - GDT_ROW0; j < 4 * nt + GDT_ROW0; j += tb)
-            if (j < 0 || j >= 4 * nt || (keep >> (j & 3) & 1))
-                gdt[j] = gfix[j];
-    } /* else its copy in a.gdtb holds them from the set-up (cuda/context.cu) */
+    /* the block's copy in a.gdtb holds the fixed axes from the set-up (cuda/context.cu) */
     double pen[3] = {0.0, 0.0, 0.0}, viol = 0.0;
 #pragma unroll
     for (int i = 0; i < 3; i++)
@@ -342,13 +325,10 @@ __device__ inline void reverse_rows(const args &a, double *gp, double *scr)
         }
 }
 
-/* Shared memory the designed axes add to an evaluation (gdt_len: nt when
- * the block's gdt rows are staged there, else 0). */
-template <typename R>
-__host__ __device__ inline size_t dg_smem_bytes(int sb, int gdt_len)
+/* Shared memory the designed axes add to an evaluation. */
+template <typename R> __host__ __device__ inline size_t dg_smem_bytes(int sb)
 {
-    return 16 + PS_GPU_DG_SCRATCH * sizeof(double) + (size_t)3 * sb * sizeof(R) +
-           (gdt_len ? 16 + gdt_elems((size_t)gdt_len) * sizeof(R) : 0);
+    return 16 + PS_GPU_DG_SCRATCH * sizeof(double) + (size_t)3 * sb * sizeof(R);
 }
 
 } // namespace ps_gpu

@@ -76,9 +76,6 @@ int ps_gpu_kernel_class(const ps_problem *p);
  * kclass for nt steps. */
 size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass);
 int ps_gpu_stage_pulse(int precision, size_t nt, int channels);
-/* 1 if the DG kernels' per-block gdt copy of nt steps is in shared memory
- * (else in global memory, args.gdtb) for this shape. */
-int ps_gpu_stage_gdt(int precision, int sb, int segs, int tb, size_t nt, int channels);
 
 /*
  * Phase profile of the next solves: when enabled, block 0 adds the time

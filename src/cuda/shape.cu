@@ -167,32 +167,11 @@ extern "C" int ps_gpu_stage_pulse(int precision, size_t nt, int channels)
 }
 
 template <typename R>
-static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channels, int designed = 0,
-                             int gdt_len = 0)
+static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channels, int designed = 0)
 {
-    size_t ev = eval_smem_bytes<R>(sb, segs, pulse_len, channels, designed, gdt_len);
+    size_t ev = eval_smem_bytes<R>(sb, segs, pulse_len, channels, designed);
     size_t rd = reduce_smem_bytes(tb);
     return ev > rd ? ev : rd;
-}
-
-/* The designed axes' gdt copy of a block in shared memory: at most
- * PS_GPU_GDT_SMEM bytes, and only while the evaluation's whole shared
- * memory stays within PS_GPU_EVAL_SMEM_MAX (the largest a block may have,
- * 227 KB, less the kernel's static share and a margin); else each block's
- * copy is in global memory (args.gdtb), read through the L1 cache as the
- * problem's gdt is. */
-#define PS_GPU_GDT_SMEM (48 * 1024)
-#define PS_GPU_EVAL_SMEM_MAX (200 * 1024)
-
-extern "C" int ps_gpu_stage_gdt(int precision, int sb, int segs, int tb, size_t nt, int channels)
-{
-    const size_t rs = precision == PS_PRECISION_DOUBLE ? sizeof(double) : sizeof(float);
-    if (gdt_elems(nt) * rs > PS_GPU_GDT_SMEM)
-        return 0;
-    const int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
-    const size_t b = precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, 1, (int)nt)
-                                                      : dyn_smem_bytes<float>(sb, segs, tb, pl, channels, 1, (int)nt);
-    return b <= PS_GPU_EVAL_SMEM_MAX;
 }
 
 extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass)
@@ -200,12 +179,7 @@ extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_
     const int channels = kclass & ~PS_GPU_DESIGNED, designed = (kclass & PS_GPU_DESIGNED) != 0;
     /* the staged pulse: nt steps of (u, v) for every channel */
     int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
-    if (designed) { /* the DG kernels' share, with their gdt copy if it is staged */
-        const int gl = ps_gpu_stage_gdt(precision, sb, segs, tb, nt, channels) ? (int)nt : 0;
-        return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, 1, gl)
-                                                : dyn_smem_bytes<float>(sb, segs, tb, pl, channels, 1, gl);
-    }
-    return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels)
-                                            : dyn_smem_bytes<float>(sb, segs, tb, pl, channels);
+    return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, designed)
+                                            : dyn_smem_bytes<float>(sb, segs, tb, pl, channels, designed);
 }
 

@@ -26,6 +26,7 @@
 #include "gpu_problem.h"
 #include "gpu_suite.h"
 #include "persolve.h"
+#include "persolve_gpu.h"
 #include "test_util.h"
 
 static int quick(void)
@@ -119,9 +120,9 @@ static void eval_designed(void **state)
             }
 }
 
-/* Long waveforms: the blocks' gdt copies in global memory (too long for
- * shared memory next to the staged pulse), and several rounds of the block
- * scans; both kernels, both precisions. */
+/* Long waveforms (5003 steps, the evaluation at the physical point: many
+ * steps a thread in the waveform's chunks); both kernels, both
+ * precisions. */
 static void eval_designed_long(void **state)
 {
     static const size_t ncs[] = {0, 4};
@@ -232,31 +233,40 @@ static void wrong_gradient_fails(void **state)
  * Short designs (no limits: the in-solve gradient of the RF and slew
  * variables, the atan chain rule and the reverse cumulative sum) on the
  * GPU and the CPU in float64: f agrees per iteration, the same status.
- * The last a long waveform (5003 steps: the slews' scan over many steps a
- * thread, or many rounds, whatever the block size; an evaluation at the
- * physical point never scans), for one iteration: its trajectory is
+ * The last two a long waveform (5003 steps: the slews' scan over many steps a
+ * thread; an evaluation at the physical point never scans), the second
+ * with blocks of 64 threads, so that the waveform takes several rounds
+ * through the block's shared memory (cuda/gradient.cuh: 1,344 doubles a
+ * round), for one iteration: its trajectory is
  * chaotic (on the CPU alone, a start moved by 1e-14 relative gives f
  * 7e-10 apart after 2 iterations, 1e-5 after 5), so the last bits in
  * which the backends' sums differ would set the later f apart.
  */
 static void solve_short(void **state)
 {
-    static const size_t ncs[] = {0, 3, 0}, nss[] = {300, 300, 120}, nts[] = {160, 160, 5003};
-    static const unsigned axes[] = {PS_AXIS_X | PS_AXIS_Y, PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z, PS_AXIS_X | PS_AXIS_Y};
-    for (int ci = 0; ci < 3; ci++) {
+    static const size_t ncs[] = {0, 3, 0, 0}, nss[] = {300, 300, 120, 120}, nts[] = {160, 160, 5003, 5003};
+    static const unsigned axes[] = {PS_AXIS_X | PS_AXIS_Y, PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z, PS_AXIS_X | PS_AXIS_Y,
+                                    PS_AXIS_X | PS_AXIS_Y};
+    for (int ci = 0; ci < 4; ci++) {
         double *x0;
-        ps_problem *p = designed_problem(701 + (uint64_t)ci, nss[ci], nts[ci], ncs[ci],
+        ps_problem *p = designed_problem(701 + (uint64_t)(ci < 3 ? ci : 2), nss[ci], nts[ci], ncs[ci],
                                          ci == 1 ? PS_LOSS_FULL : PS_LOSS_MLS, 1, ci == 1 ? 0.1 : 0.0, axes[ci], 0.0,
                                          0, ci == 1, &x0);
         const size_t n = ps_problem_nx(p);
         double *xc = malloc(n * sizeof *xc), *xg = malloc(n * sizeof *xg);
         ps_options oc = opts(PS_BACKEND_CPU, PS_PRECISION_DOUBLE), og = opts(PS_BACKEND_GPU, PS_PRECISION_DOUBLE);
-        oc.max_iterations = og.max_iterations = ci == 2 ? 1 : 12;
+        ps_gpu_options small;
+        ps_gpu_options_default(&small);
+        small.gpu_block = 64;
+        small.gpu_spins_per_tile = 8;
+        if (ci == 3)
+            og.gpu = &small;
+        oc.max_iterations = og.max_iterations = ci >= 2 ? 1 : 12;
         oc.gtol = og.gtol = oc.ftol = og.ftol = 0.0;
         ps_result rc, rg;
         const int sc = design(p, &oc, x0, xc, &rc), sg = design(p, &og, x0, xg, &rg);
-        printf("short design nc %zu nt %zu: cpu status %d it %lld f %.12g | gpu status %d it %lld f %.12g (start %.12g)\n",
-               ncs[ci], nts[ci], sc, (long long)rc.iterations, rc.f, sg, (long long)rg.iterations, rg.f, rg.history[0].f);
+        printf("short design nc %zu nt %zu%s: cpu status %d it %lld f %.12g | gpu status %d it %lld f %.12g (start %.12g)\n",
+               ncs[ci], nts[ci], ci == 3 ? " (blocks of 64)" : "", sc, (long long)rc.iterations, rc.f, sg, (long long)rg.iterations, rg.f, rg.history[0].f);
         assert_int_equal(sc, sg);
         assert_int_equal(rc.history_len, rg.history_len);
         int differ = 0;
