@@ -89,4 +89,17 @@ static inline void tu_waveform_values(const double *g, size_t nt, size_t stride,
     out[2] = fabs(g[(nt - 1) * stride]);
 }
 
+/* The largest |g| and the largest slew over the three axes of a waveform
+ * g[nt][3] (tu_waveform_values of each). */
+static inline void tu_waveform_peak_slew(const double *g, size_t nt, double dt, double *peak, double *slew)
+{
+    *peak = *slew = 0.0;
+    for (int a = 0; a < 3; a++) {
+        double v[3];
+        tu_waveform_values(g + a, nt, 3, dt, v);
+        *peak = fmax(*peak, v[0]);
+        *slew = fmax(*slew, v[1]);
+    }
+}
+
 #endif /* PS_TESTS_TEST_UTIL_H */

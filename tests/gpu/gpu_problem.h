@@ -227,13 +227,8 @@ static inline ps_problem *with_design(ps_problem *p, unsigned axes, double gfrac
     ps_problem_desc d;
     assert_int_equal(ps_problem_describe(p, &d), 0);
     const size_t nt = d.nt;
-    double smax = 0.0, peak = 0.0, prev[3] = {0.0, 0.0, 0.0};
-    for (size_t k = 0; k < nt; k++)
-        for (int a = 0; a < 3; a++) {
-            smax = fmax(smax, fabs(d.g[3 * k + a] - prev[a]) / d.dt);
-            peak = fmax(peak, fabs(d.g[3 * k + a]));
-            prev[a] = d.g[3 * k + a];
-        }
+    double smax, peak;
+    tu_waveform_peak_slew(d.g, nt, d.dt, &peak, &smax);
     double *m = malloc(nt * sizeof *m);
     for (size_t k = 0; k < nt; k++)
         m[k] = held(k) ? 0.0 : 1.0;

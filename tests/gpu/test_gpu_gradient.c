@@ -266,7 +266,8 @@ static void solve_short(void **state)
         ps_result rc, rg;
         const int sc = design(p, &oc, x0, xc, &rc), sg = design(p, &og, x0, xg, &rg);
         printf("short design nc %zu nt %zu%s: cpu status %d it %lld f %.12g | gpu status %d it %lld f %.12g (start %.12g)\n",
-               ncs[ci], nts[ci], ci == 3 ? " (blocks of 64)" : "", sc, (long long)rc.iterations, rc.f, sg, (long long)rg.iterations, rg.f, rg.history[0].f);
+               ncs[ci], nts[ci], ci == 3 ? " (blocks of 64)" : "", sc, (long long)rc.iterations, rc.f, sg,
+               (long long)rg.iterations, rg.f, rg.history[0].f);
         assert_int_equal(sc, sg);
         assert_int_equal(rc.history_len, rg.history_len);
         int differ = 0;

@@ -548,13 +548,8 @@ static void test_fd_designed_axes(void **state)
             assert_int_equal(ref_problem_random(&ro, &rp), 0);
             ps_problem_desc d = rp.d;
             d.design_g = v ? PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z : PS_AXIS_X | PS_AXIS_Y;
-            double smax = 0.0, peak = 0.0, prev[3] = {0, 0, 0};
-            for (size_t k = 0; k < NT; k++)
-                for (int a = 0; a < 3; a++) {
-                    smax = fmax(smax, fabs(d.g[3 * k + a] - prev[a]) / d.dt);
-                    peak = fmax(peak, fabs(d.g[3 * k + a]));
-                    prev[a] = d.g[3 * k + a];
-                }
+            double smax, peak;
+            tu_waveform_peak_slew(d.g, NT, d.dt, &peak, &smax);
             d.smax = 2.0 * smax;  /* the start's slews unclipped */
             d.gmax = 0.7 * peak; /* violated at some steps */
             d.g_end = 1;
