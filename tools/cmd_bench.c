@@ -12,9 +12,10 @@
  * no setup, transfers or graph instantiation), the CPU row the wall time of
  * its solve. Overhead per iteration = (time - evaluations x t_eval) /
  * iterations, with t_eval the median in-kernel time of one evaluation
- * (ps_gpu_eval_timing; CPU: of one ps_eval) at the final pulse of the
- * persistent (CPU) run: an evaluation's cost depends on the pulse (small
- * rotations are cheaper), and the start pulse is smaller than the iterates.
+ * (ps_gpu_eval_timing, in the solve's variables; CPU: of one ps_eval) at
+ * the final pulse of the persistent (CPU) run: an evaluation's cost
+ * depends on the pulse (small rotations are cheaper), and the start pulse
+ * is smaller than the iterates.
  */
 #include "cmd.h"
 

@@ -136,6 +136,23 @@ template <typename R> struct stage_depth { static const int value = 16; };
 template <> struct stage_depth<double> { static const int value = 8; };
 template <typename R> struct stage_log2 { static const int value = stage_depth<R>::value == 16 ? 4 : 3; };
 #define PS_GPU_STAGE (stage_depth<R>::value)
+/* The staging rows' stride in values: 32 lanes and a pad of 16 bytes, so
+ * that every row starts 16-byte aligned (the sums read a segment's values
+ * with 16-byte loads) and the lanes that read 8 consecutive rows at once
+ * (32 spins a segment) meet no bank conflict: rows 36 floats (9 16-byte
+ * units) or 34 doubles (17) apart. */
+template <typename R> struct stage_ld { static const int value = sizeof(R) == 4 ? 36 : 34; };
+#define PS_GPU_STAGE_LD (stage_ld<R>::value)
+
+/* The address p in the block's dynamic shared memory smem rounded up to
+ * 16 bytes, by an offset from smem, so that the compiler still sees
+ * shared-memory addresses (a round trip through an integer would make
+ * every access through it a generic one). */
+__device__ __forceinline__ char *smem_align16(char *smem, const void *p)
+{
+    const size_t off = (size_t)((const char *)p - smem);
+    return smem + ((off + 15) & ~(size_t)15);
+}
 
 /* The block's rank in its team (cuda/team.cuh): blockIdx.x in a solo solve. */
 __device__ __forceinline__ int team_rank(const args &a)

@@ -211,7 +211,8 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     const size_t n_part = PART_HEAD + (size_t)G * n + G + (size_t)G * PS_GPU_RP + (size_t)4 * PS_MAX_MEMORY * G +
                           3 * ns + (designed ? (size_t)4 * G : 0);
     const size_t n_vec = (4 + 2 * (size_t)m) * n;
-    int hist_cap = mode == MODE_EVAL ? 1
+    const int kmode = mode == MODE_SOLVE ? MODE_SOLVE : MODE_EVAL; /* the kernel's */
+    int hist_cap = kmode == MODE_EVAL ? 1
                    : o->max_iterations > 0 && o->max_iterations < 1000000
                        ? (int)o->max_iterations + 1
                        : 1000001;
@@ -283,7 +284,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         a.ntiles = ntiles;
         a.loss = (int)p->loss;
         a.relax = p->t1 || p->t2;
-        a.des = ps_problem_design(p, mode != MODE_SOLVE);
+        a.des = ps_problem_design(p, mode == MODE_EVAL);
         if (a.des.b1max_c)
             a.des.b1max_c = d_cons; /* the device's copy */
         if (a.des.rf_mask)
@@ -327,7 +328,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         a.state = (ps_solver *)(d_arena + L.off[BUF_STATE]);
         a.hist = (ps_progress *)(d_arena + L.off[BUF_HIST]);
         a.hist_cap = hist_cap;
-        a.mode = mode;
+        a.mode = kmode;
     }
     /* g, gt, d, S and Y start at zero; elapsed = 0: the time limit's clock
      * before the first update; and eval_out (the end seconds and f of a

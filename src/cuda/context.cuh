@@ -102,10 +102,16 @@ struct context {
     size_t xfer, xfer_bytes;
 };
 
+/* context_create's mode for one evaluation (the kernel's MODE_EVAL) at
+ * optimizer variables x: the evaluation a solve makes (with designed
+ * axes, of the slew variables; with b1_max, of the bounded pulse), which
+ * the benchmark times. */
+enum { MODE_EVAL_VARS = 2 };
+
 /*
  * Resolve the launch shape, allocate and upload. mode MODE_SOLVE: x[n]
- * (ps_problem_nx) are optimizer variables; MODE_EVAL: the physical pulse, want_m: keep
- * room for M_Nt. whole: the problem whose spins p shares (a rank's, cuda/ranks.h;
+ * (ps_problem_nx) are optimizer variables; MODE_EVAL: the physical pulse
+ * (MODE_EVAL_VARS: optimizer variables), want_m: keep room for M_Nt. whole: the problem whose spins p shares (a rank's, cuda/ranks.h;
  * NULL: p): the penalty rounds' first weight is its. On error everything is
  * released and c is zeroed.
  */

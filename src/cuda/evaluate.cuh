@@ -49,17 +49,6 @@ __device__ __forceinline__ void reverse_adjoint(const double th[3], double m[3],
     ps_bloch_reverse_adjoint_d(th, m, lam, relax, a1, a2, b1, b2, gth);
 }
 
-/* Fused multiply-add in either precision (the build contracts nothing
- * itself: model/bloch_math.h says why). */
-__device__ __forceinline__ float fmar(float a, float b, float c)
-{
-    return fmaf(a, b, c);
-}
-__device__ __forceinline__ double fmar(double a, double b, double c)
-{
-    return fma(a, b, c);
-}
-
 /* The design's theta and spin chain rule (model/design.h) in either precision. */
 __device__ __forceinline__ void design_theta(float gs, float u, float v, const float gdt[3], const float r[3],
                                              float wz, float th[3])
@@ -225,7 +214,8 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
            + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
            + tb * 12 * sizeof(R)               /* prefix-composed segment maps */
            + tb * 9 * sizeof(R)                /* suffix products of their linear parts */
-           + (tb + 31) / 32 * 2 * PS_GPU_STAGE * 33 * sizeof(R); /* gradient staging */
+           + 16                                /* Tm's alignment */
+           + (tb + 31) / 32 * 2 * PS_GPU_STAGE * PS_GPU_STAGE_LD * sizeof(R); /* gradient staging */
 }
 
 /*
@@ -392,6 +382,23 @@ __device__ __forceinline__ void end_state_and_loss(const args &a, int j, bool va
 }
 
 /*
+ * The block's partial gradient so far at dst (0 in its first tile) for a
+ * flush's sum: loaded before the sum (partial_early), so that the global
+ * load's latency passes under the sum's loads; in the DG kernels after it
+ * (partial_late), where the early load's registers cost a spill at their
+ * register limit (H200: MG evaluation 1.3% slower, M and L 2% faster with
+ * the early load). The same value either way.
+ */
+template <int DG> __device__ __forceinline__ double partial_early(bool first, const double *dst)
+{
+    return DG || first ? 0.0 : *dst;
+}
+template <int DG> __device__ __forceinline__ double partial_late(bool first, const double *dst, double early)
+{
+    return DG && !first ? *dst : early;
+}
+
+/*
  * replay: thread t walks its segment (steps k0 .. k0 + kseg - 1) backward
  * from the segment's end state m (reverse step + adjoint,
  * model/bloch_math.h) with the segment end adjoint lam = V_{p+1}^T dL/dM_Nt,
@@ -400,11 +407,11 @@ __device__ __forceinline__ void end_state_and_loss(const args &a, int j, bool va
  * (first: the block's first tile, which stores instead of adding).
  *
  * Each step's values of the warp's lanes go to a staging buffer
- * Stage [warps][2][PS_GPU_STAGE][33]; every PS_GPU_STAGE steps the warp
+ * Stage [warps][2][PS_GPU_STAGE][PS_GPU_STAGE_LD]; every PS_GPU_STAGE steps the warp
  * sums them over each segment's spins (lanes g*sb .. g*sb + sb - 1 in
  * order), one (component, step, segment) per lane, and adds them to gp.
  * DG (designed gradient axes, cuda/gradient.cuh): the steps' gth_z go to
- * Gz [warps][PS_GPU_STAGE][33] too, and each flush adds their sums with
+ * Gz [warps][PS_GPU_STAGE][PS_GPU_STAGE_LD] too, and each flush adds their sums with
  * the tile's positions rtile [ng][sb] to the designed part of gp; theta
  * takes the block's gdt copy gdtb. A flush's items are numbered
  * ((component PS_GPU_STAGE) + staged step) 2^lgg + segment (2^lgg
@@ -421,8 +428,9 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
     const R *gdt = DG ? gdtb : (const R *)a.gdt;
     const R gs = spl[SP_GS];
     const int lane = t & 31, lgg = 5 - (__ffs(sb) - 1), gm = (1 << lgg) - 1, pw = (t & ~31) / sb;
-    R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * 33;
-    R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * 33 : nullptr;
+    constexpr int LD = PS_GPU_STAGE_LD;
+    R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * LD;
+    R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * LD : nullptr;
     int nb = 0, itop = kseg - 1;
     R gn[3]; /* the next step's gdt (gdt_step) */
     if (!NCH)
@@ -445,10 +453,10 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
             if (DG)
                 gz = gth[2];
         }
-        stg[nb * 33 + lane] = gx;
-        stg[(PS_GPU_STAGE + nb) * 33 + lane] = gy;
+        stg[nb * LD + lane] = gx;
+        stg[(PS_GPU_STAGE + nb) * LD + lane] = gy;
         if (DG)
-            sgz[nb * 33 + lane] = gz;
+            sgz[nb * LD + lane] = gz;
         nb++;
         if (nb < PS_GPU_STAGE && i > 0)
             continue;
@@ -466,13 +474,17 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                 const int kk = (pw + g) * kseg + itop - r;
                 if (r >= nb || kk >= nt)
                     continue;
-                const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;
+                const R *rx = stg + r * LD + g * sb, *ry = stg + (PS_GPU_STAGE + r) * LD + g * sb;
                 R su[CG], sv[CG];
+                double pu[CG], pv[CG]; /* the partials so far (partial_early) */
 #pragma unroll
-                for (int c = 0; c < CG; c++)
+                for (int c = 0; c < CG; c++) {
                     su[c] = sv[c] = 0;
-                for (int l = 0; l < sb; l++) {
-                    const R gth2[3] = {rx[l], ry[l], 0};
+                    pu[c] = partial_early<DG>(first, gp + PS_X_U((size_t)nt, grp * CG + c, kk));
+                    pv[c] = partial_early<DG>(first, gp + PS_X_V((size_t)nt, grp * CG + c, kk));
+                }
+                each_pair(rx, ry, sb, [&](int l, R x, R y) {
+                    const R gth2[3] = {x, y, 0};
                     R gr[CG], gi[CG];
                     load_pairs<CG>(&Stile[l * NCH + grp * CG][0], gr, gi);
 #pragma unroll
@@ -482,13 +494,13 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                         su[c] += gu;
                         sv[c] += gv;
                     }
-                }
+                });
 #pragma unroll
                 for (int c = 0; c < CG; c++) {
                     const int ch = grp * CG + c;
                     double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
-                    *du = (first ? 0.0 : *du) + (double)su[c];
-                    *dv = (first ? 0.0 : *dv) + (double)sv[c];
+                    *du = partial_late<DG>(first, du, pu[c]) + (double)su[c];
+                    *dv = partial_late<DG>(first, dv, pv[c]) + (double)sv[c];
                 }
             }
             if (DG)
@@ -503,18 +515,19 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                 const int kk = (pw + g) * kseg + itop - r;
                 if (r >= nb || kk >= nt)
                     continue;
-                const R *rx = stg + r * 33 + g * sb, *ry = stg + (PS_GPU_STAGE + r) * 33 + g * sb;
+                const R *rx = stg + r * LD + g * sb, *ry = stg + (PS_GPU_STAGE + r) * LD + g * sb;
+                double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
+                const double pu = partial_early<DG>(first, du), pv = partial_early<DG>(first, dv);
                 R su = 0, sv = 0;
-                for (int l = 0; l < sb; l++) {
-                    const R gth2[3] = {rx[l], ry[l], 0};
+                each_pair(rx, ry, sb, [&](int l, R x, R y) {
+                    const R gth2[3] = {x, y, 0};
                     R gu, gv;
                     design_spin_grad_channel(Stile[l * nc + ch][0], Stile[l * nc + ch][1], gth2, &gu, &gv);
                     su += gu;
                     sv += gv;
-                }
-                double *du = gp + PS_X_U((size_t)nt, ch, kk), *dv = gp + PS_X_V((size_t)nt, ch, kk);
-                *du = (first ? 0.0 : *du) + (double)su;
-                *dv = (first ? 0.0 : *dv) + (double)sv;
+                });
+                *du = partial_late<DG>(first, du, pu) + (double)su;
+                *dv = partial_late<DG>(first, dv, pv) + (double)sv;
             }
             if (DG)
                 flush_gradient<R>(a, sgz, rtile, nb, lgg, sb, pw, kseg, itop, lane, gp);
@@ -529,15 +542,12 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                 if (r >= nb || kk >= nt)
                     continue;
                 if (!DG || c < 2) {
-                    const R *row = stg + (c * PS_GPU_STAGE + r) * 33 + g * sb;
-                    R sum = 0;
-                    for (int l = 0; l < sb; l++)
-                        sum += row[l];
-                    /* the layout of x */
-                    double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk));
-                    *dst = (first ? 0.0 : *dst) + (double)sum;
+                    double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk)); /* the layout of x */
+                    const double early = partial_early<DG>(first, dst);
+                    const R sum = sum_row(stg + (c * PS_GPU_STAGE + r) * LD + g * sb, sb);
+                    *dst = partial_late<DG>(first, dst, early) + (double)sum;
                 } else {
-                    const R sum = dot_positions(rtile + (c - 2) * sb, sgz + r * 33 + g * sb, sb);
+                    const R sum = dot_row(rtile + (c - 2) * sb, sgz + r * LD + g * sb, sb);
                     gp[PS_X_G(1, nt, c - 2, kk)] += a.des.dtg * (double)sum;
                 }
             }
@@ -566,16 +576,22 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr; /* [nt][2], channels: [nt][nc][2] */
     /* channels: the tile's sensitivities [sb][nc][2] after the pulse */
     R(*Stile)[2] = NCH ? (R(*)[2])((R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt * a.nc : 0)) : nullptr;
-    R *Tm = NCH ? (R *)(Stile + (size_t)sb * a.nc)
-                : (R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0); /* [P*sb][12] */
+    /* [P*sb][12], 16-byte aligned (as are Vm and Stage after it: P sb is a multiple of 32) */
+    R *Tm = (R *)smem_align16(smem, NCH ? (const void *)(Stile + (size_t)sb * a.nc)
+                                        : (const void *)((R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0)));
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
-    R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][33] */
+    R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][PS_GPU_STAGE_LD] */
     const R *spin = (const R *)a.spin;
     /* DG: after the staging, the scratch and the tile's positions on the
      * designed axes [ng][sb]; the block's gdt rows in a.gdtb (global memory:
      * the spin loops' loads of a known address space, 16 bytes a step); the
-     * replay stages gth_z where the scan's Tm and Vm were (free then) */
-    double *dscr = DG ? dg_scratch(smem, Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE * 33) : nullptr;
+     * replay stages gth_z where the scan's Tm and Vm were (free then), and
+     * form_gradient and reverse_rows use them as a buffer of cap doubles
+     * (free before and after the tiles) */
+    double *dscr = DG ? (double *)smem_align16(smem, Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE *
+                                                             PS_GPU_STAGE_LD)
+                      : nullptr;
+    const int cap = (int)((size_t)(Stage - Tm) * sizeof(R) / sizeof(double));
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
     R *gdtb = DG ? (R *)a.gdtb + (size_t)team_rank(a) * gdt_elems(nt) + GDT_ROW0 : nullptr;
 
@@ -585,10 +601,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     double *gp = a.gpart + (size_t)team_rank(a) * a.n; /* this block's partial gradient */
     bool first = true;                               /* no tile added into gp yet */
 
-    if (DG) /* the designed waveforms, the block's gdt, its penalty row and preset rows (Tm and
-             * Vm, free until the tiles, its buffer: [P sb][21] R) */
-        form_gradient<R>(a, x, d, alpha, mu, grad, gdtb, gp, (double *)Tm,
-                         (int)((size_t)P * sb * 21 * sizeof(R) / sizeof(double)), dscr);
+    if (DG) /* the designed waveforms, the block's gdt, its penalty row and preset rows */
+        form_gradient<R>(a, x, d, alpha, mu, grad, gdtb, gp, (double *)Tm, cap, dscr);
 
     if (pul && !NCH) { /* the trial pulse, once per block */
         for (int k = t; k < nt; k += blockDim.x) {
@@ -680,7 +694,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
             gp[i] = 0.0;
     if (DG && grad && a.des.slew) { /* R_k = sum_{j>=k} dF/dg_j of the block's rows */
         __syncthreads();
-        reverse_rows(a, gp, dscr);
+        reverse_rows(a, gp, (double *)Tm, cap, dscr);
     }
     if (t == 0)
         a.lpart[team_rank(a)] = loss_acc;

@@ -60,48 +60,40 @@ __device__ __forceinline__ double des_kappa(const ps_design &des, int i)
 /* Doubles of the evaluation's scratch for the designed axes (shared
  * memory, 16-byte aligned, after the gradient staging):
  * [0, 64) block_partials' [warps][4], [64, 68) its sums, [72, 88) the
- * warps' violations; the block scan uses [0, 3 warps). */
+ * warps' violations; block_scan uses [0, N warps). */
 #define PS_GPU_DG_SCRATCH 96
 
-/* The scratch's place after the staging buffer `end` in the block's
- * dynamic shared memory smem (cuda/evaluate.cuh): rounded up by an offset
- * from smem, so that the compiler still sees shared-memory addresses (a
- * round trip through an integer would make every load of the positions a
- * generic one). */
-__device__ __forceinline__ double *dg_scratch(char *smem, const void *end)
-{
-    const size_t off = (size_t)((const char *)end - smem);
-    return (double *)(smem + ((off + 15) & ~(size_t)15));
-}
-
 /*
- * Exclusive scan over the block's threads in thread order of three values
- * a thread (the designed axes'): v[q] becomes the sum of v[q] of the
+ * Exclusive scan over the block's threads in thread order of N values a
+ * thread (the designed axes'): v[q] becomes the sum of v[q] of the
  * threads before it (0 in thread 0). A fixed order, the same bits in every
- * block for a given block size: Hillis-Steele shuffles in each warp, then
- * the warps before in order. Every thread calls it; scr: [warps][3]
- * doubles; two barriers.
+ * block for a given block size (and whatever N: the values are scanned
+ * apart): Hillis-Steele shuffles in each warp, then the warps before in
+ * order. Every thread calls it; scr: [warps][N] doubles; two barriers.
  */
-__device__ inline void block_scan3(double (&v)[3], double *scr)
+template <int N> __device__ inline void block_scan(double (&v)[N], double *scr)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    double inc[3] = {v[0], v[1], v[2]};
+    double inc[N];
+#pragma unroll
+    for (int q = 0; q < N; q++)
+        inc[q] = v[q];
     for (int off = 1; off < 32; off *= 2)
 #pragma unroll
-        for (int q = 0; q < 3; q++) {
+        for (int q = 0; q < N; q++) {
             const double y = __shfl_up_sync(0xffffffffu, inc[q], off);
             if (lane >= off)
                 inc[q] += y;
         }
     if (lane == 31)
-        for (int q = 0; q < 3; q++)
-            scr[3 * warp + q] = inc[q];
+        for (int q = 0; q < N; q++)
+            scr[N * warp + q] = inc[q];
     __syncthreads();
 #pragma unroll
-    for (int q = 0; q < 3; q++) {
+    for (int q = 0; q < N; q++) {
         double before = 0.0;
         for (int w = 0; w < warp; w++)
-            before += scr[3 * w + q];
+            before += scr[N * w + q];
         const double prev = __shfl_up_sync(0xffffffffu, inc[q], 1); /* the lane before's inclusive sum */
         v[q] = lane ? before + prev : before;
     }
@@ -177,10 +169,10 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
                 thread_steps(len, t, tb, false, &c0, &c1);
                 double acc = 0.0;
                 if (des.slew) { /* the chunks before: g_{c0 - 1} */
-                    double off[3] = {0.0, 0.0, 0.0};
+                    double off[1] = {0.0};
                     for (int q = c0; q < c1; q++)
                         off[0] += buf[q];
-                    block_scan3(off, scr);
+                    block_scan<1>(off, scr);
                     acc = carry + off[0];
                 }
                 for (int q = c0; q < c1; q++) {
@@ -231,49 +223,12 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
 }
 
 /*
- * sum_l r[l] row[l] over the sb spins of a segment, in spin order, with
- * fused multiply-adds; r: a row of the tile's positions (16-byte
- * aligned; 16-byte loads where sb allows), row: the staged gth_z.
- */
-__device__ __forceinline__ float dot_positions(const float *r, const float *row, int sb)
-{
-    float sum = 0.0f;
-    if ((sb & 3) == 0) {
-        for (int l = 0; l < sb; l += 4) {
-            const float4 q = *reinterpret_cast<const float4 *>(r + l);
-            sum = fmaf(q.x, row[l], sum);
-            sum = fmaf(q.y, row[l + 1], sum);
-            sum = fmaf(q.z, row[l + 2], sum);
-            sum = fmaf(q.w, row[l + 3], sum);
-        }
-    } else {
-        for (int l = 0; l < sb; l++)
-            sum = fmaf(r[l], row[l], sum);
-    }
-    return sum;
-}
-__device__ __forceinline__ double dot_positions(const double *r, const double *row, int sb)
-{
-    double sum = 0.0;
-    if ((sb & 1) == 0) {
-        for (int l = 0; l < sb; l += 2) {
-            const double2 q = *reinterpret_cast<const double2 *>(r + l);
-            sum = fma(q.x, row[l], sum);
-            sum = fma(q.y, row[l + 1], sum);
-        }
-    } else {
-        for (int l = 0; l < sb; l++)
-            sum = fma(r[l], row[l], sum);
-    }
-    return sum;
-}
-
-/*
  * The designed part of a flush of replay (cuda/evaluate.cuh; the channels
  * kernels: the single-channel one sums these items with u and v): per
  * (designed axis i, staged step r, segment g) the sum over the segment's
  * spins l of r_l,i gth_z,l (the tile's positions rtile [ng][sb], the
- * warp's staged gth_z sgz [PS_GPU_STAGE][33]), times dt gamma, added to
+ * warp's staged gth_z sgz [PS_GPU_STAGE][PS_GPU_STAGE_LD]; cuda/sums.cuh
+ * dot_row), times dt gamma, added to
  * the block's partial dF/dg_i,k; one item per lane, the items
  * it = ((i PS_GPU_STAGE) + r) 2^lgg + g decomposed by shifts (2^lgg
  * segments in a warp; steps r >= nb not staged).
@@ -288,7 +243,7 @@ __device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, cons
         const int kk = (pw + g) * kseg + itop - r;
         if (r >= nb || kk >= a.nt)
             continue;
-        const R sum = dot_positions(rtile + i * sb, sgz + r * 33 + g * sb, sb);
+        const R sum = dot_row(rtile + i * sb, sgz + r * PS_GPU_STAGE_LD + g * sb, sb);
         gp[PS_X_G(a.nc, a.nt, i, kk)] += a.des.dtg * (double)sum;
     }
 }
@@ -296,31 +251,45 @@ __device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, cons
 /*
  * ---- reverse cumulative sums (end of an evaluation, every block) ----
  * Each designed row of the block's partial gradient gp becomes
- * R_k = sum_{j>=k} row_j: thread t takes a chunk of consecutive steps,
- * the chunks in descending order over the threads (thread_steps), so that
- * one block scan gives each chunk the sum of the rows after it; then its
- * steps from the last. Every thread calls it; scr: [warps][3] doubles.
+ * R_k = sum_{j>=k} row_j. An axis at a time, in rounds of at most cap
+ * steps from the last (buf: cap doubles of shared memory that the
+ * evaluation is done with; nt <= cap is one round): the round's rows into
+ * buf (coalesced loads), each thread a chunk of consecutive steps, the
+ * chunks in descending order over the threads (thread_steps), so that one
+ * block scan gives each chunk the sum of the rows after it (and the
+ * rounds after, carry); then its steps from the last, and the round back
+ * to gp (coalesced stores). Every thread calls it; scr: [warps] doubles;
+ * ends with a barrier.
  */
-__device__ inline void reverse_rows(const args &a, double *gp, double *scr)
+__device__ inline void reverse_rows(const args &a, double *gp, double *buf, int cap, double *scr)
 {
-    const int nt = a.nt, ng = a.des.ng;
-    int k0, k1;
-    thread_steps(nt, threadIdx.x, blockDim.x, true, &k0, &k1);
-    double off[3] = {0.0, 0.0, 0.0};
+    const int nt = a.nt, tb = blockDim.x, t = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < 3; i++)
-        if (i < ng)
-            for (int k = k1 - 1; k >= k0; k--)
-                off[i] += gp[PS_X_G(a.nc, nt, i, k)];
-    block_scan3(off, scr);
-#pragma unroll
-    for (int i = 0; i < 3; i++)
-        if (i < ng) {
-            double acc = off[i];
-            for (int k = k1 - 1; k >= k0; k--) {
-                double *e = gp + PS_X_G(a.nc, nt, i, k);
-                acc += *e;
-                *e = acc;
+        if (i < a.des.ng) {
+            double *row = gp + PS_X_G(a.nc, nt, i, 0);
+            double carry = 0.0; /* R at the round's end: the sum of the rounds after it */
+            for (int r1 = nt; r1 > 0; r1 -= cap) {
+                const int r0 = max(0, r1 - cap), len = r1 - r0;
+                for (int q = t; q < len; q += tb)
+                    buf[q] = row[r0 + q];
+                __syncthreads();
+                int c0, c1;
+                thread_steps(len, t, tb, true, &c0, &c1);
+                double off[1] = {0.0};
+                for (int q = c1 - 1; q >= c0; q--)
+                    off[0] += buf[q];
+                block_scan<1>(off, scr);
+                double acc = carry + off[0];
+                for (int q = c1 - 1; q >= c0; q--) {
+                    acc += buf[q];
+                    buf[q] = acc;
+                }
+                __syncthreads();
+                for (int q = t; q < len; q += tb)
+                    row[r0 + q] = buf[q];
+                carry = buf[0];
+                __syncthreads(); /* buf is read before the next round writes it */
             }
         }
 }

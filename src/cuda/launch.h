@@ -142,8 +142,10 @@ int ps_gpu_solve_variant(const ps_problem *p, const ps_options *o,
 
 /*
  * Cost of one evaluation (F, exact gradient, fixed-order reductions) at the
- * physical pulse x[2 nt] (NULL: the problem's start pulse) with the solve's
- * launch shape: the MODE_EVAL launch of the persistent kernel repeated,
+ * physical pulse x[ps_problem_nx] (NULL: the problem's start pulse) with
+ * the solve's launch shape, as the solve evaluates it: in its optimizer
+ * variables (the slew variables of designed axes, the bounded pulse of
+ * b1_max). The MODE_EVAL launch of the persistent kernel repeated,
  * after one warm-up, `repeats` times. The cost depends on the pulse (the
  * Bloch step is cheaper for small rotations), so a benchmark times it at a
  * point like its iterates.

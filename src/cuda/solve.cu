@@ -144,12 +144,12 @@ extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
         return st;
     PS_RETURN_ERROR_IF(o, repeats < 1, PS_ERR_OPTION, "eval timing: %d repeats", repeats);
     size_t n = ps_problem_nx(p);
-    double *x = (double *)malloc(n * sizeof(double));
+    double *x = (double *)malloc(n * sizeof(double)), *z = (double *)malloc(n * sizeof(double));
     double *tk = (double *)malloc((size_t)repeats * sizeof(double));
     double *tl = (double *)malloc((size_t)repeats * sizeof(double));
     context c;
     memset(&c, 0, sizeof c);
-    if (!x || !tk || !tl) {
+    if (!x || !z || !tk || !tl) {
         st = PS_ERR_NO_MEMORY;
         goto done;
     }
@@ -157,7 +157,8 @@ extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
         memcpy(x, x_at, n * sizeof(double));
     else
         ps_problem_x0(p, x);
-    st = context_create(p, o, cfg, MODE_EVAL, x, 0, &c);
+    ps_design_x_of_pulse(p, x, z); /* the solve's variables: its evaluation */
+    st = context_create(p, o, cfg, MODE_EVAL_VARS, z, 0, &c);
     if (st)
         goto done;
     for (int i = -1; i < repeats && !st; i++) { /* i = -1: warm-up */
@@ -179,6 +180,7 @@ extern "C" int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
     }
 done:
     free(x);
+    free(z);
     free(tk);
     free(tl);
     return st;

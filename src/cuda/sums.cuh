@@ -59,6 +59,93 @@ __device__ inline double warp_sum_partials(const double *p, int G, int stride)
     return s;
 }
 
+/*
+ * The sums over a segment's sb spins of the replay's staged values
+ * (cuda/evaluate.cuh), in spin order: row (16-byte aligned) holds one
+ * value per spin. Where sb is a multiple of 4 the values come 4 at a time
+ * (load4: one 16-byte load in float32, two in float64), the same sums as
+ * one value at a time.
+ */
+__device__ __forceinline__ void load4(const float *p, float v[4])
+{
+    const float4 q = *reinterpret_cast<const float4 *>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+}
+__device__ __forceinline__ void load4(const double *p, double v[4])
+{
+    const double2 q0 = reinterpret_cast<const double2 *>(p)[0], q1 = reinterpret_cast<const double2 *>(p)[1];
+    v[0] = q0.x;
+    v[1] = q0.y;
+    v[2] = q1.x;
+    v[3] = q1.y;
+}
+
+/* f(l, row[l]) for l = 0 .. sb - 1 in order */
+template <typename R, typename F> __device__ __forceinline__ void each_value(const R *row, int sb, F f)
+{
+    if ((sb & 3) == 0) {
+        for (int l = 0; l < sb; l += 4) {
+            R v[4];
+            load4(row + l, v);
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                f(l + e, v[e]);
+        }
+    } else {
+        for (int l = 0; l < sb; l++)
+            f(l, row[l]);
+    }
+}
+
+/* f(l, x[l], y[l]) for l = 0 .. sb - 1 in order (two rows, both aligned) */
+template <typename R, typename F> __device__ __forceinline__ void each_pair(const R *x, const R *y, int sb, F f)
+{
+    if ((sb & 3) == 0) {
+        for (int l = 0; l < sb; l += 4) {
+            R u[4], v[4];
+            load4(x + l, u);
+            load4(y + l, v);
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                f(l + e, u[e], v[e]);
+        }
+    } else {
+        for (int l = 0; l < sb; l++)
+            f(l, x[l], y[l]);
+    }
+}
+
+/* Fused multiply-add in either precision (the build contracts nothing
+ * itself: model/bloch_math.h says why). */
+__device__ __forceinline__ float fmar(float a, float b, float c)
+{
+    return fmaf(a, b, c);
+}
+__device__ __forceinline__ double fmar(double a, double b, double c)
+{
+    return fma(a, b, c);
+}
+
+/* sum_l row[l] */
+template <typename R> __device__ __forceinline__ R sum_row(const R *row, int sb)
+{
+    R sum = 0;
+    each_value(row, sb, [&](int, R v) { sum += v; });
+    return sum;
+}
+
+/* sum_l r[l] row[l] with fused multiply-adds (r: a row of the tile's
+ * positions) */
+template <typename R> __device__ __forceinline__ R dot_row(const R *r, const R *row, int sb)
+{
+    R sum = 0;
+    each_pair(r, row, sb, [&](int, R q, R v) { sum = fmar(q, v, sum); });
+    return sum;
+}
+
 /* The blocks that hold update dots: those with a chunk of 32 steps. */
 __host__ __device__ inline int dot_blocks(int nt, int G)
 {
