@@ -111,8 +111,9 @@ enum { MODE_EVAL_VARS = 2 };
 /*
  * Resolve the launch shape, allocate and upload. mode MODE_SOLVE: x[n]
  * (ps_problem_nx) are optimizer variables; MODE_EVAL: the physical pulse
- * (MODE_EVAL_VARS: optimizer variables), want_m: keep room for M_Nt. whole: the problem whose spins p shares (a rank's, cuda/ranks.h;
- * NULL: p): the penalty rounds' first weight is its. On error everything is
+ * (MODE_EVAL_VARS: optimizer variables), want_m: keep room for M_Nt.
+ * whole: the problem whose spins p shares (a rank's, cuda/ranks.h; NULL:
+ * p): the penalty rounds' first weight is its. On error everything is
  * released and c is zeroed.
  */
 int context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in, int mode,

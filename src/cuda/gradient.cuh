@@ -11,12 +11,13 @@
  *                    g_k = sum_{j<=k} dt s_j by a fixed-order block scan
  *                    in double per axis (each thread a chunk of
  *                    consecutive steps; the same bits in every block
- *                    and every variant, for a given block size); the block's own gdt
- *                    rows (cuda/args.cuh) in the spin loop's precision (the
- *                    problem's gdt on the fixed axes, dt gamma g_k on the
- *                    designed ones), which the spin loops read instead of
- *                    a.gdt: in a.gdtb, made once at the set-up
- *                    (cuda/context.cu), its designed axes written; the limits' penalty at mu = 1 and
+ *                    and every variant, for a given block size); the
+ *                    block's own gdt rows (cuda/args.cuh) in the spin
+ *                    loop's precision (the problem's gdt on the fixed
+ *                    axes, dt gamma g_k on the designed ones), which the
+ *                    spin loops read instead of a.gdt: in a.gdtb, made
+ *                    once at the set-up (cuda/context.cu), its designed
+ *                    axes written here; the limits' penalty at mu = 1 and
  *                    its violation into the block's row of a.gpen; the
  *                    designed part of the block's partial gradient preset:
  *                    block 0's to the penalty's gradient at the round's mu,
