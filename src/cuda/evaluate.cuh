@@ -384,10 +384,12 @@ __device__ __forceinline__ void end_state_and_loss(const args &a, int j, bool va
 /*
  * The block's partial gradient so far at dst (0 in its first tile) for a
  * flush's sum: loaded before the sum (partial_early), so that the global
- * load's latency passes under the sum's loads; in the DG kernels after it
- * (partial_late), where the early load's registers cost a spill at their
- * register limit (H200: MG evaluation 1.3% slower, M and L 2% faster with
- * the early load). The same value either way.
+ * load's latency passes under the sum's loads; in the channels kernels
+ * with designed axes after it (partial_late), where the early load's
+ * registers cost a spill at their register limit (H200: MG evaluation 1.3%
+ * slower, M and L 2% faster with the early load, when MG summed its
+ * designed axes apart; the single-channel DG flush, flush_designed, now
+ * loads its partials early too). The same value either way.
  */
 template <int DG> __device__ __forceinline__ double partial_early(bool first, const double *dst)
 {
@@ -531,25 +533,30 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
             }
             if (DG)
                 flush_gradient<R>(a, sgz, rtile, nb, lgg, sb, pw, kseg, itop, lane, gp);
-        } else {
-            /* one channel: components u (0), v (1) of the staged values and
-             * (DG) 2 + i, the designed axis i's r_l,i gth_z,l (preset rows
-             * of gp: always added, times dt gamma), in one pass */
-            const int ncomp = 2 + (DG ? a.des.ng : 0);
-            for (int it = lane; it < (ncomp << (SL + lgg)); it += 32) {
+        } else if (DG) {
+            /* one channel, designed axes: per (component c, step, segment)
+             * the sum of the staged values of c (u 0, v 1) and the dots
+             * r_l,i gth_z,l of the designed axes i = c and c + 2 (below ng),
+             * in one pass (flush_designed) */
+            for (int it = lane; it < (2 << (SL + lgg)); it += 32) {
                 const int c = it >> (SL + lgg), r = (it >> lgg) & SM, g = it & gm;
                 const int kk = (pw + g) * kseg + itop - r;
                 if (r >= nb || kk >= nt)
                     continue;
-                if (!DG || c < 2) {
-                    double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk)); /* the layout of x */
-                    const double early = partial_early<DG>(first, dst);
-                    const R sum = sum_row(stg + (c * PS_GPU_STAGE + r) * LD + g * sb, sb);
-                    *dst = partial_late<DG>(first, dst, early) + (double)sum;
-                } else {
-                    const R sum = dot_row(rtile + (c - 2) * sb, sgz + r * LD + g * sb, sb);
-                    gp[PS_X_G(1, nt, c - 2, kk)] += a.des.dtg * (double)sum;
-                }
+                flush_designed<R>(a, stg + (c * PS_GPU_STAGE + r) * LD + g * sb, sgz + r * LD + g * sb, rtile, c,
+                                  sb, kk, first, gp);
+            }
+        } else {
+            /* one channel: components u (0), v (1) of the staged values */
+            for (int it = lane; it < (2 << (SL + lgg)); it += 32) {
+                const int c = it >> (SL + lgg), r = (it >> lgg) & SM, g = it & gm;
+                const int kk = (pw + g) * kseg + itop - r;
+                if (r >= nb || kk >= nt)
+                    continue;
+                double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk)); /* the layout of x */
+                const double early = partial_early<DG>(first, dst);
+                const R sum = sum_row(stg + (c * PS_GPU_STAGE + r) * LD + g * sb, sb);
+                *dst = partial_late<DG>(first, dst, early) + (double)sum;
             }
         }
         __syncwarp();

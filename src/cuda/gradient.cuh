@@ -23,9 +23,11 @@
  *                    block 0's to the penalty's gradient at the round's mu,
  *                    the others' to 0.
  *   replay           (cuda/evaluate.cuh) stages the adjoint's gth_z per step
- *                    beside (gx, gy), and flush_gradient adds
+ *                    beside (gx, gy), and each flush adds
  *                    dt gamma sum_l r_l,a gth_z,l over the tile's spins l to
- *                    the block's partial dF/dg_k of each designed axis.
+ *                    the block's partial dF/dg_k of each designed axis
+ *                    (flush_designed: with the sums of u and v, in one pass
+ *                    over the spins; flush_gradient: the channels kernels).
  *   reverse_rows     end of the evaluation, in the optimizer's variables:
  *                    each block turns its partial rows into their reverse
  *                    cumulative sums, so that reduce_gradient's sum over
@@ -247,6 +249,40 @@ __device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, cons
         const R sum = dot_row(rtile + i * sb, sgz + r * PS_GPU_STAGE_LD + g * sb, sb);
         gp[PS_X_G(a.nc, a.nt, i, kk)] += a.des.dtg * (double)sum;
     }
+}
+
+/*
+ * One item of a flush of the single-channel replay (cuda/evaluate.cuh)
+ * with designed axes: component c (u 0, v 1) at step kk of a segment, its
+ * staged values row, the segment's staged gth_z z; the sum of row over the
+ * segment's spins into the block's partial dF/d(u, v)_kk (first: the
+ * block's first tile, stored), and for the designed axes i = c and c + 2
+ * (those below ng) the sums of r_l,i gth_z,l with the tile's positions
+ * rtile [ng][sb], times dt gamma, added to the partial dF/dg_i,kk (preset
+ * rows: always added). One pass over the spins (sums.cuh sum_dots_row):
+ * the bits of a sum_row and a dot_row per value.
+ */
+template <typename R>
+__device__ __forceinline__ void flush_designed(const args &a, const R *row, const R *z, const R *rtile, int c,
+                                               int sb, int kk, bool first, double *gp)
+{
+    const int nt = a.nt, nd = (a.des.ng > c) + (a.des.ng > c + 2);
+    const R *const rq[2] = {rtile + c * sb, rtile + (c + 2) * sb};
+    double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk));
+    double *d1 = gp + PS_X_G(1, nt, c, kk), *d2 = gp + PS_X_G(1, nt, c + 2, kk);
+    const double p0 = first ? 0.0 : *dst, p1 = nd > 0 ? *d1 : 0.0, p2 = nd > 1 ? *d2 : 0.0;
+    R out[3];
+    if (nd == 2)
+        sum_dots_row<2>(row, z, rq, sb, out);
+    else if (nd == 1)
+        sum_dots_row<1>(row, z, rq, sb, out);
+    else
+        sum_dots_row<0>(row, z, rq, sb, out);
+    *dst = p0 + (double)out[0];
+    if (nd > 0)
+        *d1 = p1 + a.des.dtg * (double)out[1];
+    if (nd > 1)
+        *d2 = p2 + a.des.dtg * (double)out[2];
 }
 
 /*

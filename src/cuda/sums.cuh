@@ -146,6 +146,46 @@ template <typename R> __device__ __forceinline__ R dot_row(const R *r, const R *
     return sum;
 }
 
+/*
+ * sum_l row[l] and, for the ND (0..2) position rows r[q], sum_l r[q][l] z[l]
+ * in one pass over the spins: out[0] the sum, out[1 + q] the dots. Each is
+ * summed in spin order, as sum_row and dot_row sum it (the same bits); the
+ * sums are independent, so that their latencies overlap.
+ */
+template <int ND, typename R>
+__device__ __forceinline__ void sum_dots_row(const R *row, const R *z, const R *const (&r)[2], int sb, R out[3])
+{
+    R sum = 0, dot[2] = {0, 0};
+    if ((sb & 3) == 0) {
+        for (int l = 0; l < sb; l += 4) {
+            R v[4], zv[4], p[2][4];
+            load4(row + l, v);
+            if (ND)
+                load4(z + l, zv);
+#pragma unroll
+            for (int q = 0; q < ND; q++)
+                load4(r[q] + l, p[q]);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                sum += v[e];
+#pragma unroll
+                for (int q = 0; q < ND; q++)
+                    dot[q] = fmar(p[q][e], zv[e], dot[q]);
+            }
+        }
+    } else {
+        for (int l = 0; l < sb; l++) {
+            sum += row[l];
+#pragma unroll
+            for (int q = 0; q < ND; q++)
+                dot[q] = fmar(r[q][l], z[l], dot[q]);
+        }
+    }
+    out[0] = sum;
+    out[1] = dot[0];
+    out[2] = dot[1];
+}
+
 /* The blocks that hold update dots: those with a chunk of 32 steps. */
 __host__ __device__ inline int dot_blocks(int nt, int G)
 {
