@@ -74,6 +74,7 @@ typedef struct bench_size {
     char device[128];     /* launch shape of the GPU runs */
     int prof_ok;          /* the phase profile below was measured */
     double prof_us[PS_GPU_PROF]; /* persistent kernel: us per iteration in each phase (block 0's clock) */
+    double prof_evals;    /* evaluations per iteration of that run */
     bench_row rows[N_GPU_VARIANTS + 1];
     int nrows;
     /* --gpus LIST: the solve split over several GPUs (the "with control" row's path) */
@@ -221,6 +222,14 @@ static double spin_steps(const bench_size *b, const bench_row *r)
     return (double)b->ns * (double)b->nt * (double)r->evaluations / r->seconds;
 }
 
+/* The evaluate phase of the profiled solve per evaluation, us (its
+ * evaluations at the solve's own points, where the "evaluation" line times
+ * one evaluation at the final pulse) */
+static double prof_eval_us(const bench_size *b)
+{
+    return b->prof_us[PS_PROF_EVAL] / b->prof_evals;
+}
+
 static const bench_row *persistent_row(const bench_size *b)
 {
     return b->nrows > 0 && !strcmp(b->rows[0].name, "persistent") && b->rows[0].ran ? &b->rows[0]
@@ -264,6 +273,7 @@ static void profile_phases(const ps_problem *p, const ps_options *o, bench_size 
     if (has_iterates(st, &r) && r.iterations > 0 && ps_gpu_profile_read(ns) == 0) {
         for (int i = 0; i < PS_GPU_PROF; i++)
             b->prof_us[i] = 1e-3 * (double)ns[i] / (double)r.iterations;
+        b->prof_evals = (double)r.evaluations / (double)r.iterations;
         b->prof_ok = 1;
     }
     ps_gpu_profile_enable(0);
@@ -330,6 +340,10 @@ static void print_size(FILE *f, const bench_size *b, int64_t iters)
         fprintf(f, "; total %.1f\n", total);
         fprintf(f, "    objective (evaluate, reduce, evaluation sums) %.1f, optimizer (the rest) %.1f\n",
                 prof_part(b, 0), prof_part(b, 1));
+        if (b->prof_evals > 0.0) /* the solve's own evaluations: its trial points, its copy of the code */
+            fprintf(f, "    evaluate per evaluation of the solve %.2f us (%.3f evaluations an iteration), %.3e "
+                       "spin-steps/s\n",
+                    prof_eval_us(b), b->prof_evals, (double)b->ns * (double)b->nt / (1e-6 * prof_eval_us(b)));
     }
     fflush(f);
 }
@@ -429,6 +443,8 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
                 ps_json_number(f, b->prof_us[i]);
             }
             fputc('}', f);
+            fputs(", \"evaluate_us_per_evaluation\": ", f);
+            ps_json_number(f, b->prof_evals > 0.0 ? prof_eval_us(b) : NAN);
             fputs(", \"objective_us_per_iteration\": ", f);
             ps_json_number(f, prof_part(b, 0));
             fputs(", \"optimizer_us_per_iteration\": ", f);
