@@ -116,6 +116,16 @@ int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
     return PS_ERR_NO_GPU;
 }
 
+int ps_gpu_run_download_head(ps_gpu_run *g, ps_driver *d)
+{
+    return PS_ERR_NO_GPU;
+}
+
+int ps_gpu_run_download_tail(ps_gpu_run *g, ps_driver *d)
+{
+    return PS_ERR_NO_GPU;
+}
+
 int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
 {
     return PS_ERR_NO_GPU;

@@ -376,7 +376,14 @@ static double *xfer_at(ps_gpu_run *g, const double *dev)
     return (double *)(g->stage + ((const char *)dev - (g->c.d_arena + g->c.xfer)));
 }
 
-static int run_download_one(ps_gpu_run *g, ps_driver *d)
+/*
+ * The run's state into driver d: the head (solver state, x, the end
+ * seconds and f, the history), with `vectors` also the tail (g, gt, d, S,
+ * Y, and the trial point xt formed from them). The head is one copy of the
+ * range's start up to the end of x; with the tail, one copy of the whole
+ * range.
+ */
+static int run_download_one(ps_gpu_run *g, ps_driver *d, bool vectors)
 {
     int st = PS_CONVERGED;
     const ps_options *o = &g->o;
@@ -390,20 +397,31 @@ static int run_download_one(ps_gpu_run *g, ps_driver *d)
     char *stage = xfer_stage(g);
     if (!stage)
         return PS_ERR_NO_MEMORY;
-    /* the state, the vectors and the end seconds and f in one copy */
-    CUDA_TRY(o, cudaMemcpyAsync(stage, c.d_arena + c.xfer, c.xfer_bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread),
-             PS_ERR_GPU_LAUNCH);
+    {
+        const char *from = c.d_arena + c.xfer;
+        const size_t head = (size_t)((const char *)(a.x + n) - from);
+        CUDA_TRY(o, cudaMemcpyAsync(stage, from, vectors ? c.xfer_bytes : head, cudaMemcpyDeviceToHost,
+                                    cudaStreamPerThread),
+                 PS_ERR_GPU_LAUNCH);
+        if (!vectors) /* the end seconds and f, at the range's end */
+            CUDA_TRY(o, cudaMemcpyAsync(xfer_at(g, a.eval_out), a.eval_out, 2 * sizeof(double),
+                                        cudaMemcpyDeviceToHost, cudaStreamPerThread),
+                     PS_ERR_GPU_LAUNCH);
+    }
     CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
     memcpy(&d->s, stage, sizeof(ps_solver));
-    {
-        const double *v = xfer_at(g, a.x);
-        memcpy(d->x, v, n * sizeof(double));
-        memcpy(d->g, v + n, n * sizeof(double));
-        memcpy(d->gt, v + 2 * n, n * sizeof(double));
-        memcpy(d->d, v + 3 * n, n * sizeof(double));
-        memcpy(d->S, v + 4 * n, m * n * sizeof(double));
-        memcpy(d->Y, v + (4 + m) * n, m * n * sizeof(double));
-        memcpy(secs, xfer_at(g, a.eval_out), 2 * sizeof(double));
+    memcpy(d->x, xfer_at(g, a.x), n * sizeof(double));
+    memcpy(secs, xfer_at(g, a.eval_out), 2 * sizeof(double));
+    if (vectors) {
+        const double *v = xfer_at(g, a.g);
+        memcpy(d->g, v, n * sizeof(double));
+        memcpy(d->gt, v + n, n * sizeof(double));
+        memcpy(d->d, v + 2 * n, n * sizeof(double));
+        memcpy(d->S, v + 3 * n, m * n * sizeof(double));
+        memcpy(d->Y, v + (3 + m) * n, m * n * sizeof(double));
+        /* the trial point of the current step (the CPU driver keeps it) */
+        for (size_t i = 0; i < n; i++)
+            d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
     }
     rows = (size_t)d->s.iteration + 1;
     if (rows > (size_t)a.hist_cap)
@@ -418,15 +436,13 @@ static int run_download_one(ps_gpu_run *g, ps_driver *d)
     st = ps_driver_history_reserve(d, rows);
     if (st)
         return st;
-    if (rows)
+    if (rows) {
         CUDA_TRY(o, cudaMemcpyAsync(d->history, a.hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost,
                                     cudaStreamPerThread),
                  PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
+    }
     d->history_len = rows;
-    /* the trial point of the current step (the CPU driver keeps it) */
-    for (size_t i = 0; i < n; i++)
-        d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
     /* solve seconds: the kernel's clock at its end, or, while a kernel is
      * paused, at the pause */
     if (__atomic_load_n(&g->launched, __ATOMIC_ACQUIRE))
@@ -434,6 +450,35 @@ static int run_download_one(ps_gpu_run *g, ps_driver *d)
     d->elapsed = secs[0];
     d->ft = secs[1]; /* written at the kernel's end and by a pause */
     d->error = 0; /* an objective error is the solver's status */
+out:
+    return st;
+}
+
+/* The tail alone (g, gt, d, S, Y, then xt from x and d): d->s is not
+ * touched. */
+static int run_download_tail(ps_gpu_run *g, ps_driver *d)
+{
+    int st = PS_CONVERGED;
+    const ps_options *o = &g->o;
+    const args &a = g->c.a;
+    const size_t n = (size_t)a.n, m = (size_t)a.memory;
+    PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
+                       "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
+    char *stage = xfer_stage(g);
+    if (!stage)
+        return PS_ERR_NO_MEMORY;
+    double *v = xfer_at(g, a.g);
+    CUDA_TRY(o, cudaMemcpyAsync(v, a.g, (3 + 2 * m) * n * sizeof(double), cudaMemcpyDeviceToHost,
+                                cudaStreamPerThread),
+             PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
+    memcpy(d->g, v, n * sizeof(double));
+    memcpy(d->gt, v + n, n * sizeof(double));
+    memcpy(d->d, v + 2 * n, n * sizeof(double));
+    memcpy(d->S, v + 3 * n, m * n * sizeof(double));
+    memcpy(d->Y, v + (3 + m) * n, m * n * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
 out:
     return st;
 }
@@ -550,7 +595,23 @@ extern "C" int ps_gpu_run_sync(ps_gpu_run *g)
 extern "C" int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d)
 {
     const int cur = use_device(g);
-    const int st = run_download_one(g, d);
+    const int st = run_download_one(g, d, true);
+    back_to(cur);
+    return st;
+}
+
+extern "C" int ps_gpu_run_download_head(ps_gpu_run *g, ps_driver *d)
+{
+    const int cur = use_device(g);
+    const int st = run_download_one(g, d, false);
+    back_to(cur);
+    return st;
+}
+
+extern "C" int ps_gpu_run_download_tail(ps_gpu_run *g, ps_driver *d)
+{
+    const int cur = use_device(g);
+    const int st = run_download_tail(g, d);
     back_to(cur);
     return st;
 }

@@ -69,6 +69,16 @@ void ps_gpu_run_set_resume(ps_gpu_run *g, double seconds, double ft);
  * (the controller stored the state before it published PAUSED, idle).
  */
 int ps_gpu_run_download(ps_gpu_run *g, ps_driver *d);
+/*
+ * The same in two parts, for a batch whose problems leave their teams
+ * often and whose vectors are rarely wanted: the head (the solver state,
+ * x, the history and the solve seconds: what results, progress and the
+ * scheduler read) at every exit, the tail (g, gt, d, S, Y and the trial
+ * point xt) only when a checkpoint needs it. The tail leaves d->s as it
+ * is (a host-side cancel since the head stays).
+ */
+int ps_gpu_run_download_head(ps_gpu_run *g, ps_driver *d);
+int ps_gpu_run_download_tail(ps_gpu_run *g, ps_driver *d);
 /* A driver's state onto the device (a resumed checkpoint); no kernel running. */
 int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d);
 

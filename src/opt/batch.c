@@ -59,6 +59,8 @@ typedef struct item {
     /* GPU */
     int inq;             /* pushed onto the device queue, no exit since */
     uint64_t exits;      /* exits seen */
+    int tail;            /* its run's driver lacks the device's vectors (taken
+                          * at an exit: ps_gpu_run_download_head) */
 } item;
 
 struct ps_batch {
@@ -280,13 +282,17 @@ static int gpu_start(ps_batch *b)
     return PS_CONVERGED;
 }
 
-/* A problem left its team (or was skipped): its state into its run. */
+/* A problem left its team (or was skipped): its state into its run, all
+ * but the vectors, which stay on the device until a checkpoint wants them
+ * (item_blob): the copies of a batch's exits are the scheduler's, one
+ * after the other, and most problems finish without one. */
 static void gpu_exited(ps_batch *b, item *it, int reason)
 {
     ps_run *r = it->r;
     it->inq = 0;
     pthread_mutex_lock(&r->mu);
-    int st = ps_gpu_run_download(r->gpu, &r->drv);
+    int st = ps_gpu_run_download_head(r->gpu, &r->drv);
+    it->tail = 1;
     if (st) {
         r->drv.error = st;
         if (!ps_driver_done(&r->drv))
@@ -1019,7 +1025,11 @@ static int item_blob(item *it, void **blob, size_t *len)
     if (!r->gpu)
         return ps_run_checkpoint(r, blob, len);
     pthread_mutex_lock(&r->mu);
-    int st = ps_checkpoint_save(r->p, &r->o, &r->drv, blob, len);
+    int st = PS_CONVERGED;
+    if (it->tail && (st = ps_gpu_run_download_tail(r->gpu, &r->drv)) == PS_CONVERGED)
+        it->tail = 0;
+    if (!st)
+        st = ps_checkpoint_save(r->p, &r->o, &r->drv, blob, len);
     pthread_mutex_unlock(&r->mu);
     return st;
 }
