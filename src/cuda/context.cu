@@ -180,7 +180,8 @@ void ps_gpu::device_free(void *p)
  */
 template <typename R>
 static int context_create_t(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
-                            int mode, const double *x, int want_m, context *c, const ps_problem *whole)
+                            int mode, const double *x, int want_m, context *c, const ps_problem *whole,
+                            ps_gpu_scratch *scratch)
 {
     int st = PS_CONVERGED;
     const size_t ns = p->ns, nt = p->nt, n = ps_problem_nx(p); /* the RF's, then the designed axes' */
@@ -188,7 +189,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     args a;
     memset(&a, 0, sizeof a);
     memset(c, 0, sizeof *c);
-    char *d_arena = NULL, *h_img = NULL;
+    char *d_arena = NULL, *h_img = NULL, *h_own = NULL;
 
     ps_gpu_config cfg;
     st = ps_gpu_resolve_config(p, o, cfg_in, &cfg);
@@ -233,10 +234,20 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     arena_layout L;
     arena_plan(bytes, n * sizeof(double), &L);
 
-    /* the host image of the uploaded buffers */
-    h_img = (char *)calloc(1, L.upload);
-    if (!h_img)
+    /* the host image of the uploaded buffers, zeroed */
+    if (scratch) {
+        if (scratch->cap < L.upload) {
+            void *q = realloc(scratch->p, L.upload);
+            if (!q)
+                return PS_ERR_NO_MEMORY;
+            scratch->p = q;
+            scratch->cap = L.upload;
+        }
+        h_img = (char *)scratch->p;
+        memset(h_img, 0, L.upload);
+    } else if (!(h_img = h_own = (char *)calloc(1, L.upload))) {
         return PS_ERR_NO_MEMORY;
+    }
     {
         double *h_cons = (double *)(h_img + L.off[BUF_CONS]);
         spin_records<R>(p, (R *)(h_img + L.off[BUF_SPIN]), (R *)(h_img + L.off[BUF_GDT]),
@@ -332,9 +343,9 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     }
     /* g, gt, d, S and Y start at zero; elapsed = 0: the time limit's clock
      * before the first update; and eval_out (the end seconds and f of a
-     * launch) defined before one ends */
-    CUDA_TRY(o, cudaMemset(a.g, 0, (n_vec - n) * sizeof(double)), PS_ERR_GPU_LAUNCH);
-    CUDA_TRY(o, cudaMemset(a.elapsed, 0, 3 * sizeof(double)), PS_ERR_GPU_LAUNCH);
+     * launch) defined before one ends: one range (BUF_VEC's rest, the
+     * padding, BUF_PART's first three) */
+    CUDA_TRY(o, cudaMemset(a.g, 0, (size_t)((char *)(a.elapsed + 3) - (char *)a.g)), PS_ERR_GPU_LAUNCH);
     if (designed) /* defined before a launch that starts in UPDATE reads it (unused there) */
         CUDA_TRY(o, cudaMemset(a.gpen, 0, (size_t)4 * G * sizeof(double)), PS_ERR_GPU_LAUNCH);
 
@@ -352,18 +363,19 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     d_arena = NULL;
 out:
     device_free(d_arena);
-    free(h_img);
+    free(h_own);
     if (st)
         memset(c, 0, sizeof *c);
     return st;
 }
 
 int ps_gpu::context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in,
-                           int mode, const double *x, int want_m, context *c, const ps_problem *whole)
+                           int mode, const double *x, int want_m, context *c, const ps_problem *whole,
+                           ps_gpu_scratch *scratch)
 {
     return o->precision == PS_PRECISION_DOUBLE
-               ? context_create_t<double>(p, o, cfg_in, mode, x, want_m, c, whole)
-               : context_create_t<float>(p, o, cfg_in, mode, x, want_m, c, whole);
+               ? context_create_t<double>(p, o, cfg_in, mode, x, want_m, c, whole, scratch)
+               : context_create_t<float>(p, o, cfg_in, mode, x, want_m, c, whole, scratch);
 }
 
 void ps_gpu::context_destroy(context *c)

@@ -113,11 +113,13 @@ enum { MODE_EVAL_VARS = 2 };
  * (ps_problem_nx) are optimizer variables; MODE_EVAL: the physical pulse
  * (MODE_EVAL_VARS: optimizer variables), want_m: keep room for M_Nt.
  * whole: the problem whose spins p shares (a rank's, cuda/ranks.h; NULL:
- * p): the penalty rounds' first weight is its. On error everything is
+ * p): the penalty rounds' first weight is its. scratch: the host image's
+ * buffer, grown as needed (NULL: one of its own). On error everything is
  * released and c is zeroed.
  */
 int context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in, int mode,
-                   const double *x, int want_m, context *c, const ps_problem *whole = nullptr);
+                   const double *x, int want_m, context *c, const ps_problem *whole = nullptr,
+                   ps_gpu_scratch *scratch = nullptr);
 
 /* After a solve: the final state, x (optimizer variables) and the history
  * into r (status, counts, f, gnorm, backend). Returns r->status or an error. */

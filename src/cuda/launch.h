@@ -24,6 +24,14 @@ typedef struct ps_gpu_config {
     int regcap; /* 0: up to 128 registers a thread; 1: up to 64 (more resident warps) */
 } ps_gpu_config;
 
+/* A host buffer that device set-ups reuse for their upload images (a
+ * batch's problems: its pages touched once, not once a problem); its
+ * owner frees p. */
+typedef struct ps_gpu_scratch {
+    void *p;
+    size_t cap;
+} ps_gpu_scratch;
+
 typedef struct ps_gpu_kernel_info {
     int registers, local_bytes, static_smem, max_threads;
 } ps_gpu_kernel_info;

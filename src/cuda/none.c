@@ -50,7 +50,7 @@ int ps_gpu_eval_timing(const ps_problem *p, const ps_options *o,
 /* GPU runs (cuda/run.h): never created without CUDA. */
 int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
                       const ps_gpu_config *cfg, const double *z,
-                      ps_gpu_run **out)
+                      ps_gpu_scratch *scratch, ps_gpu_run **out)
 {
     *out = NULL;
     return ps_gpu_usable(o);

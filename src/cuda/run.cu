@@ -79,9 +79,9 @@ static void ctl_give(ps_gpu_ctl *host, ps_gpu_ctl *dev)
 }
 
 /* One run on the current device: p's spins (a rank's share of whole's:
- * the penalty's weight is whole's). */
+ * the penalty's weight is whole's); scratch as context_create's. */
 static int run_create(const ps_problem *p, const ps_problem *whole, const ps_options *o, const ps_gpu_config *cfg,
-                      const double *z, ps_gpu_run **out)
+                      const double *z, ps_gpu_scratch *scratch, ps_gpu_run **out)
 {
     int st = PS_CONVERGED;
     ctl_slot ctl;
@@ -92,7 +92,7 @@ static int run_create(const ps_problem *p, const ps_problem *whole, const ps_opt
     g->o = *o;
     g->nranks = 1;
     cudaGetDevice(&g->device);
-    st = context_create(p, o, cfg, MODE_SOLVE, z, 0, &g->c, whole);
+    st = context_create(p, o, cfg, MODE_SOLVE, z, 0, &g->c, whole, scratch);
     if (st) {
         free(g);
         return st;
@@ -115,9 +115,9 @@ out:
 }
 
 extern "C" int ps_gpu_run_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg,
-                                 const double *z, ps_gpu_run **out)
+                                 const double *z, ps_gpu_scratch *scratch, ps_gpu_run **out)
 {
-    return run_create(p, p, o, cfg, z, out);
+    return run_create(p, p, o, cfg, z, scratch, out);
 }
 
 /* The device of run g current; returns the one that was. */
@@ -172,7 +172,7 @@ extern "C" int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o,
     cudaGetDevice(&cur);
     if (n == 1 && !ps_gpu_exchange_forced()) {
         cudaSetDevice(dev[0]);
-        st = run_create(p, p, o, NULL, z, out);
+        st = run_create(p, p, o, NULL, z, NULL, out);
         back_to(cur);
         return st;
     }
@@ -203,7 +203,7 @@ extern "C" int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o,
             cfg = g->c.cfg;
         }
         ps_gpu_run *q = NULL;
-        st = run_create(&view, p, o, &cfg, z, &q);
+        st = run_create(&view, p, o, &cfg, z, NULL, &q);
         if (st)
             goto out;
         if (r == 0)
@@ -376,12 +376,33 @@ static double *xfer_at(ps_gpu_run *g, const double *dev)
     return (double *)(g->stage + ((const char *)dev - (g->c.d_arena + g->c.xfer)));
 }
 
+/* The vectors of the stage's image (g, gt, d, S, Y) into d, then the
+ * trial point of the current step from x and d (the CPU driver keeps
+ * it). */
+static void take_vectors(ps_gpu_run *g, ps_driver *d)
+{
+    const args &a = g->c.a;
+    const size_t n = (size_t)a.n, m = (size_t)a.memory;
+    const double *v = xfer_at(g, a.g);
+    memcpy(d->g, v, n * sizeof(double));
+    memcpy(d->gt, v + n, n * sizeof(double));
+    memcpy(d->d, v + 2 * n, n * sizeof(double));
+    memcpy(d->S, v + 3 * n, m * n * sizeof(double));
+    memcpy(d->Y, v + (3 + m) * n, m * n * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
+}
+
+/* History rows copied with the state, before their number is known (the
+ * rest, if any, after it). */
+#define HIST_EARLY 1024
+
 /*
  * The run's state into driver d: the head (solver state, x, the end
  * seconds and f, the history), with `vectors` also the tail (g, gt, d, S,
- * Y, and the trial point xt formed from them). The head is one copy of the
- * range's start up to the end of x; with the tail, one copy of the whole
- * range.
+ * Y, and xt). The head is one copy of the range's start up to the end of
+ * x (with the tail, one copy of the whole range), the first history rows
+ * beside it; one wait, a second only for a history longer than those.
  */
 static int run_download_one(ps_gpu_run *g, ps_driver *d, bool vectors)
 {
@@ -390,12 +411,13 @@ static int run_download_one(ps_gpu_run *g, ps_driver *d, bool vectors)
     const context &c = g->c;
     const args &a = c.a;
     const size_t n = (size_t)a.n, m = (size_t)a.memory;
+    const size_t early = a.hist_cap < HIST_EARLY ? (size_t)a.hist_cap : HIST_EARLY;
     size_t rows;
     double secs[2] = {0.0, 0.0};
     PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
                        "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
     char *stage = xfer_stage(g);
-    if (!stage)
+    if (!stage || ps_driver_history_reserve(d, early))
         return PS_ERR_NO_MEMORY;
     {
         const char *from = c.d_arena + c.xfer;
@@ -407,22 +429,16 @@ static int run_download_one(ps_gpu_run *g, ps_driver *d, bool vectors)
             CUDA_TRY(o, cudaMemcpyAsync(xfer_at(g, a.eval_out), a.eval_out, 2 * sizeof(double),
                                         cudaMemcpyDeviceToHost, cudaStreamPerThread),
                      PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaMemcpyAsync(d->history, a.hist, early * sizeof(ps_progress), cudaMemcpyDeviceToHost,
+                                    cudaStreamPerThread),
+                 PS_ERR_GPU_LAUNCH);
     }
     CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
     memcpy(&d->s, stage, sizeof(ps_solver));
     memcpy(d->x, xfer_at(g, a.x), n * sizeof(double));
     memcpy(secs, xfer_at(g, a.eval_out), 2 * sizeof(double));
-    if (vectors) {
-        const double *v = xfer_at(g, a.g);
-        memcpy(d->g, v, n * sizeof(double));
-        memcpy(d->gt, v + n, n * sizeof(double));
-        memcpy(d->d, v + 2 * n, n * sizeof(double));
-        memcpy(d->S, v + 3 * n, m * n * sizeof(double));
-        memcpy(d->Y, v + (3 + m) * n, m * n * sizeof(double));
-        /* the trial point of the current step (the CPU driver keeps it) */
-        for (size_t i = 0; i < n; i++)
-            d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
-    }
+    if (vectors)
+        take_vectors(g, d);
     rows = (size_t)d->s.iteration + 1;
     if (rows > (size_t)a.hist_cap)
         rows = (size_t)a.hist_cap;
@@ -433,12 +449,12 @@ static int run_download_one(ps_gpu_run *g, ps_driver *d, bool vectors)
                           (d->s.phase == PS_PHASE_DONE && d->s.resume_phase == PS_PHASE_START &&
                            d->s.status == PS_ST_CANCELLED)))
         rows = 0;
-    st = ps_driver_history_reserve(d, rows);
-    if (st)
-        return st;
-    if (rows) {
-        CUDA_TRY(o, cudaMemcpyAsync(d->history, a.hist, rows * sizeof(ps_progress), cudaMemcpyDeviceToHost,
-                                    cudaStreamPerThread),
+    if (rows > early) {
+        st = ps_driver_history_reserve(d, rows);
+        if (st)
+            return st;
+        CUDA_TRY(o, cudaMemcpyAsync(d->history + early, a.hist + early, (rows - early) * sizeof(ps_progress),
+                                    cudaMemcpyDeviceToHost, cudaStreamPerThread),
                  PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
     }
@@ -464,21 +480,13 @@ static int run_download_tail(ps_gpu_run *g, ps_driver *d)
     const size_t n = (size_t)a.n, m = (size_t)a.memory;
     PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
                        "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
-    char *stage = xfer_stage(g);
-    if (!stage)
+    if (!xfer_stage(g))
         return PS_ERR_NO_MEMORY;
-    double *v = xfer_at(g, a.g);
-    CUDA_TRY(o, cudaMemcpyAsync(v, a.g, (3 + 2 * m) * n * sizeof(double), cudaMemcpyDeviceToHost,
+    CUDA_TRY(o, cudaMemcpyAsync(xfer_at(g, a.g), a.g, (3 + 2 * m) * n * sizeof(double), cudaMemcpyDeviceToHost,
                                 cudaStreamPerThread),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
-    memcpy(d->g, v, n * sizeof(double));
-    memcpy(d->gt, v + n, n * sizeof(double));
-    memcpy(d->d, v + 2 * n, n * sizeof(double));
-    memcpy(d->S, v + 3 * n, m * n * sizeof(double));
-    memcpy(d->Y, v + (3 + m) * n, m * n * sizeof(double));
-    for (size_t i = 0; i < n; i++)
-        d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
+    take_vectors(g, d);
 out:
     return st;
 }

@@ -30,11 +30,12 @@ typedef struct ps_gpu_progress {
 
 /* Device data for p from the optimizer variables z[2 nt], solver in START,
  * control on; cfg NULL: the launch shape ps_gpu_resolve_config picks (the
- * options' forced fields, else the tune cache, else the heuristic).
+ * options' forced fields, else the tune cache, else the heuristic);
+ * scratch (may be NULL): the host buffer its upload image reuses.
  * Nothing is launched. */
 int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
                       const ps_gpu_config *cfg, const double *z,
-                      ps_gpu_run **out);
+                      ps_gpu_scratch *scratch, ps_gpu_run **out);
 /* The same on o's GPUs (ps_gpu_options.gpus, cuda/ranks.h): one run on
  * each, rank 0's the handle; every call below then serves them all (the
  * commands, the progress and the state are rank 0's, which every rank

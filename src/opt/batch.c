@@ -84,6 +84,7 @@ struct ps_batch {
     int workers;
     /* GPU */
     ps_gpu_batch *gb;
+    ps_gpu_scratch scratch; /* the problems' set-up images, one after the other */
     int team_blocks, block;
     double setup_seconds; /* host time of the problems' device setup */
 };
@@ -146,7 +147,7 @@ static int gpu_setup_run(ps_batch *b, item *it)
             cfg.sb = g->gpu_spins_per_tile;
             cfg.segs = b->block / cfg.sb;
         }
-        st = ps_gpu_run_create(it->p, &r->o, &cfg, r->drv.x, &r->gpu);
+        st = ps_gpu_run_create(it->p, &r->o, &cfg, r->drv.x, &b->scratch, &r->gpu);
         if (!st && (r->drv.s.phase != PS_PHASE_START || r->drv.s.restart))
             st = ps_gpu_run_upload(r->gpu, &r->drv);
     }
@@ -1315,6 +1316,7 @@ void ps_batch_free(ps_batch *b)
         free(it->blob);
     }
     ps_gpu_batch_free(b->gb);
+    free(b->scratch.p);
     free(b->items);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
