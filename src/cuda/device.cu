@@ -23,6 +23,22 @@ extern "C" int ps_gpu_device_count(void)
     return n;
 }
 
+extern "C" int ps_gpu_device_current(void)
+{
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return d;
+}
+
+extern "C" void ps_gpu_device_use(int index)
+{
+    if (cudaSetDevice(index) != cudaSuccess)
+        cudaGetLastError(); /* its set-ups then fail with their own errors */
+}
+
 extern "C" int ps_gpu_device_describe(int index, char *buf, size_t len)
 {
     if (index < 0 || index >= ps_gpu_device_count()) {

@@ -22,6 +22,11 @@ typedef struct ps_gpu_identity {
     int driver;             /* CUDA driver version, e.g. 13000 (cudaDriverGetVersion) */
 } ps_gpu_identity;
 
+/* The calling thread's current device (0 without CUDA), and making a
+ * device current in the calling thread (a worker's, for its caller's). */
+int ps_gpu_device_current(void);
+void ps_gpu_device_use(int index);
+
 /* Identity of device `index`; PS_ERR_NO_GPU if there is no such device. */
 int ps_gpu_device_identity(int index, ps_gpu_identity *id);
 

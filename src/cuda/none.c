@@ -131,6 +131,15 @@ int ps_gpu_run_upload(ps_gpu_run *g, const ps_driver *d)
     return PS_ERR_NO_GPU;
 }
 
+int ps_gpu_device_current(void)
+{
+    return 0;
+}
+
+void ps_gpu_device_use(int index)
+{
+}
+
 int ps_gpu_device_identity(int index, ps_gpu_identity *id)
 {
     memset(id, 0, sizeof *id);

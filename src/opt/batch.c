@@ -128,8 +128,8 @@ static void gpu_command(ps_batch *b, item *it)
 
 /* A problem's run on the device at the team shape: the batch's block,
  * team_blocks blocks, the tile of the heuristic (or the options' forced
- * tile), no register cap. */
-static int gpu_setup_run(ps_batch *b, item *it)
+ * tile), no register cap; its upload image in scratch. */
+static int gpu_setup_run(ps_batch *b, item *it, ps_gpu_scratch *scratch)
 {
     ps_run *r;
     int st = ps_run_impl_create(it->p, &b->o, it->x0, b->fell_back, &r);
@@ -147,7 +147,7 @@ static int gpu_setup_run(ps_batch *b, item *it)
             cfg.sb = g->gpu_spins_per_tile;
             cfg.segs = b->block / cfg.sb;
         }
-        st = ps_gpu_run_create(it->p, &r->o, &cfg, r->drv.x, &b->scratch, &r->gpu);
+        st = ps_gpu_run_create(it->p, &r->o, &cfg, r->drv.x, scratch, &r->gpu);
         if (!st && (r->drv.s.phase != PS_PHASE_START || r->drv.s.restart))
             st = ps_gpu_run_upload(r->gpu, &r->drv);
     }
@@ -173,9 +173,86 @@ static int gpu_setup_run(ps_batch *b, item *it)
 static int gpu_setup(ps_batch *b, item *it)
 {
     const double t = ps_monotonic_seconds();
-    int st = gpu_setup_run(b, it);
+    int st = gpu_setup_run(b, it, &b->scratch);
     b->setup_seconds += ps_monotonic_seconds() - t;
     return st;
+}
+
+/* The set-ups at the start, shared by the caller and up to
+ * SETUP_THREADS - 1 workers: each takes the next problem of todo (each
+ * problem's set-up touches only its own item and run, and CUDA's calls
+ * are thread-safe); the caller's image buffer is the batch's, each
+ * worker has its own. */
+enum { SETUP_THREADS = 4, SETUP_PER_THREAD = 16 };
+
+typedef struct setup_share {
+    ps_batch *b;
+    const size_t *todo; /* item indices */
+    size_t n;
+    size_t next;        /* the next of todo (atomic) */
+    int device;         /* the caller's current device */
+} setup_share;
+
+static void setup_take(setup_share *sh, ps_gpu_scratch *scratch)
+{
+    for (;;) {
+        const size_t k = __atomic_fetch_add(&sh->next, 1, __ATOMIC_RELAXED);
+        if (k >= sh->n)
+            return;
+        item *it = &sh->b->items[sh->todo[k]];
+        const int st = gpu_setup_run(sh->b, it, scratch);
+        if (st)
+            item_fail(it, st);
+    }
+}
+
+static void *setup_worker(void *arg)
+{
+    setup_share *sh = arg;
+    ps_gpu_scratch scratch = {NULL, 0};
+    ps_gpu_device_use(sh->device);
+    setup_take(sh, &scratch);
+    free(scratch.p);
+    return NULL;
+}
+
+/* Every problem not set up yet (and not finished), on one thread or, with
+ * many, several (README "Batches", Set-up); the wall time is added to the
+ * set-up seconds. */
+static void gpu_setup_all(ps_batch *b)
+{
+    const double t = ps_monotonic_seconds();
+    size_t *todo = malloc((b->n ? b->n : 1) * sizeof *todo), n = 0;
+    if (!todo) { /* one at a time, in place */
+        for (size_t i = 0; i < b->n; i++) {
+            item *it = &b->items[i];
+            int st = it->state == IT_FINISHED || it->r ? PS_CONVERGED : gpu_setup_run(b, it, &b->scratch);
+            if (st)
+                item_fail(it, st);
+        }
+        b->setup_seconds += ps_monotonic_seconds() - t;
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].state != IT_FINISHED && !b->items[i].r)
+            todo[n++] = i;
+    setup_share sh = {b, todo, n, 0, ps_gpu_device_current()};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t want = n / SETUP_PER_THREAD;
+    if (want > SETUP_THREADS)
+        want = SETUP_THREADS;
+    if (cores > 0 && want > (size_t)cores)
+        want = (size_t)cores;
+    pthread_t th[SETUP_THREADS];
+    size_t started = 0;
+    for (size_t w = 1; w < want; w++)
+        if (pthread_create(&th[started], NULL, setup_worker, &sh) == 0)
+            started++;
+    setup_take(&sh, &b->scratch);
+    for (size_t w = 0; w < started; w++)
+        pthread_join(th[w], NULL);
+    free(todo);
+    b->setup_seconds += ps_monotonic_seconds() - t;
 }
 
 /* Attach a set-up problem to the kernel's batch; errors finish it. */
@@ -258,14 +335,7 @@ static int gpu_start(ps_batch *b)
                        "options.batch_team_blocks: %d exceeds the %d co-resident blocks", b->team_blocks,
                        bps * sms);
     size_t smem = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        item *it = &b->items[i];
-        if (it->state == IT_FINISHED || it->r)
-            continue;
-        int st = gpu_setup(b, it);
-        if (st)
-            item_fail(it, st);
-    }
+    gpu_setup_all(b);
     for (size_t i = 0; i < b->n; i++)
         if (b->items[i].r && b->items[i].r->gpu) {
             ps_gpu_config c;
