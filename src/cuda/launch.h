@@ -14,6 +14,13 @@
 
 #define PS_GPU_MAX_THREADS 512    /* __launch_bounds__ of the kernel */
 #define PS_GPU_DEFAULT_THREADS 512 /* measured faster than 256 at S, M, T (5-7%), 3% slower at L */
+/* A batch's block when every problem is of the single-channel kernels
+ * (ps_gpu_channels 0, designed axes or not): two blocks an SM, each
+ * team's barriers hidden behind the other's work (H200: the kernel of the
+ * 64-S batch 4.7%, of the 256-T batch 17% and of the 64-SG batch 8%
+ * faster than with 512; the eight-channel P batch 38% slower, so the
+ * channels kernels keep PS_GPU_DEFAULT_THREADS; README "Batches") */
+#define PS_GPU_BATCH_SMALL_THREADS 256
 #define PS_GPU_BLOCKS_PER_SM 2    /* co-resident blocks the heuristic aims for */
 
 typedef struct ps_gpu_config {

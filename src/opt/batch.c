@@ -327,7 +327,11 @@ static int gpu_start(ps_batch *b)
     if (ps_gpu_device_identity(0, &id))
         return PS_ERR_NO_GPU;
     const int sms = id.sms;
-    int bps, fit = ps_tune_batch_kernel_fit(&b->o, &b->block, &bps);
+    int single = 1;
+    for (size_t i = 0; i < b->n && single; i++)
+        if (b->items[i].state != IT_FINISHED && ps_gpu_channels(b->items[i].p) != 0)
+            single = 0;
+    int bps, fit = ps_tune_batch_kernel_fit(&b->o, single, &b->block, &bps);
     if (fit)
         return fit;
     b->team_blocks = team_heuristic(b, bps * sms);

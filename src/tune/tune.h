@@ -40,10 +40,13 @@ int ps_tune_store(const ps_problem *p, const ps_options *o, const ps_tune_key *k
 int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problems, int block, int resident,
                         ps_tune_entry *e, char *path, size_t len);
 
-/* The batch kernel's block (o's gpu_block, else the default) and blocks
- * per SM, as a batch (ps_batch_start) and its tuning count them:
- * PS_ERR_GPU_LAUNCH (logged) when no block fits on an SM. */
-int ps_tune_batch_kernel_fit(const ps_options *o, int *block, int *bps);
+/* The batch kernel's block (o's gpu_block; else, when `single` (every
+ * problem of the single-channel kernels: ps_gpu_channels 0, designed
+ * axes or not), PS_GPU_BATCH_SMALL_THREADS; else
+ * PS_GPU_DEFAULT_THREADS) and blocks per SM, as a batch (ps_batch_start)
+ * and its tuning count them: PS_ERR_GPU_LAUNCH (logged) when no block fits
+ * on an SM. */
+int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *bps);
 
 /*
  * The heuristic's blocks per team for a batch of `problems` problems on a

@@ -53,10 +53,10 @@ int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problem
     return e->team_blocks;
 }
 
-int ps_tune_batch_kernel_fit(const ps_options *o, int *block, int *bps)
+int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *bps)
 {
     const ps_gpu_options *g = ps_gpu_options_of(o);
-    *block = g->gpu_block ? g->gpu_block : PS_GPU_DEFAULT_THREADS;
+    *block = g->gpu_block ? g->gpu_block : single ? PS_GPU_BATCH_SMALL_THREADS : PS_GPU_DEFAULT_THREADS;
     *bps = ps_gpu_batch_blocks_per_sm(o->precision, *block, 0);
     PS_RETURN_ERROR_IF(o, *bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
                        *block);
@@ -213,7 +213,7 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
     /* the batch kernel's co-resident blocks, as ps_batch_start counts them */
     const ps_gpu_options *g = ps_gpu_options_of(&opt);
     int block, bps;
-    if ((st = ps_tune_batch_kernel_fit(&opt, &block, &bps)))
+    if ((st = ps_tune_batch_kernel_fit(&opt, ps_gpu_channels(p) == 0, &block, &bps)))
         return st;
     const int resident = bps * r->sms;
     const int heuristic = ps_tune_team_heuristic(resident, (size_t)copies);
