@@ -86,6 +86,8 @@ enum {
 /* Doubles at the start of BUF_PART before the partials: elapsed and
  * eval_out[2], padded to 256 bytes so that gpart stays aligned. */
 #define PART_HEAD 32
+/* ... of which the first are zeroed at the set-up: elapsed, eval_out[2] */
+#define PART_ZEROED 3
 
 struct arena_layout {
     size_t off[BUF_COUNT + 1]; /* off[BUF_COUNT]: the allocation's size */
@@ -234,17 +236,30 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     arena_layout L;
     arena_plan(bytes, n * sizeof(double), &L);
 
-    /* the host image of the uploaded buffers, zeroed */
+    /* the host image of the uploaded buffers, zeroed. g, gt, d, S and Y
+     * start at zero; elapsed = 0 (the time limit's clock before the first
+     * update); eval_out (the end seconds and f of a launch) defined before
+     * one ends; gpen (designed axes) defined before a launch that starts
+     * in UPDATE reads it (unused there). With a scratch (a batch's
+     * set-ups, made also while its kernel holds every SM) those zeros go
+     * up with the image through the copy engine: a cudaMemset is a kernel,
+     * which waits for free SMs, so a set-up beside a running batch would
+     * wait for the batch. Without, the image ends at x and the zeros are
+     * memsets. */
+    const size_t zeros_end = L.off[BUF_PART] + PART_ZEROED * sizeof(double);
+    const size_t gpen_bytes = designed ? (size_t)4 * G * sizeof(double) : 0;
+    const size_t upload = scratch ? zeros_end : L.upload;
     if (scratch) {
-        if (scratch->cap < L.upload) {
-            void *q = realloc(scratch->p, L.upload);
+        const size_t need = upload + gpen_bytes;
+        if (scratch->cap < need) {
+            void *q = realloc(scratch->p, need);
             if (!q)
                 return PS_ERR_NO_MEMORY;
             scratch->p = q;
-            scratch->cap = L.upload;
+            scratch->cap = need;
         }
         h_img = (char *)scratch->p;
-        memset(h_img, 0, L.upload);
+        memset(h_img, 0, need);
     } else if (!(h_img = h_own = (char *)calloc(1, L.upload))) {
         return PS_ERR_NO_MEMORY;
     }
@@ -270,7 +285,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     }
 
     CUDA_TRY(o, device_alloc((void **)&d_arena, L.off[BUF_COUNT]), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMemcpy(d_arena, h_img, L.upload, cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
+    CUDA_TRY(o, cudaMemcpy(d_arena, h_img, upload, cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
     if (bytes[BUF_GDTB]) { /* the blocks' gdt copies: the problem's, doubled on the device */
         char *cp = d_arena + L.off[BUF_GDTB];
         const size_t one = bytes[BUF_GDT];
@@ -341,13 +356,15 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         a.hist_cap = hist_cap;
         a.mode = kmode;
     }
-    /* g, gt, d, S and Y start at zero; elapsed = 0: the time limit's clock
-     * before the first update; and eval_out (the end seconds and f of a
-     * launch) defined before one ends: one range (BUF_VEC's rest, the
-     * padding, BUF_PART's first three) */
-    CUDA_TRY(o, cudaMemset(a.g, 0, (size_t)((char *)(a.elapsed + 3) - (char *)a.g)), PS_ERR_GPU_LAUNCH);
-    if (designed) /* defined before a launch that starts in UPDATE reads it (unused there) */
-        CUDA_TRY(o, cudaMemset(a.gpen, 0, (size_t)4 * G * sizeof(double)), PS_ERR_GPU_LAUNCH);
+    /* the zeros of the image comment above: one range (BUF_VEC's rest,
+     * the padding, BUF_PART's first PART_ZEROED), then gpen */
+    if (!scratch)
+        CUDA_TRY(o, cudaMemset(a.g, 0, (size_t)((char *)(a.elapsed + PART_ZEROED) - (char *)a.g)),
+                 PS_ERR_GPU_LAUNCH);
+    if (designed)
+        CUDA_TRY(o, scratch ? cudaMemcpy(a.gpen, h_img + upload, gpen_bytes, cudaMemcpyHostToDevice)
+                            : cudaMemset(a.gpen, 0, gpen_bytes),
+                 PS_ERR_GPU_LAUNCH);
 
     c->a = a;
     c->cfg = cfg;

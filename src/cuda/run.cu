@@ -101,8 +101,12 @@ static int run_create(const ps_problem *p, const ps_problem *whole, const ps_opt
     g->ctl = ctl.host;
     g->dctl = ctl.dev;
     CUDA_TRY(o, device_alloc((void **)&g->cw, PS_GPU_CW_LEN * sizeof(unsigned long long)), PS_ERR_GPU_MEMORY);
-    CUDA_TRY(o, cudaMemsetAsync(g->cw, 0, PS_GPU_CW_LEN * sizeof(unsigned long long), cudaStreamPerThread),
-             PS_ERR_GPU_LAUNCH);
+    { /* zeros through the copy engine, not a memset kernel (which would wait
+       * for a batch kernel that holds every SM: context_create) */
+        static const unsigned long long zero[PS_GPU_CW_LEN] = {0};
+        CUDA_TRY(o, cudaMemcpyAsync(g->cw, zero, sizeof zero, cudaMemcpyHostToDevice, cudaStreamPerThread),
+                 PS_ERR_GPU_LAUNCH);
+    }
     CUDA_TRY(o, cudaStreamSynchronize(cudaStreamPerThread), PS_ERR_GPU_LAUNCH);
     g->c.a.ctl = ctl.dev;
     g->c.a.cw = g->cw;
