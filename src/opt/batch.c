@@ -85,6 +85,7 @@ struct ps_batch {
     /* GPU */
     ps_gpu_batch *gb;
     ps_gpu_scratch scratch; /* the problems' set-up images, one after the other */
+    int stream_setup;       /* the start set up the first problems only (gpu_setup_more the rest) */
     int team_blocks, block;
     double setup_seconds; /* host time of the problems' device setup */
 };
@@ -126,9 +127,40 @@ static void gpu_command(ps_batch *b, item *it)
         ps_gpu_run_command(it->r->gpu, cmd);
 }
 
-/* A problem's run on the device at the team shape: the batch's block,
- * team_blocks blocks, the tile of the heuristic (or the options' forced
- * tile), no register cap; its upload image in scratch. */
+/* The team shape a problem is set up for: the batch's block, team_blocks
+ * blocks, the tile of the heuristic (or the options' forced tile), no
+ * register cap. */
+static ps_gpu_config team_config(const ps_batch *b)
+{
+    ps_gpu_config cfg = {b->team_blocks, b->block, 0, 0, 0};
+    const ps_gpu_options *g = ps_gpu_options_of(&b->o);
+    if (g->gpu_spins_per_tile) {
+        cfg.sb = g->gpu_spins_per_tile;
+        cfg.segs = b->block / cfg.sb;
+    }
+    return cfg;
+}
+
+/* The shared memory a block of problem it's team needs, from its launch
+ * shape alone (what its set-up will take); 0 when the shape cannot be
+ * resolved (its set-up then fails with the reason). */
+static size_t item_smem(const ps_batch *b, const item *it)
+{
+    if (it->r && it->r->gpu) {
+        ps_gpu_config c;
+        size_t s;
+        ps_gpu_run_shape(it->r->gpu, &c, &s);
+        return s;
+    }
+    const ps_gpu_config in = team_config(b);
+    ps_gpu_config c;
+    if (ps_gpu_resolve_config(it->p, &b->o, &in, &c))
+        return 0;
+    return ps_gpu_dyn_smem(b->o.precision, c.sb, c.segs, c.block, ps_problem_nt(it->p), ps_gpu_kernel_class(it->p));
+}
+
+/* A problem's run on the device at the team shape (team_config); its
+ * upload image in scratch. */
 static int gpu_setup_run(ps_batch *b, item *it, ps_gpu_scratch *scratch)
 {
     ps_run *r;
@@ -141,12 +173,7 @@ static int gpu_setup_run(ps_batch *b, item *it, ps_gpu_scratch *scratch)
             ps_design_pulse_of_x(it->p, r->drv.x, r->x0);
     }
     if (!st) {
-        ps_gpu_config cfg = {b->team_blocks, b->block, 0, 0, 0};
-        const ps_gpu_options *g = ps_gpu_options_of(&b->o);
-        if (g->gpu_spins_per_tile) {
-            cfg.sb = g->gpu_spins_per_tile;
-            cfg.segs = b->block / cfg.sb;
-        }
+        const ps_gpu_config cfg = team_config(b);
         st = ps_gpu_run_create(it->p, &r->o, &cfg, r->drv.x, scratch, &r->gpu);
         if (!st && (r->drv.s.phase != PS_PHASE_START || r->drv.s.restart))
             st = ps_gpu_run_upload(r->gpu, &r->drv);
@@ -216,24 +243,27 @@ static void *setup_worker(void *arg)
     return NULL;
 }
 
-/* Every problem not set up yet (and not finished), on one thread or, with
- * many, several (README "Batches", Set-up); the wall time is added to the
- * set-up seconds. */
-static void gpu_setup_all(ps_batch *b)
+/* The first `most` problems not set up yet (and not finished), on one
+ * thread or, with many, several (README "Batches", Set-up); the wall time
+ * is added to the set-up seconds. */
+static void gpu_setup_first(ps_batch *b, size_t most)
 {
     const double t = ps_monotonic_seconds();
     size_t *todo = malloc((b->n ? b->n : 1) * sizeof *todo), n = 0;
     if (!todo) { /* one at a time, in place */
-        for (size_t i = 0; i < b->n; i++) {
+        for (size_t i = 0; i < b->n && n < most; i++) {
             item *it = &b->items[i];
-            int st = it->state == IT_FINISHED || it->r ? PS_CONVERGED : gpu_setup_run(b, it, &b->scratch);
+            if (it->state == IT_FINISHED || it->r)
+                continue;
+            n++;
+            int st = gpu_setup_run(b, it, &b->scratch);
             if (st)
                 item_fail(it, st);
         }
         b->setup_seconds += ps_monotonic_seconds() - t;
         return;
     }
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n && n < most; i++)
         if (b->items[i].state != IT_FINISHED && !b->items[i].r)
             todo[n++] = i;
     setup_share sh = {b, todo, n, 0, ps_gpu_device_current()};
@@ -338,23 +368,53 @@ static int gpu_start(ps_batch *b)
     PS_RETURN_ERROR_IF(&b->o, b->team_blocks > bps * sms, PS_ERR_OPTION,
                        "options.batch_team_blocks: %d exceeds the %d co-resident blocks", b->team_blocks,
                        bps * sms);
+    /* the blocks' shared memory: the most a problem's shape needs */
     size_t smem = 0;
-    gpu_setup_all(b);
-    for (size_t i = 0; i < b->n; i++)
-        if (b->items[i].r && b->items[i].r->gpu) {
-            ps_gpu_config c;
-            size_t s;
-            ps_gpu_run_shape(b->items[i].r->gpu, &c, &s);
-            if (s > smem)
-                smem = s;
-        }
+    int kclass = -1;
+    b->stream_setup = 1; /* one kernel class: the lean kernel serves them all */
+    for (size_t i = 0; i < b->n; i++) {
+        const item *it = &b->items[i];
+        if (it->state == IT_FINISHED)
+            continue;
+        const size_t s = item_smem(b, it);
+        if (s > smem)
+            smem = s;
+        const int k = ps_gpu_kernel_class(it->p);
+        if (kclass >= 0 && k != kclass)
+            b->stream_setup = 0;
+        kclass = k;
+    }
     int st = ps_gpu_batch_create(&b->o, b->o.precision, b->block, b->team_blocks, smem, PS_BATCH_MAX, &b->gb);
     if (st)
         return st;
+    /* the problems the teams take first now, the others while the kernel
+     * runs (gpu_setup_more); problems of several kernel classes all now (a
+     * launch's kernel is chosen from what is queued at the launch) */
+    gpu_setup_first(b, b->stream_setup ? (size_t)ps_gpu_batch_teams(b->gb) : (size_t)-1);
     for (size_t i = 0; i < b->n; i++)
         if (b->items[i].r && b->items[i].state != IT_FINISHED)
             gpu_attach(b, i);
     return PS_CONVERGED;
+}
+
+/* While the kernel runs: set-ups of queued problems that have none yet, in
+ * order, for about budget seconds (the scheduler holds the batch's mutex
+ * meanwhile); each is attached and then queued by gpu_step. */
+static void gpu_setup_more(ps_batch *b, double budget)
+{
+    const double t0 = ps_monotonic_seconds();
+    for (size_t i = 0; i < b->n; i++) {
+        item *it = &b->items[i];
+        if (it->state != IT_QUEUED || it->r)
+            continue;
+        const int st = gpu_setup(b, it);
+        if (st)
+            item_fail(it, st);
+        else
+            gpu_attach(b, i);
+        if (ps_monotonic_seconds() - t0 > budget)
+            return;
+    }
 }
 
 /* A problem left its team (or was skipped): its state into its run, all
@@ -432,6 +492,8 @@ static void gpu_step(ps_batch *b)
     }
     if (b->yield_req)
         return;
+    if (b->stream_setup)
+        gpu_setup_more(b, 1e-3);
     /* queued problems onto the device queue, in order; while a lean kernel
      * (one path) runs, only those of its path: the others wait for the next
      * launch, which takes the mixed kernel when the paths differ */
