@@ -244,13 +244,15 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
      * set-ups, made also while its kernel holds every SM) those zeros go
      * up with the image through the copy engine: a cudaMemset is a kernel,
      * which waits for free SMs, so a set-up beside a running batch would
-     * wait for the batch. Without, the image ends at x and the zeros are
-     * memsets. */
+     * wait for the batch (and for the same reason their blocks' gdt copies
+     * go up from the image too, not as device copies). Without, the
+     * image ends at x and the zeros are memsets. */
     const size_t zeros_end = L.off[BUF_PART] + PART_ZEROED * sizeof(double);
     const size_t gpen_bytes = designed ? (size_t)4 * G * sizeof(double) : 0;
+    const size_t gdtb_host = scratch ? bytes[BUF_GDTB] : 0; /* after the zeros of gpen */
     const size_t upload = scratch ? zeros_end : L.upload;
     if (scratch) {
-        const size_t need = upload + gpen_bytes;
+        const size_t need = upload + gpen_bytes + gdtb_host;
         if (scratch->cap < need) {
             void *q = realloc(scratch->p, need);
             if (!q)
@@ -282,11 +284,17 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
             ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o),
                                  ps_penalty_mu0(whole ? whole : p, o));
         memcpy(h_img + L.off[BUF_VEC], x, n * sizeof(double));
+        for (size_t k = 0; gdtb_host && k < (size_t)G; k++) /* G copies of the gdt rows */
+            memcpy(h_img + upload + gpen_bytes + k * bytes[BUF_GDT], h_img + L.off[BUF_GDT], bytes[BUF_GDT]);
     }
 
     CUDA_TRY(o, device_alloc((void **)&d_arena, L.off[BUF_COUNT]), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMemcpy(d_arena, h_img, upload, cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    if (bytes[BUF_GDTB]) { /* the blocks' gdt copies: the problem's, doubled on the device */
+    if (gdtb_host) { /* the blocks' gdt copies, from the image */
+        CUDA_TRY(o, cudaMemcpy(d_arena + L.off[BUF_GDTB], h_img + upload + gpen_bytes, gdtb_host,
+                               cudaMemcpyHostToDevice),
+                 PS_ERR_GPU_LAUNCH);
+    } else if (bytes[BUF_GDTB]) { /* the blocks' gdt copies: the problem's, doubled on the device */
         char *cp = d_arena + L.off[BUF_GDTB];
         const size_t one = bytes[BUF_GDT];
         CUDA_TRY(o, cudaMemcpyAsync(cp, d_arena + L.off[BUF_GDT], one, cudaMemcpyDeviceToDevice, cudaStreamPerThread),
