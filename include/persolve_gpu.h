@@ -39,8 +39,9 @@ enum {
 typedef struct ps_gpu_options {
     int tune_cache;          ///< 1: read the tune cache written by `persolve tune` /
                              ///< ps_gpu_tune; 0: never (default 1)
-    int gpu_block;           ///< threads per block: 0 = automatic, else a multiple of 32
-                             ///< in 32..512 (default 0)
+    int gpu_block;           ///< threads per block: 0 = automatic (512; a batch whose
+                             ///< problems all run the single-channel kernels 256: README
+                             ///< "Batches"), else a multiple of 32 in 32..512 (default 0)
     int gpu_spins_per_tile;  ///< spins per evaluation tile SB; the block's threads split
                              ///< time into block / SB segments: 0 = automatic, else 1, 2,
                              ///< 4, 8, 16 or 32, at most the block size (default 0)
