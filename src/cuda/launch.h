@@ -90,6 +90,9 @@ int ps_gpu_kernel_class(const ps_problem *p);
 /* Dynamic shared memory of a block of the persistent kernel of class
  * kclass for nt steps. */
 size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass);
+/* The same for a block of the resolved shape c (ps_gpu_resolve_config) of
+ * problem p. */
+size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c);
 int ps_gpu_stage_pulse(int precision, size_t nt, int channels);
 
 /*

@@ -174,6 +174,11 @@ size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int c
     return 0;
 }
 
+size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c)
+{
+    return 0;
+}
+
 int ps_gpu_kernel_attrs(int precision, int regcap, int channels, ps_gpu_kernel_info *info)
 {
     memset(info, 0, sizeof *info);

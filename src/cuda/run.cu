@@ -397,9 +397,30 @@ static void take_vectors(ps_gpu_run *g, ps_driver *d)
         d->xt[i] = ps_trial_coord(d->x[i], d->s.ls.alpha, d->d[i]);
 }
 
-/* History rows copied with the state, before their number is known (the
- * rest, if any, after it). */
+/* History rows copied with the state, before their number is known: the
+ * rows the last progress snapshot counts and HIST_SLACK more, at most
+ * HIST_EARLY (the rest, if any, after the state). */
 #define HIST_EARLY 1024
+#define HIST_SLACK 8
+
+/* PS_ERR_STATE (logged) unless driver d holds as many variables and
+ * memory pairs as the run. */
+static int same_shape(const ps_gpu_run *g, const ps_driver *d)
+{
+    const size_t n = (size_t)g->c.a.n, m = (size_t)g->c.a.memory;
+    PS_RETURN_ERROR_IF(&g->o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
+                       "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
+    return PS_CONVERGED;
+}
+
+static size_t hist_early(const ps_gpu_run *g)
+{
+    const int64_t it = __atomic_load_n(&g->ctl->iteration, __ATOMIC_ACQUIRE);
+    size_t rows = (it > 0 ? (size_t)it : 0) + HIST_SLACK;
+    if (rows > HIST_EARLY)
+        rows = HIST_EARLY;
+    return rows < (size_t)g->c.a.hist_cap ? rows : (size_t)g->c.a.hist_cap;
+}
 
 /*
  * The run's state into driver d: the head (solver state, x, the end
@@ -414,12 +435,12 @@ static int run_download_one(ps_gpu_run *g, ps_driver *d, bool vectors)
     const ps_options *o = &g->o;
     const context &c = g->c;
     const args &a = c.a;
-    const size_t n = (size_t)a.n, m = (size_t)a.memory;
-    const size_t early = a.hist_cap < HIST_EARLY ? (size_t)a.hist_cap : HIST_EARLY;
+    const size_t n = (size_t)a.n;
+    const size_t early = hist_early(g);
     size_t rows;
     double secs[2] = {0.0, 0.0};
-    PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
-                       "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
+    if ((st = same_shape(g, d)))
+        return st;
     char *stage = xfer_stage(g);
     if (!stage || ps_driver_history_reserve(d, early))
         return PS_ERR_NO_MEMORY;
@@ -482,8 +503,8 @@ static int run_download_tail(ps_gpu_run *g, ps_driver *d)
     const ps_options *o = &g->o;
     const args &a = g->c.a;
     const size_t n = (size_t)a.n, m = (size_t)a.memory;
-    PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
-                       "GPU state of %zu variables, memory %zu; the driver has %zu, %d", n, m, d->n, d->m);
+    if ((st = same_shape(g, d)))
+        return st;
     if (!xfer_stage(g))
         return PS_ERR_NO_MEMORY;
     CUDA_TRY(o, cudaMemcpyAsync(xfer_at(g, a.g), a.g, (3 + 2 * m) * n * sizeof(double), cudaMemcpyDeviceToHost,
@@ -514,8 +535,8 @@ static int run_upload_one(ps_gpu_run *g, const ps_driver *d)
     char *stage;
     PS_RETURN_ERROR_IF(o, __atomic_load_n(&g->launched, __ATOMIC_ACQUIRE), PS_ERR_STATE,
                        "upload into a GPU run whose kernel is running");
-    PS_RETURN_ERROR_IF(o, d->n != n || (size_t)d->m != m, PS_ERR_STATE,
-                       "driver of %zu variables, memory %d; the GPU run has %zu, %zu", d->n, d->m, n, m);
+    if ((st = same_shape(g, d)))
+        return st;
     stage = xfer_stage(g);
     if (!stage)
         return PS_ERR_NO_MEMORY;

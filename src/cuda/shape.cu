@@ -174,6 +174,11 @@ static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channe
     return ev > rd ? ev : rd;
 }
 
+extern "C" size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c)
+{
+    return ps_gpu_dyn_smem(precision, c->sb, c->segs, c->block, p->nt, ps_gpu_kernel_class(p));
+}
+
 extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass)
 {
     const int channels = kclass & ~PS_GPU_DESIGNED, designed = (kclass & PS_GPU_DESIGNED) != 0;

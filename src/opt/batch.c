@@ -86,6 +86,7 @@ struct ps_batch {
     ps_gpu_batch *gb;
     ps_gpu_scratch scratch; /* the problems' set-up images, one after the other */
     int stream_setup;       /* the start set up the first problems only (gpu_setup_more the rest) */
+    size_t setup_next;      /* items before it set up or finished (gpu_setup_more) */
     int team_blocks, block;
     double setup_seconds; /* host time of the problems' device setup */
 };
@@ -156,7 +157,7 @@ static size_t item_smem(const ps_batch *b, const item *it)
     ps_gpu_config c;
     if (ps_gpu_resolve_config(it->p, &b->o, &in, &c))
         return 0;
-    return ps_gpu_dyn_smem(b->o.precision, c.sb, c.segs, c.block, ps_problem_nt(it->p), ps_gpu_kernel_class(it->p));
+    return ps_gpu_config_smem(it->p, b->o.precision, &c);
 }
 
 /* A problem's run on the device at the team shape (team_config); its
@@ -210,23 +211,30 @@ static int gpu_setup(ps_batch *b, item *it)
  * problem's set-up touches only its own item and run, and CUDA's calls
  * are thread-safe); the caller's image buffer is the batch's, each
  * worker has its own. */
-enum { SETUP_THREADS = 4, SETUP_PER_THREAD = 16 };
+enum { SETUP_THREADS = 4, SETUP_PER_THREAD = 8 };
 
 typedef struct setup_share {
     ps_batch *b;
-    const size_t *todo; /* item indices */
-    size_t n;
-    size_t next;        /* the next of todo (atomic) */
-    int device;         /* the caller's current device */
+    size_t end;  /* items 0..end-1 are the candidates */
+    size_t next; /* the next candidate (atomic) */
+    int device;  /* the caller's current device */
 } setup_share;
+
+/* A problem the start sets up: neither finished nor set up. */
+static int setup_wanted(const item *it)
+{
+    return it->state != IT_FINISHED && !it->r;
+}
 
 static void setup_take(setup_share *sh, ps_gpu_scratch *scratch)
 {
     for (;;) {
         const size_t k = __atomic_fetch_add(&sh->next, 1, __ATOMIC_RELAXED);
-        if (k >= sh->n)
+        if (k >= sh->end)
             return;
-        item *it = &sh->b->items[sh->todo[k]];
+        item *it = &sh->b->items[k];
+        if (!setup_wanted(it))
+            continue;
         const int st = gpu_setup_run(sh->b, it, scratch);
         if (st)
             item_fail(it, st);
@@ -249,24 +257,10 @@ static void *setup_worker(void *arg)
 static void gpu_setup_first(ps_batch *b, size_t most)
 {
     const double t = ps_monotonic_seconds();
-    size_t *todo = malloc((b->n ? b->n : 1) * sizeof *todo), n = 0;
-    if (!todo) { /* one at a time, in place */
-        for (size_t i = 0; i < b->n && n < most; i++) {
-            item *it = &b->items[i];
-            if (it->state == IT_FINISHED || it->r)
-                continue;
-            n++;
-            int st = gpu_setup_run(b, it, &b->scratch);
-            if (st)
-                item_fail(it, st);
-        }
-        b->setup_seconds += ps_monotonic_seconds() - t;
-        return;
-    }
-    for (size_t i = 0; i < b->n && n < most; i++)
-        if (b->items[i].state != IT_FINISHED && !b->items[i].r)
-            todo[n++] = i;
-    setup_share sh = {b, todo, n, 0, ps_gpu_device_current()};
+    size_t n = 0, end = 0;
+    while (end < b->n && n < most)
+        n += (size_t)setup_wanted(&b->items[end++]);
+    setup_share sh = {b, end, 0, ps_gpu_device_current()};
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     size_t want = n / SETUP_PER_THREAD;
     if (want > SETUP_THREADS)
@@ -281,7 +275,6 @@ static void gpu_setup_first(ps_batch *b, size_t most)
     setup_take(&sh, &b->scratch);
     for (size_t w = 0; w < started; w++)
         pthread_join(th[w], NULL);
-    free(todo);
     b->setup_seconds += ps_monotonic_seconds() - t;
 }
 
@@ -306,7 +299,7 @@ static void gpu_attach(ps_batch *b, size_t i)
  * (ps_gpu_tune_batch) if it fits; else the heuristic
  * (ps_tune_team_heuristic). Where it came from is logged (info): the
  * batch's report has no field for it. */
-static int team_heuristic(const ps_batch *b, int resident)
+static int team_heuristic(const ps_batch *b, int resident, int single)
 {
     const ps_gpu_options *g = ps_gpu_options_of(&b->o);
     if (g->batch_team_blocks) {
@@ -343,7 +336,7 @@ static int team_heuristic(const ps_batch *b, int resident)
             return t;
         }
     }
-    const int t = ps_tune_team_heuristic(resident, n);
+    const int t = ps_tune_team_heuristic(resident, n, b->block, single);
     ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
            "batch team size %d blocks: the heuristic (%d co-resident blocks over %zu problems%s)", t, resident, n,
            g->tune_cache && !one_class ? "; the tune cache has no entry for problems of several size classes" : "");
@@ -364,7 +357,7 @@ static int gpu_start(ps_batch *b)
     int bps, fit = ps_tune_batch_kernel_fit(&b->o, single, &b->block, &bps);
     if (fit)
         return fit;
-    b->team_blocks = team_heuristic(b, bps * sms);
+    b->team_blocks = team_heuristic(b, bps * sms, single);
     PS_RETURN_ERROR_IF(&b->o, b->team_blocks > bps * sms, PS_ERR_OPTION,
                        "options.batch_team_blocks: %d exceeds the %d co-resident blocks", b->team_blocks,
                        bps * sms);
@@ -372,6 +365,7 @@ static int gpu_start(ps_batch *b)
     size_t smem = 0;
     int kclass = -1;
     b->stream_setup = 1; /* one kernel class: the lean kernel serves them all */
+    b->setup_next = 0;
     for (size_t i = 0; i < b->n; i++) {
         const item *it = &b->items[i];
         if (it->state == IT_FINISHED)
@@ -399,20 +393,28 @@ static int gpu_start(ps_batch *b)
 
 /* While the kernel runs: set-ups of queued problems that have none yet, in
  * order, for about budget seconds (the scheduler holds the batch's mutex
- * meanwhile); each is attached and then queued by gpu_step. */
+ * meanwhile); each is attached and then queued by gpu_step. The items
+ * before b->setup_next are all set up or finished (a problem never loses
+ * its run but by finishing), so a pass starts there; a paused problem not
+ * set up yet holds that mark where it is until it is set up. */
 static void gpu_setup_more(ps_batch *b, double budget)
 {
     const double t0 = ps_monotonic_seconds();
-    for (size_t i = 0; i < b->n; i++) {
+    int settled = 1; /* every item before i set up or finished */
+    for (size_t i = b->setup_next; i < b->n; i++) {
         item *it = &b->items[i];
-        if (it->state != IT_QUEUED || it->r)
-            continue;
-        const int st = gpu_setup(b, it);
-        if (st)
-            item_fail(it, st);
-        else
-            gpu_attach(b, i);
-        if (ps_monotonic_seconds() - t0 > budget)
+        const int now = setup_wanted(it) && it->state == IT_QUEUED;
+        if (now) {
+            const int st = gpu_setup(b, it);
+            if (st)
+                item_fail(it, st);
+            else
+                gpu_attach(b, i);
+        }
+        settled = settled && !setup_wanted(it);
+        if (settled)
+            b->setup_next = i + 1;
+        if (now && ps_monotonic_seconds() - t0 > budget)
             return;
     }
 }
@@ -492,8 +494,6 @@ static void gpu_step(ps_batch *b)
     }
     if (b->yield_req)
         return;
-    if (b->stream_setup)
-        gpu_setup_more(b, 1e-3);
     /* queued problems onto the device queue, in order; while a lean kernel
      * (one path) runs, only those of its path: the others wait for the next
      * launch, which takes the mixed kernel when the paths differ */
@@ -531,6 +531,10 @@ static void gpu_step(ps_batch *b)
         if (st)
             b->error = st;
     }
+    /* after the launch, which they would delay: set-ups of problems still
+     * without one, queued at the next pass */
+    if (b->stream_setup)
+        gpu_setup_more(b, 1e-3);
 }
 
 /* ---- the CPU backend ---- */

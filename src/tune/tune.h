@@ -50,12 +50,17 @@ int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *b
 
 /*
  * The heuristic's blocks per team for a batch of `problems` problems on a
- * batch kernel with `resident` co-resident blocks (README "Batches"): the
- * co-resident blocks over the problems, rounded down, and at least 2 (1
- * when only one block fits): teams of one block were slower than teams
- * of two in every batch measured (256 T, 120 ptx2d; 64 S gets 2 either
- * way), though they leave some problems queued.
+ * batch kernel with `resident` co-resident blocks of `block` threads
+ * (README "Batches"): the co-resident blocks over the problems, rounded
+ * down, and at least 2 (1 when only one block fits): teams of one block
+ * were slower than teams of two in every batch measured (256 T, 120
+ * ptx2d), though they leave some problems queued. When `single` (every
+ * problem on the single-channel kernels) at least
+ * PS_TUNE_TEAM_SINGLE_THREADS threads a team (8 blocks of 256), capped at
+ * `resident`: smaller teams of those kernels were slower at S and T for
+ * every batch size measured, though more problems then wait in the queue.
  */
-int ps_tune_team_heuristic(int resident, size_t problems);
+#define PS_TUNE_TEAM_SINGLE_THREADS 2048
+int ps_tune_team_heuristic(int resident, size_t problems, int block, int single);
 
 #endif /* PS_SRC_TUNE_TUNE_H */

@@ -7,8 +7,9 @@
  *
  * Candidates (README "Tuning"): 1, 2, 4, ... blocks per team up to the
  * batch kernel's co-resident blocks, the heuristic's size (the co-resident
- * blocks over the copies, at least 2: ps_tune_team_heuristic) and the cached one; with the cluster
- * barrier forced only teams of 2..8 blocks, the sizes a cluster can have.
+ * blocks over the copies, with a floor: ps_tune_team_heuristic) and the
+ * cached one; with the cluster barrier forced only teams of 2..8 blocks,
+ * the sizes a cluster can have.
  * A batch's time is its kernel's (CUDA events over its launches,
  * ps_batch_report.kernel_seconds): the host's set-up of the problems does
  * not depend on the team size.
@@ -63,10 +64,14 @@ int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *b
     return PS_CONVERGED;
 }
 
-int ps_tune_team_heuristic(int resident, size_t problems)
+int ps_tune_team_heuristic(int resident, size_t problems, int block, int single)
 {
     const size_t B = problems ? (size_t)resident / problems : (size_t)resident;
-    const int least = resident < 2 ? 1 : 2;
+    int least = resident < 2 ? 1 : 2;
+    if (single && block > 0 && PS_TUNE_TEAM_SINGLE_THREADS / block > least)
+        least = PS_TUNE_TEAM_SINGLE_THREADS / block;
+    if (least > resident)
+        least = resident;
     return B < (size_t)least ? least : (int)B;
 }
 
@@ -216,7 +221,7 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
     if ((st = ps_tune_batch_kernel_fit(&opt, ps_gpu_channels(p) == 0, &block, &bps)))
         return st;
     const int resident = bps * r->sms;
-    const int heuristic = ps_tune_team_heuristic(resident, (size_t)copies);
+    const int heuristic = ps_tune_team_heuristic(resident, (size_t)copies, block, ps_gpu_channels(p) == 0);
     ps_tune_entry e;
     char path[1024];
     const int cached = g->tune_cache ? ps_tune_cached_team(p, &opt, (size_t)copies, block, resident, &e, path,

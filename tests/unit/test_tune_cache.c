@@ -25,6 +25,7 @@
 #include "common/hash.h"
 #include "persolve_gpu.h"
 #include "tune/cache.h"
+#include "tune/tune.h"
 
 #define DIR "tune_cache_test"
 
@@ -694,6 +695,28 @@ static void test_tune_batch_api(void **state)
     ps_problem_free(p);
 }
 
+/* The team heuristic: co-resident blocks over the problems, at least 2
+ * (1 when one block fits), at least PS_TUNE_TEAM_SINGLE_THREADS threads
+ * for the single-channel kernels, never more than the resident blocks. */
+static void test_team_heuristic(void **state)
+{
+    (void)state;
+    /* channels kernels (512 threads): the quotient, floor 2 */
+    assert_int_equal(ps_tune_team_heuristic(132, 120, 512, 0), 2);
+    assert_int_equal(ps_tune_team_heuristic(132, 16, 512, 0), 8);
+    assert_int_equal(ps_tune_team_heuristic(132, 0, 512, 0), 132);
+    assert_int_equal(ps_tune_team_heuristic(1, 64, 512, 0), 1);
+    /* single-channel kernels: 2048 threads at least */
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1), PS_TUNE_TEAM_SINGLE_THREADS / 256);
+    assert_int_equal(ps_tune_team_heuristic(264, 64, 256, 1), 8);
+    assert_int_equal(ps_tune_team_heuristic(264, 16, 256, 1), 16);
+    assert_int_equal(ps_tune_team_heuristic(132, 256, 512, 1), 4);
+    assert_int_equal(ps_tune_team_heuristic(264, 1, 256, 1), 264);
+    /* capped at the co-resident blocks; a block of more threads than the floor */
+    assert_int_equal(ps_tune_team_heuristic(4, 256, 256, 1), 4);
+    assert_int_equal(ps_tune_team_heuristic(132, 256, 4096, 1), 2);
+}
+
 int main(void)
 {
     mkdir(DIR, 0755);
@@ -710,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_write_errors),
         cmocka_unit_test(test_tune_api),
         cmocka_unit_test(test_tune_batch_api),
+        cmocka_unit_test(test_team_heuristic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
