@@ -95,8 +95,9 @@ for t in tests:
                  for tool in ("memcheck", "racecheck", "synccheck")]
     for tool, c in runs:
         t0 = time.time()
-        # under a sanitizer the tests run their quick subset (small sizes)
-        env = dict(os.environ, PS_GPU_TEST_QUICK="1") if tool else None
+        # under a sanitizer the tests run their quick subset (small sizes),
+        # the batch tests' waits bounded by 600 s instead of 60
+        env = dict(os.environ, PS_GPU_TEST_QUICK="1", PS_TEST_WAIT_S="600") if tool else None
         res, out = run(c, fix(t["workdir"]), env, (t.get("timeout") or 600) * 3)
         name = t["name"] + (" [" + tool + "]" if tool else "")
         print(f"{'/'.join(suite):6s} {name:28s} {res:5s} {time.time() - t0:7.2f}s", flush=True)

@@ -38,7 +38,14 @@
 #endif
 
 #define ITERS 40
-#define WAIT_S 60.0 /* bound of every wait */
+#define WAIT_S 60.0 /* bound of every wait, unless PS_TEST_WAIT_S (s) sets one */
+
+static double wait_s(void)
+{
+    const char *e = getenv("PS_TEST_WAIT_S");
+    const double v = e ? atof(e) : 0.0;
+    return v > 0.0 ? v : WAIT_S;
+}
 
 /* Mixed sizes, channel counts (ptx2d: 8 channels), a designed gradient. */
 static const char *const specs[] = {
@@ -191,9 +198,9 @@ static int same_outcome(const char *what, const outcome *a, const outcome *b, si
 
 static int wait_bounded(ps_batch *b)
 {
-    int st = ps_batch_wait(b, WAIT_S);
+    int st = ps_batch_wait(b, wait_s());
     if (st == PS_RUNNING)
-        fail_msg("batch did not finish within %.0f s", WAIT_S);
+        fail_msg("batch did not finish within %.0f s", wait_s());
     return st;
 }
 
@@ -388,7 +395,7 @@ static void test_steering_storm(void **state)
     uint64_t rng = getenv("PS_TEST_SEED") ? strtoull(getenv("PS_TEST_SEED"), NULL, 10) : 12345;
     int cancelled[NSPEC] = {0};
     int ops = 0;
-    const double t_end = now_s() + WAIT_S;
+    const double t_end = now_s() + wait_s();
     for (; ops < 400 && now_s() < t_end; ops++) {
         const size_t i = (size_t)(tu_next(&rng) % s.n);
         const unsigned what = (unsigned)(tu_next(&rng) % 16);
@@ -537,7 +544,7 @@ static void test_yield_storm(void **state)
     ps_batch *b = start_long(&s, big, 4, 2, 300, &o);
     uint64_t rng = 777;
     int yields = 0;
-    const double t_end = now_s() + WAIT_S;
+    const double t_end = now_s() + wait_s();
     while (ps_batch_wait(b, 0.0) == PS_RUNNING && yields < 30 && now_s() < t_end) {
         sleep_us(1000 + (long)(tu_next(&rng) % 4000));
         assert_int_equal(ps_batch_yield(b), 0);
@@ -613,7 +620,7 @@ static void test_edges(void **state)
     assert_int_equal(ps_batch_start(b), 0);
     void *blob = NULL;
     size_t len = 0;
-    assert_int_equal(ps_batch_wait(b, WAIT_S), 0);
+    assert_int_equal(ps_batch_wait(b, wait_s()), 0);
     assert_int_equal(ps_batch_result(b, 1, NULL, NULL), PS_ERR_NONFINITE);
     assert_true(ps_batch_result(b, 0, NULL, NULL) >= 0);
     assert_true(ps_batch_result(b, 2, NULL, NULL) >= 0);
@@ -640,7 +647,7 @@ static void test_edges(void **state)
     assert_null(blob);
     const double t = now_s();
     ps_batch_free(b);
-    assert_true(now_s() - t < WAIT_S);
+    assert_true(now_s() - t < wait_s());
     set_free(&s);
 }
 
