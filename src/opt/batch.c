@@ -72,6 +72,7 @@ struct ps_batch {
     pthread_cond_t cv;    /* state changes (the scheduler broadcasts) and requests */
     item *items;
     size_t n, cap;
+    item **pick;          /* [cap]: the problems a GPU scheduler pass queues, in order */
     int state;            /* ps_batch_state */
     int yield_req;        /* a yield of the whole batch asked for and not withdrawn */
     int quit;             /* the scheduler ends (ps_batch_free) */
@@ -307,7 +308,7 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
                "batch team size %d blocks: forced (options.batch_team_blocks)", g->batch_team_blocks);
         return g->batch_team_blocks;
     }
-    size_t n = 0;
+    size_t n = 0, ns = 0;
     const ps_problem *first = NULL;
     int one_class = 1;
     ps_tune_class c0, c;
@@ -316,6 +317,8 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
         if (it->state == IT_FINISHED)
             continue;
         n++;
+        if (ps_problem_ns(it->p) > ns)
+            ns = ps_problem_ns(it->p);
         if (!first) {
             first = it->p;
             ps_tune_problem_class(first, b->o.precision, &c0);
@@ -336,7 +339,7 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
             return t;
         }
     }
-    const int t = ps_tune_team_heuristic(resident, n, b->block, single);
+    const int t = ps_tune_team_heuristic(resident, n, b->block, single, ns);
     ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
            "batch team size %d blocks: the heuristic (%d co-resident blocks over %zu problems%s)", t, resident, n,
            g->tune_cache && !one_class ? "; the tune cache has no entry for problems of several size classes" : "");
@@ -460,6 +463,13 @@ static void gpu_exited(ps_batch *b, item *it, int reason)
     item_queue(b, it); /* a pause withdrawn after the kernel took it: on */
 }
 
+/* qsort: items by queue order. */
+static int by_order(const void *x, const void *y)
+{
+    const item *a = *(item *const *)x, *b = *(item *const *)y;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
 /* One pass of the GPU scheduler (batch mutex held). */
 static void gpu_step(ps_batch *b)
 {
@@ -498,16 +508,17 @@ static void gpu_step(ps_batch *b)
      * (one path) runs, only those of its path: the others wait for the next
      * launch, which takes the mixed kernel when the paths differ */
     const int kpath = running ? ps_gpu_batch_launched_path(b->gb) : -1;
-    for (;;) {
-        item *next = NULL;
-        for (size_t i = 0; i < b->n; i++) {
-            item *it = &b->items[i];
-            if (it->state == IT_QUEUED && !it->inq && it->r && (!next || it->order < next->order) &&
-                (kpath < 0 || ps_gpu_batch_path(it->r->gpu) == kpath))
-                next = it;
-        }
-        if (!next)
-            break;
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        item *it = &b->items[i];
+        if (it->state == IT_QUEUED && !it->inq && it->r &&
+            (kpath < 0 || ps_gpu_batch_path(it->r->gpu) == kpath))
+            b->pick[k++] = it;
+    }
+    if (k > 1)
+        qsort(b->pick, k, sizeof *b->pick, by_order);
+    for (size_t j = 0; j < k; j++) {
+        item *next = b->pick[j];
         gpu_command(b, next);
         pthread_mutex_lock(&next->r->mu);
         next->r->state = PS_RUN_RUNNING;
@@ -721,6 +732,10 @@ static int grow(ps_batch *b)
     if (!v)
         return PS_ERR_NO_MEMORY;
     b->items = v;
+    item **pick = realloc(b->pick, cap * sizeof *pick);
+    if (!pick)
+        return PS_ERR_NO_MEMORY;
+    b->pick = pick;
     b->cap = cap;
     return PS_CONVERGED;
 }
@@ -1458,6 +1473,7 @@ void ps_batch_free(ps_batch *b)
     ps_gpu_batch_free(b->gb);
     free(b->scratch.p);
     free(b->items);
+    free(b->pick);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
     free(b);

@@ -56,11 +56,13 @@ int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *b
  * were slower than teams of two in every batch measured (256 T, 120
  * ptx2d), though they leave some problems queued. When `single` (every
  * problem on the single-channel kernels) at least
- * PS_TUNE_TEAM_SINGLE_THREADS threads a team (8 blocks of 256), capped at
- * `resident`: smaller teams of those kernels were slower at S and T for
- * every batch size measured, though more problems then wait in the queue.
+ * PS_TUNE_TEAM_SINGLE_THREADS threads a team (8 blocks of 256), but no
+ * more blocks than the largest problem (`ns` spins) has tiles of 32
+ * spins, and at most `resident`: smaller teams of those kernels were
+ * slower at S and T for every batch size measured, though more problems
+ * then wait in the queue.
  */
 #define PS_TUNE_TEAM_SINGLE_THREADS 2048
-int ps_tune_team_heuristic(int resident, size_t problems, int block, int single);
+int ps_tune_team_heuristic(int resident, size_t problems, int block, int single, size_t ns);
 
 #endif /* PS_SRC_TUNE_TUNE_H */

@@ -64,15 +64,21 @@ int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *b
     return PS_CONVERGED;
 }
 
-int ps_tune_team_heuristic(int resident, size_t problems, int block, int single)
+int ps_tune_team_heuristic(int resident, size_t problems, int block, int single, size_t ns)
 {
     const size_t B = problems ? (size_t)resident / problems : (size_t)resident;
-    int least = resident < 2 ? 1 : 2;
-    if (single && block > 0 && PS_TUNE_TEAM_SINGLE_THREADS / block > least)
-        least = PS_TUNE_TEAM_SINGLE_THREADS / block;
-    if (least > resident)
-        least = resident;
-    return B < (size_t)least ? least : (int)B;
+    size_t least = resident < 2 ? 1 : 2;
+    if (single && block > 0) {
+        size_t floor = (size_t)(PS_TUNE_TEAM_SINGLE_THREADS / block);
+        const size_t tiles = (ns + 31) / 32;
+        if (floor > tiles)
+            floor = tiles;
+        if (floor > least)
+            least = floor;
+    }
+    if (least > (size_t)resident)
+        least = (size_t)resident;
+    return B < least ? (int)least : (int)B;
 }
 
 void ps_tune_batch_report_free(ps_tune_batch_report *r)
@@ -221,7 +227,8 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
     if ((st = ps_tune_batch_kernel_fit(&opt, ps_gpu_channels(p) == 0, &block, &bps)))
         return st;
     const int resident = bps * r->sms;
-    const int heuristic = ps_tune_team_heuristic(resident, (size_t)copies, block, ps_gpu_channels(p) == 0);
+    const int heuristic =
+        ps_tune_team_heuristic(resident, (size_t)copies, block, ps_gpu_channels(p) == 0, ps_problem_ns(p));
     ps_tune_entry e;
     char path[1024];
     const int cached = g->tune_cache ? ps_tune_cached_team(p, &opt, (size_t)copies, block, resident, &e, path,

@@ -697,24 +697,30 @@ static void test_tune_batch_api(void **state)
 
 /* The team heuristic: co-resident blocks over the problems, at least 2
  * (1 when one block fits), at least PS_TUNE_TEAM_SINGLE_THREADS threads
- * for the single-channel kernels, never more than the resident blocks. */
+ * for the single-channel kernels but no more blocks than the largest
+ * problem has tiles of 32 spins, never more than the resident blocks. */
 static void test_team_heuristic(void **state)
 {
     (void)state;
     /* channels kernels (512 threads): the quotient, floor 2 */
-    assert_int_equal(ps_tune_team_heuristic(132, 120, 512, 0), 2);
-    assert_int_equal(ps_tune_team_heuristic(132, 16, 512, 0), 8);
-    assert_int_equal(ps_tune_team_heuristic(132, 0, 512, 0), 132);
-    assert_int_equal(ps_tune_team_heuristic(1, 64, 512, 0), 1);
-    /* single-channel kernels: 2048 threads at least */
-    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1), PS_TUNE_TEAM_SINGLE_THREADS / 256);
-    assert_int_equal(ps_tune_team_heuristic(264, 64, 256, 1), 8);
-    assert_int_equal(ps_tune_team_heuristic(264, 16, 256, 1), 16);
-    assert_int_equal(ps_tune_team_heuristic(132, 256, 512, 1), 4);
-    assert_int_equal(ps_tune_team_heuristic(264, 1, 256, 1), 264);
+    assert_int_equal(ps_tune_team_heuristic(132, 120, 512, 0, 1144), 2);
+    assert_int_equal(ps_tune_team_heuristic(132, 16, 512, 0, 1144), 8);
+    assert_int_equal(ps_tune_team_heuristic(132, 0, 512, 0, 1144), 132);
+    assert_int_equal(ps_tune_team_heuristic(1, 64, 512, 0, 1144), 1);
+    /* single-channel kernels: 2048 threads at least (T: 2010 spins, S: 1024) */
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 2010), PS_TUNE_TEAM_SINGLE_THREADS / 256);
+    assert_int_equal(ps_tune_team_heuristic(264, 64, 256, 1, 1024), 8);
+    assert_int_equal(ps_tune_team_heuristic(264, 16, 256, 1, 1024), 16);
+    assert_int_equal(ps_tune_team_heuristic(132, 256, 512, 1, 2010), 4);
+    assert_int_equal(ps_tune_team_heuristic(264, 1, 256, 1, 2010), 264);
+    /* ... but no more blocks than tiles of 32 spins, and 2 at least */
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 100), 4);
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 60), 2);
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 1), 2);
+    assert_int_equal(ps_tune_team_heuristic(264, 8, 256, 1, 1), 33);
     /* capped at the co-resident blocks; a block of more threads than the floor */
-    assert_int_equal(ps_tune_team_heuristic(4, 256, 256, 1), 4);
-    assert_int_equal(ps_tune_team_heuristic(132, 256, 4096, 1), 2);
+    assert_int_equal(ps_tune_team_heuristic(4, 256, 256, 1, 2010), 4);
+    assert_int_equal(ps_tune_team_heuristic(132, 256, 4096, 1, 2010), 2);
 }
 
 int main(void)
