@@ -1198,7 +1198,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --batch N       tune the team size of a GPU batch of N copies\n"
                 "                      (1..16384) instead: teams of 1, 2, 4, ... blocks,\n"
                 "                      the heuristic's and the cached size, each timed\n"
-                "                      by the batch kernel's time\n"
+                "                      by the batch's time from start to end\n"
                 "  -h, --help          this help\n"
                 "\n",
                 PS_TUNE_DEFAULT_INPUT, PS_TUNE_ITERS, PS_TUNE_REPEATS, d.memory);

@@ -273,8 +273,8 @@ static int tune_batch(const ps_cli *cli, const ps_options *o, ps_cli_log *log, c
     print_problem(spec, p, o);
     printf("copies:     %d, copy k from x0 scaled by 1 + 0.01 k, in one GPU batch\n", cli->bench_batch);
     printf("runs:       per team size one warm-up batch, then the median of %d batches of %lld\n"
-           "            iterations per copy (gtol = ftol = 0); time = the batch kernel's (CUDA\n"
-           "            events), ms/iter that over one copy's iterations\n",
+           "            iterations per copy (gtol = ftol = 0); time = the batch's, from its\n"
+           "            start to its end, ms/iter that over one copy's iterations\n",
            cli->repeats, (long long)cli->iters);
     printf("columns:    team blocks the blocks per team, teams the teams the kernel had;\n"
            "            '*' fastest, 'h' the heuristic's size, 'c' the cached one\n");
