@@ -208,7 +208,7 @@ static int gpu_setup(ps_batch *b, item *it)
 }
 
 /* The set-ups at the start, shared by the caller and up to
- * SETUP_THREADS - 1 workers: each takes the next problem of todo (each
+ * SETUP_THREADS - 1 workers: each takes the next candidate (each
  * problem's set-up touches only its own item and run, and CUDA's calls
  * are thread-safe); the caller's image buffer is the batch's, each
  * worker has its own. */
@@ -339,7 +339,7 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
             return t;
         }
     }
-    const int t = ps_tune_team_heuristic(resident, n, b->block, single, ns);
+    const int t = ps_tune_team_default(g, resident, n, b->block, single, ns);
     ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
            "batch team size %d blocks: the heuristic (%d co-resident blocks over %zu problems%s)", t, resident, n,
            g->tune_cache && !one_class ? "; the tune cache has no entry for problems of several size classes" : "");
@@ -543,8 +543,9 @@ static void gpu_step(ps_batch *b)
             b->error = st;
     }
     /* after the launch, which they would delay: set-ups of problems still
-     * without one, queued at the next pass */
-    if (b->stream_setup)
+     * without one, queued at the next pass (when the kernel has drained
+     * meanwhile, that costs the next launch one pass, about 50 us) */
+    if (b->stream_setup && !b->error)
         gpu_setup_more(b, 1e-3);
 }
 

@@ -57,12 +57,19 @@ int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *b
  * ptx2d), though they leave some problems queued. When `single` (every
  * problem on the single-channel kernels) at least
  * PS_TUNE_TEAM_SINGLE_THREADS threads a team (8 blocks of 256), but no
- * more blocks than the largest problem (`ns` spins) has tiles of 32
- * spins, and at most `resident`: smaller teams of those kernels were
- * slower at S and T for every batch size measured, though more problems
- * then wait in the queue.
+ * more blocks than the largest problem (`ns` spins) has tiles of
+ * `spins_per_tile` spins (32 when 0: the single-channel kernels' own),
+ * and at most `resident`: smaller teams of those kernels were slower at
+ * S and T for every batch size measured, though more problems then wait
+ * in the queue. In a batch of mixed sizes the largest problem sets the
+ * cap. 1 when `resident` < 1.
  */
 #define PS_TUNE_TEAM_SINGLE_THREADS 2048
-int ps_tune_team_heuristic(int resident, size_t problems, int block, int single, size_t ns);
+int ps_tune_team_heuristic(int resident, size_t problems, int block, int single, size_t ns, int spins_per_tile);
+
+/* The heuristic's team size under the GPU options `g`: their forced
+ * spins per tile, and at most 8 blocks when the teams must be
+ * thread-block clusters (the portable cluster size). */
+int ps_tune_team_default(const ps_gpu_options *g, int resident, size_t problems, int block, int single, size_t ns);
 
 #endif /* PS_SRC_TUNE_TUNE_H */

@@ -67,21 +67,30 @@ int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *b
     return PS_CONVERGED;
 }
 
-int ps_tune_team_heuristic(int resident, size_t problems, int block, int single, size_t ns)
+int ps_tune_team_heuristic(int resident, size_t problems, int block, int single, size_t ns, int spins_per_tile)
 {
+    if (resident < 1)
+        return 1;
     const size_t B = problems ? (size_t)resident / problems : (size_t)resident;
     size_t least = resident < 2 ? 1 : 2;
     if (single && block > 0) {
-        size_t floor = (size_t)(PS_TUNE_TEAM_SINGLE_THREADS / block);
-        const size_t tiles = (ns + 31) / 32;
-        if (floor > tiles)
-            floor = tiles;
-        if (floor > least)
-            least = floor;
+        const size_t sb = spins_per_tile > 0 ? (size_t)spins_per_tile : 32;
+        size_t most = (size_t)(PS_TUNE_TEAM_SINGLE_THREADS / block);
+        const size_t tiles = (ns + sb - 1) / sb;
+        if (most > tiles)
+            most = tiles;
+        if (most > least)
+            least = most;
     }
     if (least > (size_t)resident)
         least = (size_t)resident;
     return B < least ? (int)least : (int)B;
+}
+
+int ps_tune_team_default(const ps_gpu_options *g, int resident, size_t problems, int block, int single, size_t ns)
+{
+    const int t = ps_tune_team_heuristic(resident, problems, block, single, ns, g->gpu_spins_per_tile);
+    return g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER && t > 8 ? 8 : t;
 }
 
 void ps_tune_batch_report_free(ps_tune_batch_report *r)
@@ -233,7 +242,7 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
         return st;
     const int resident = bps * r->sms;
     const int heuristic =
-        ps_tune_team_heuristic(resident, (size_t)copies, block, ps_gpu_channels(p) == 0, ps_problem_ns(p));
+        ps_tune_team_default(g, resident, (size_t)copies, block, ps_gpu_channels(p) == 0, ps_problem_ns(p));
     ps_tune_entry e;
     char path[1024];
     const int cached = g->tune_cache ? ps_tune_cached_team(p, &opt, (size_t)copies, block, resident, &e, path,

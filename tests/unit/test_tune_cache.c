@@ -703,24 +703,37 @@ static void test_team_heuristic(void **state)
 {
     (void)state;
     /* channels kernels (512 threads): the quotient, floor 2 */
-    assert_int_equal(ps_tune_team_heuristic(132, 120, 512, 0, 1144), 2);
-    assert_int_equal(ps_tune_team_heuristic(132, 16, 512, 0, 1144), 8);
-    assert_int_equal(ps_tune_team_heuristic(132, 0, 512, 0, 1144), 132);
-    assert_int_equal(ps_tune_team_heuristic(1, 64, 512, 0, 1144), 1);
+    assert_int_equal(ps_tune_team_heuristic(132, 120, 512, 0, 1144, 0), 2);
+    assert_int_equal(ps_tune_team_heuristic(132, 16, 512, 0, 1144, 0), 8);
+    assert_int_equal(ps_tune_team_heuristic(132, 0, 512, 0, 1144, 0), 132);
+    assert_int_equal(ps_tune_team_heuristic(1, 64, 512, 0, 1144, 0), 1);
     /* single-channel kernels: 2048 threads at least (T: 2010 spins, S: 1024) */
-    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 2010), PS_TUNE_TEAM_SINGLE_THREADS / 256);
-    assert_int_equal(ps_tune_team_heuristic(264, 64, 256, 1, 1024), 8);
-    assert_int_equal(ps_tune_team_heuristic(264, 16, 256, 1, 1024), 16);
-    assert_int_equal(ps_tune_team_heuristic(132, 256, 512, 1, 2010), 4);
-    assert_int_equal(ps_tune_team_heuristic(264, 1, 256, 1, 2010), 264);
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 2010, 0), PS_TUNE_TEAM_SINGLE_THREADS / 256);
+    assert_int_equal(ps_tune_team_heuristic(264, 64, 256, 1, 1024, 0), 8);
+    assert_int_equal(ps_tune_team_heuristic(264, 16, 256, 1, 1024, 0), 16);
+    assert_int_equal(ps_tune_team_heuristic(132, 256, 512, 1, 2010, 0), 4);
+    assert_int_equal(ps_tune_team_heuristic(264, 1, 256, 1, 2010, 0), 264);
     /* ... but no more blocks than tiles of 32 spins, and 2 at least */
-    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 100), 4);
-    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 60), 2);
-    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 1), 2);
-    assert_int_equal(ps_tune_team_heuristic(264, 8, 256, 1, 1), 33);
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 100, 0), 4);
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 60, 0), 2);
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 1, 0), 2);
+    assert_int_equal(ps_tune_team_heuristic(264, 8, 256, 1, 1, 0), 33);
     /* capped at the co-resident blocks; a block of more threads than the floor */
-    assert_int_equal(ps_tune_team_heuristic(4, 256, 256, 1, 2010), 4);
-    assert_int_equal(ps_tune_team_heuristic(132, 256, 4096, 1, 2010), 2);
+    assert_int_equal(ps_tune_team_heuristic(4, 256, 256, 1, 2010, 0), 4);
+    assert_int_equal(ps_tune_team_heuristic(132, 256, 4096, 1, 2010, 0), 2);
+    assert_int_equal(ps_tune_team_heuristic(0, 256, 256, 1, 2010, 0), 1);
+    /* forced tiles: the cap counts tiles of that many spins */
+    assert_int_equal(ps_tune_team_heuristic(264, 256, 256, 1, 100, 16), 7);
+    /* the options: forced tiles, and 8 at most for cluster barriers */
+    ps_gpu_options g;
+    ps_gpu_options_default(&g);
+    assert_int_equal(ps_tune_team_default(&g, 264, 256, 128, 1, 2010), 16);
+    g.batch_team_barrier = PS_TEAM_BARRIER_CLUSTER;
+    assert_int_equal(ps_tune_team_default(&g, 264, 256, 128, 1, 2010), 8);
+    assert_int_equal(ps_tune_team_default(&g, 264, 8, 256, 1, 2010), 8);
+    g.batch_team_barrier = PS_TEAM_BARRIER_AUTO;
+    g.gpu_spins_per_tile = 16;
+    assert_int_equal(ps_tune_team_default(&g, 264, 256, 256, 1, 100), 7);
 }
 
 int main(void)
