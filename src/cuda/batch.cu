@@ -70,7 +70,7 @@ struct queue_seen {
 
 /* The kernel's argument. */
 struct batch_args {
-    args *const *probs;        /* [cap] each problem's arguments in device memory */
+    args *probs;               /* [cap] each problem's arguments (device) */
     const queue_host *q;       /* mapped */
     const int *ids;            /* [cap] mapped: the queue's entries */
     exit_record *exits;        /* [cap] mapped */
@@ -127,7 +127,7 @@ __device__ inline int take(const batch_args &b)
             if (atomicCAS(b.head, h, h + 1) != h)
                 continue;
             const int id = load_acquire_sys_s32(b.ids + h % (unsigned long long)b.cap);
-            args *pa = b.probs[id];
+            const args *pa = b.probs + id;
             if (host_command(pa->ctl) != PS_GPU_CMD_NONE) {
                 post_exit(b, id, PS_GPU_EXIT_SKIPPED);
                 continue;
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args
         // ---- every block: the problem's arguments as its team's, in shared
         // memory (a copy per thread would take registers the phases need) ----
         {
-            const unsigned long long *src = (const unsigned long long *)b.probs[id];
+            const unsigned long long *src = (const unsigned long long *)(b.probs + id);
             unsigned long long *dst = (unsigned long long *)&A;
             for (int i = threadIdx.x; i < (int)(sizeof(args) / 8); i += blockDim.x)
                 dst[i] = src[i];
@@ -305,8 +305,8 @@ struct ps_gpu_batch {
     int *ids;               /* mapped [cap] */
     exit_record *exits;     /* mapped [cap] */
     batch_args ka;          /* the kernel's argument (device addresses) */
-    args **d_probs;         /* [cap] device */
-    args **h_slot;          /* [cap] host copy: each problem's device args, or NULL */
+    args *d_args;           /* [cap] each problem's arguments (device), allocated with the
+                             * batch: no allocation while the kernel runs (context.cu) */
     void *d_words;          /* head, active, bars, pick */
     timed_stream ks;
     cudaStream_t copies;
@@ -452,21 +452,15 @@ extern "C" int ps_gpu_batch_create(const ps_options *o, int precision, int block
     memset(b->q, 0, sizeof(queue_host));
     memset(b->ids, 0, (size_t)cap * sizeof(int));
     memset(b->exits, 0, (size_t)cap * sizeof(exit_record));
-    b->h_slot = (args **)calloc((size_t)cap, sizeof(args *));
-    if (!b->h_slot) {
-        st = PS_ERR_NO_MEMORY;
-        goto out;
-    }
     {
         const size_t words = sizeof(queue_seen) + sizeof(unsigned long long) + sizeof(int) +
                              (size_t)b->teams * (2 * sizeof(unsigned) + sizeof(int));
         CUDA_TRY(o, cudaMalloc(&b->d_words, words), PS_ERR_GPU_MEMORY);
         CUDA_TRY(o, cudaMemset(b->d_words, 0, words), PS_ERR_GPU_LAUNCH);
-        CUDA_TRY(o, cudaMalloc((void **)&b->d_probs, (size_t)cap * sizeof(args *)), PS_ERR_GPU_MEMORY);
-        CUDA_TRY(o, cudaMemset(b->d_probs, 0, (size_t)cap * sizeof(args *)), PS_ERR_GPU_LAUNCH);
+        CUDA_TRY(o, cudaMalloc((void **)&b->d_args, (size_t)cap * sizeof(args)), PS_ERR_GPU_MEMORY);
         char *w = (char *)b->d_words;
         batch_args &ka = b->ka;
-        ka.probs = b->d_probs;
+        ka.probs = b->d_args;
         CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.q, b->q, 0), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.ids, b->ids, 0), PS_ERR_GPU_LAUNCH);
         CUDA_TRY(o, cudaHostGetDevicePointer((void **)&ka.exits, b->exits, 0), PS_ERR_GPU_LAUNCH);
@@ -500,12 +494,7 @@ extern "C" void ps_gpu_batch_free(ps_gpu_batch *b)
     timed_stream_destroy(&b->ks);
     if (b->copies)
         cudaStreamDestroy(b->copies);
-    if (b->h_slot)
-        for (int i = 0; i < b->cap; i++)
-            if (b->h_slot[i])
-                cudaFree(b->h_slot[i]);
-    free(b->h_slot);
-    cudaFree(b->d_probs);
+    cudaFree(b->d_args);
     cudaFree(b->d_words);
     if (b->q)
         cudaFreeHost(b->q);
@@ -547,13 +536,7 @@ extern "C" int ps_gpu_batch_attach(ps_gpu_batch *b, int index, ps_gpu_run *g)
     PS_RETURN_ERROR_IF(o, c.smem > b->smem, PS_ERR_SIZE,
                        "batch problem %d needs %zu bytes of shared memory a block; the batch's blocks have %zu",
                        index, c.smem, b->smem);
-    if (!b->h_slot[index]) {
-        CUDA_TRY(o, cudaMalloc((void **)&b->h_slot[index], sizeof(args)), PS_ERR_GPU_MEMORY);
-        CUDA_TRY(o, cudaMemcpyAsync(b->d_probs + index, &b->h_slot[index], sizeof(args *), cudaMemcpyHostToDevice,
-                                    b->copies),
-                 PS_ERR_GPU_LAUNCH);
-    }
-    CUDA_TRY(o, cudaMemcpyAsync(b->h_slot[index], &a, sizeof(args), cudaMemcpyHostToDevice, b->copies),
+    CUDA_TRY(o, cudaMemcpyAsync(b->d_args + index, &a, sizeof(args), cudaMemcpyHostToDevice, b->copies),
              PS_ERR_GPU_LAUNCH);
     CUDA_TRY(o, cudaMemcpyAsync(a.eval_out, resume, sizeof resume, cudaMemcpyHostToDevice, b->copies),
              PS_ERR_GPU_LAUNCH);

@@ -62,6 +62,11 @@ int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o, const doub
     return ps_gpu_usable(o);
 }
 
+int ps_gpu_run_reserve(size_t n)
+{
+    return n ? PS_ERR_NO_GPU : PS_CONVERGED;
+}
+
 int ps_gpu_run_ranks(const ps_gpu_run *g)
 {
     return 1;

@@ -41,34 +41,53 @@ ctl_slot *ctl_free_list;
 size_t ctl_free_n, ctl_free_cap;
 } // namespace
 
+/* CTL_CHUNK more free control blocks (ctl_mu held); CUDA's error. */
+static cudaError_t ctl_grow(void)
+{
+    ps_gpu_ctl *h = NULL, *d = NULL;
+    ctl_slot *v = (ctl_slot *)realloc(ctl_free_list, (ctl_free_cap + CTL_CHUNK) * sizeof *v);
+    if (!v)
+        return cudaErrorMemoryAllocation;
+    ctl_free_list = v;
+    cudaError_t e = cudaHostAlloc((void **)&h, CTL_CHUNK * sizeof(ps_gpu_ctl), cudaHostAllocMapped);
+    if (e != cudaSuccess)
+        return e;
+    if ((e = cudaHostGetDevicePointer((void **)&d, h, 0)) != cudaSuccess) {
+        cudaFreeHost(h);
+        return e;
+    }
+    ctl_free_cap += CTL_CHUNK;
+    for (int i = CTL_CHUNK - 1; i >= 0; i--)
+        ctl_free_list[ctl_free_n++] = ctl_slot{h + i, d + i};
+    return cudaSuccess;
+}
+
 /* A zeroed control block (host and device addresses); CUDA's error. */
 static cudaError_t ctl_take(ctl_slot *out)
 {
     cudaError_t e = cudaSuccess;
     pthread_mutex_lock(&ctl_mu);
-    if (!ctl_free_n) {
-        ps_gpu_ctl *h = NULL, *d = NULL;
-        ctl_slot *v = (ctl_slot *)realloc(ctl_free_list, (ctl_free_cap + CTL_CHUNK) * sizeof *v);
-        if (!v) {
-            e = cudaErrorMemoryAllocation;
-            goto out;
-        }
-        ctl_free_list = v;
-        ctl_free_cap += CTL_CHUNK;
-        if ((e = cudaHostAlloc((void **)&h, CTL_CHUNK * sizeof(ps_gpu_ctl), cudaHostAllocMapped)) != cudaSuccess)
-            goto out;
-        if ((e = cudaHostGetDevicePointer((void **)&d, h, 0)) != cudaSuccess) {
-            cudaFreeHost(h);
-            goto out;
-        }
-        for (int i = CTL_CHUNK - 1; i >= 0; i--)
-            ctl_free_list[ctl_free_n++] = ctl_slot{h + i, d + i};
-    }
+    if (!ctl_free_n && (e = ctl_grow()) != cudaSuccess)
+        goto out;
     *out = ctl_free_list[--ctl_free_n];
     memset(out->host, 0, sizeof(ps_gpu_ctl));
 out:
     pthread_mutex_unlock(&ctl_mu);
     return e;
+}
+
+extern "C" int ps_gpu_run_reserve(size_t n)
+{
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&ctl_mu);
+    while (ctl_free_n < n && (e = ctl_grow()) == cudaSuccess)
+        ;
+    pthread_mutex_unlock(&ctl_mu);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return PS_ERR_GPU_MEMORY;
+    }
+    return PS_CONVERGED;
 }
 
 static void ctl_give(ps_gpu_ctl *host, ps_gpu_ctl *dev)

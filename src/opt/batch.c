@@ -388,6 +388,13 @@ static int gpu_start(ps_batch *b)
      * runs (gpu_setup_more); problems of several kernel classes all now (a
      * launch's kernel is chosen from what is queued at the launch) */
     gpu_setup_first(b, b->stream_setup ? (size_t)ps_gpu_batch_teams(b->gb) : (size_t)-1);
+    if (b->stream_setup) { /* the later set-ups' control blocks now: no pinned allocation beside the kernel */
+        size_t later = 0;
+        for (size_t i = 0; i < b->n; i++)
+            later += setup_wanted(&b->items[i]) != 0;
+        if ((st = ps_gpu_run_reserve(later)))
+            return st;
+    }
     for (size_t i = 0; i < b->n; i++)
         if (b->items[i].r && b->items[i].state != IT_FINISHED)
             gpu_attach(b, i);
@@ -490,12 +497,17 @@ static void gpu_step(ps_batch *b)
         if (n > it->exits) {
             it->exits = n;
             gpu_exited(b, it, reason);
-        } else if (!running && b->error) {
-            /* the kernel failed: what it had not run ends with the error */
-            it->inq = 0;
-            item_fail(it, b->error);
         }
     }
+    /* the kernel failed (or could not be launched): no launch follows, so
+     * every problem not finished (queued, paused, not yet set up) ends with
+     * the error instead of waiting for one */
+    if (!running && b->error)
+        for (size_t i = 0; i < b->n; i++)
+            if (b->items[i].state != IT_FINISHED) {
+                b->items[i].inq = 0;
+                item_fail(&b->items[i], b->error);
+            }
     /* running problems seen from their runs */
     for (size_t i = 0; i < b->n; i++) {
         item *it = &b->items[i];

@@ -468,7 +468,8 @@ static void test_pause_before_setup(void **state)
     do {
         sleep_us(1000);
         assert_int_equal(ps_batch_progress(b, &rep), 0);
-    } while (rep.finished < COPIES - 1 && now_s() < t_end);
+    } while (rep.finished < COPIES - 1 && !rep.failed && now_s() < t_end);
+    assert_int_equal(rep.failed, 0);
     assert_int_equal(rep.finished, COPIES - 1);
     assert_int_equal(rep.paused, 1);
     ps_snapshot snap;
@@ -712,10 +713,14 @@ int main(void)
 #ifdef PS_TEST_GPU
         cmocka_unit_test(test_cluster_teams),
 #endif
-        cmocka_unit_test(test_pause_before_setup),
         cmocka_unit_test(test_yield_checkpoint),
         cmocka_unit_test(test_edges),
     };
+    /* not in the quick subset: test_add_while_running and
+     * test_pause_before_setup, whose problems are set up after the kernel's
+     * launch (memcheck knows only the allocations made before a launch, and
+     * reports the kernel's accesses to later ones as out of bounds; README
+     * "Running the GPU tests") */
     return tu_run_gpu_suite(quick, sizeof quick / sizeof quick[0], tests, sizeof tests / sizeof tests[0]);
 #else
     return cmocka_run_group_tests(tests, NULL, NULL);
