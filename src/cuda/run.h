@@ -41,12 +41,13 @@ int ps_gpu_run_create(const ps_problem *p, const ps_options *o,
  * commands, the progress and the state are rank 0's, which every rank
  * shares). One GPU: ps_gpu_run_create on that device. */
 int ps_gpu_run_create_ranks(const ps_problem *p, const ps_options *o, const double *z, ps_gpu_run **out);
-/* Control blocks for n runs more than are set up now, taken at once
- * (one pinned allocation per 64), so that runs set up while a kernel runs
- * (a batch's problems after its launch) allocate no pinned memory then:
- * an allocation between two commands of different streams may serialize
- * them (CUDA's implicit synchronization), and a kernel launched before an
- * allocation does not see it under compute-sanitizer. A ps_status. */
+/* At least n free control blocks in the process's list now (one pinned
+ * allocation per 64), so that the runs a batch sets up while its kernel
+ * runs take them without a pinned allocation then: an allocation between
+ * two commands of different streams may serialize them (CUDA's implicit
+ * synchronization), and a kernel launched before an allocation does not
+ * see it under compute-sanitizer. Runs created meanwhile on other threads
+ * take from the same list. A ps_status. */
 int ps_gpu_run_reserve(size_t n);
 /* The ranks of a run (1: one GPU). */
 int ps_gpu_run_ranks(const ps_gpu_run *g);

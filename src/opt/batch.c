@@ -331,7 +331,11 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
         ps_tune_entry e;
         char path[1024];
         const int t = ps_tune_cached_team(first, &b->o, n, b->block, resident, &e, path, sizeof path);
-        if (t > 0) {
+        if (t > 8 && g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER)
+            ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
+                   "batch: the tune cache's %d blocks per team (%s) cannot be a cluster; the heuristic's size", t,
+                   path);
+        else if (t > 0) {
             ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
                    "batch team size from the tune cache %s: %d blocks per team for %zu problems "
                    "(measured %.4g ms per iteration on %s)",
@@ -381,20 +385,20 @@ static int gpu_start(ps_batch *b)
             b->stream_setup = 0;
         kclass = k;
     }
-    int st = ps_gpu_batch_create(&b->o, b->o.precision, b->block, b->team_blocks, smem, PS_BATCH_MAX, &b->gb);
+    /* the control blocks of every set-up now, those after the launch too:
+     * no pinned allocation beside the kernel for them */
+    size_t todo = 0;
+    for (size_t i = 0; i < b->n; i++)
+        todo += setup_wanted(&b->items[i]) != 0;
+    int st = ps_gpu_run_reserve(todo);
+    PS_RETURN_ERROR_IF(&b->o, st, st, "batch: pinned memory for the control blocks of %zu problems", todo);
+    st = ps_gpu_batch_create(&b->o, b->o.precision, b->block, b->team_blocks, smem, PS_BATCH_MAX, &b->gb);
     if (st)
         return st;
     /* the problems the teams take first now, the others while the kernel
      * runs (gpu_setup_more); problems of several kernel classes all now (a
      * launch's kernel is chosen from what is queued at the launch) */
     gpu_setup_first(b, b->stream_setup ? (size_t)ps_gpu_batch_teams(b->gb) : (size_t)-1);
-    if (b->stream_setup) { /* the later set-ups' control blocks now: no pinned allocation beside the kernel */
-        size_t later = 0;
-        for (size_t i = 0; i < b->n; i++)
-            later += setup_wanted(&b->items[i]) != 0;
-        if ((st = ps_gpu_run_reserve(later)))
-            return st;
-    }
     for (size_t i = 0; i < b->n; i++)
         if (b->items[i].r && b->items[i].state != IT_FINISHED)
             gpu_attach(b, i);
@@ -470,6 +474,27 @@ static void gpu_exited(ps_batch *b, item *it, int reason)
     item_queue(b, it); /* a pause withdrawn after the kernel took it: on */
 }
 
+/* A problem ended by the batch's error st: its run, if it has one, too
+ * (finished with the error, as gpu_exited ends a failed download), so that
+ * its result and snapshot say so. */
+static void gpu_item_fail(item *it, int st)
+{
+    ps_run *r = it->r;
+    it->inq = 0;
+    if (!r) {
+        item_fail(it, st);
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->drv.error = st;
+    if (!ps_driver_done(&r->drv))
+        ps_solver_finish(&r->drv.s, st);
+    ps_run_impl_finish(r);
+    pthread_mutex_unlock(&r->mu);
+    it->status = run_status(r);
+    it->state = IT_FINISHED;
+}
+
 /* qsort: items by queue order. */
 static int by_order(const void *x, const void *y)
 {
@@ -504,10 +529,8 @@ static void gpu_step(ps_batch *b)
      * the error instead of waiting for one */
     if (!running && b->error)
         for (size_t i = 0; i < b->n; i++)
-            if (b->items[i].state != IT_FINISHED) {
-                b->items[i].inq = 0;
-                item_fail(&b->items[i], b->error);
-            }
+            if (b->items[i].state != IT_FINISHED)
+                gpu_item_fail(&b->items[i], b->error);
     /* running problems seen from their runs */
     for (size_t i = 0; i < b->n; i++) {
         item *it = &b->items[i];
