@@ -409,10 +409,10 @@ static int batch_shape(const ps_options *o, int precision, int block, int team_b
     }
     *cluster = 0;
     if (ps_gpu_options_of(o)->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER) {
-        PS_RETURN_ERROR_IF(o, team_blocks < 2 || team_blocks > 8, PS_ERR_OPTION,
+        PS_RETURN_ERROR_IF(o, !ps_gpu_cluster_team_ok(team_blocks), PS_ERR_OPTION,
                            "options.batch_team_barrier: a team of %d blocks cannot be a thread-block cluster "
-                           "(2..8 blocks)",
-                           team_blocks);
+                           "(2..%d blocks)",
+                           team_blocks, PS_GPU_CLUSTER_MAX_BLOCKS);
         const int nc = max_clusters(precision, block, team_blocks, *smem_out, *teams * team_blocks);
         PS_RETURN_ERROR_IF(o, nc < 1, PS_ERR_GPU_LAUNCH,
                            "options.batch_team_barrier: no cluster of %d blocks of %d threads fits on this GPU",

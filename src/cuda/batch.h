@@ -21,6 +21,14 @@
 
 typedef struct ps_gpu_batch ps_gpu_batch;
 
+/* The most blocks a team that is a thread-block cluster has (the portable
+ * cluster size; options.batch_team_barrier); the least is 2. */
+#define PS_GPU_CLUSTER_MAX_BLOCKS 8
+static inline int ps_gpu_cluster_team_ok(int team_blocks)
+{
+    return team_blocks >= 2 && team_blocks <= PS_GPU_CLUSTER_MAX_BLOCKS;
+}
+
 /* Why a problem left its team (ps_gpu_batch_exit). */
 enum {
     PS_GPU_EXIT_PARKED = 1,   /* a pause or yield obeyed: the state stored, not done */

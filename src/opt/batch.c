@@ -331,11 +331,7 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
         ps_tune_entry e;
         char path[1024];
         const int t = ps_tune_cached_team(first, &b->o, n, b->block, resident, &e, path, sizeof path);
-        if (t > 8 && g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER)
-            ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
-                   "batch: the tune cache's %d blocks per team (%s) cannot be a cluster; the heuristic's size", t,
-                   path);
-        else if (t > 0) {
+        if (t > 0) {
             ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
                    "batch team size from the tune cache %s: %d blocks per team for %zu problems "
                    "(measured %.4g ms per iteration on %s)",
@@ -368,8 +364,9 @@ static int gpu_start(ps_batch *b)
     PS_RETURN_ERROR_IF(&b->o, b->team_blocks > bps * sms, PS_ERR_OPTION,
                        "options.batch_team_blocks: %d exceeds the %d co-resident blocks", b->team_blocks,
                        bps * sms);
-    /* the blocks' shared memory: the most a problem's shape needs */
-    size_t smem = 0;
+    /* the blocks' shared memory: the most a problem's shape needs; the
+     * problems to set up (todo) */
+    size_t smem = 0, todo = 0;
     int kclass = -1;
     b->stream_setup = 1; /* one kernel class: the lean kernel serves them all */
     b->setup_next = 0;
@@ -377,6 +374,7 @@ static int gpu_start(ps_batch *b)
         const item *it = &b->items[i];
         if (it->state == IT_FINISHED)
             continue;
+        todo += (size_t)setup_wanted(it);
         const size_t s = item_smem(b, it);
         if (s > smem)
             smem = s;
@@ -387,9 +385,6 @@ static int gpu_start(ps_batch *b)
     }
     /* the control blocks of every set-up now, those after the launch too:
      * no pinned allocation beside the kernel for them */
-    size_t todo = 0;
-    for (size_t i = 0; i < b->n; i++)
-        todo += setup_wanted(&b->items[i]) != 0;
     int st = ps_gpu_run_reserve(todo);
     PS_RETURN_ERROR_IF(&b->o, st, st, "batch: pinned memory for the control blocks of %zu problems", todo);
     st = ps_gpu_batch_create(&b->o, b->o.precision, b->block, b->team_blocks, smem, PS_BATCH_MAX, &b->gb);
@@ -433,6 +428,25 @@ static void gpu_setup_more(ps_batch *b, double budget)
     }
 }
 
+/* Run r ended by the error st (its mutex held): the solve finished with it. */
+static void run_fail(ps_run *r, int st)
+{
+    r->drv.error = st;
+    if (!ps_driver_done(&r->drv))
+        ps_solver_finish(&r->drv.s, st);
+}
+
+/* Problem it's run has finished (its mutex held, released here): the run
+ * published as finished, the problem's status its. */
+static void item_finish_run(item *it)
+{
+    ps_run *r = it->r;
+    ps_run_impl_finish(r);
+    pthread_mutex_unlock(&r->mu);
+    it->status = run_status(r);
+    it->state = IT_FINISHED;
+}
+
 /* A problem left its team (or was skipped): its state into its run, all
  * but the vectors, which stay on the device until a checkpoint wants them
  * (item_blob): the copies of a batch's exits are the scheduler's, one
@@ -444,18 +458,12 @@ static void gpu_exited(ps_batch *b, item *it, int reason)
     pthread_mutex_lock(&r->mu);
     int st = ps_gpu_run_download_head(r->gpu, &r->drv);
     it->tail = 1;
-    if (st) {
-        r->drv.error = st;
-        if (!ps_driver_done(&r->drv))
-            ps_solver_finish(&r->drv.s, st);
-    }
+    if (st)
+        run_fail(r, st);
     if (it->cancel && !ps_driver_done(&r->drv))
         ps_driver_cancel(&r->drv);
     if (reason == PS_GPU_EXIT_FINISHED || ps_driver_done(&r->drv)) {
-        ps_run_impl_finish(r);
-        pthread_mutex_unlock(&r->mu);
-        it->status = run_status(r);
-        it->state = IT_FINISHED;
+        item_finish_run(it);
         return;
     }
     if (it->paused || b->yield_req) {
@@ -475,24 +483,18 @@ static void gpu_exited(ps_batch *b, item *it, int reason)
 }
 
 /* A problem ended by the batch's error st: its run, if it has one, too
- * (finished with the error, as gpu_exited ends a failed download), so that
- * its result and snapshot say so. */
+ * (as gpu_exited ends a failed download), so that its result and snapshot
+ * say so. */
 static void gpu_item_fail(item *it, int st)
 {
-    ps_run *r = it->r;
     it->inq = 0;
-    if (!r) {
+    if (!it->r) {
         item_fail(it, st);
         return;
     }
-    pthread_mutex_lock(&r->mu);
-    r->drv.error = st;
-    if (!ps_driver_done(&r->drv))
-        ps_solver_finish(&r->drv.s, st);
-    ps_run_impl_finish(r);
-    pthread_mutex_unlock(&r->mu);
-    it->status = run_status(r);
-    it->state = IT_FINISHED;
+    pthread_mutex_lock(&it->r->mu);
+    run_fail(it->r, st);
+    item_finish_run(it);
 }
 
 /* qsort: items by queue order. */

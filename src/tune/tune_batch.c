@@ -48,6 +48,13 @@ int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problem
                path, e->block, block);
         return 0;
     }
+    const int cluster = ps_gpu_options_of(o)->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER;
+    if (cluster && !ps_gpu_cluster_team_ok(e->team_blocks)) {
+        ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
+               "tune cache %s ignored for this batch: teams of %d blocks cannot be thread-block clusters (2..%d)",
+               path, e->team_blocks, PS_GPU_CLUSTER_MAX_BLOCKS);
+        return 0;
+    }
     if (e->team_blocks > resident) {
         ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
                "tune cache %s ignored for this batch: teams of %d blocks exceed the %d co-resident blocks",
@@ -90,7 +97,9 @@ int ps_tune_team_heuristic(int resident, size_t problems, int block, int single,
 int ps_tune_team_default(const ps_gpu_options *g, int resident, size_t problems, int block, int single, size_t ns)
 {
     const int t = ps_tune_team_heuristic(resident, problems, block, single, ns, g->gpu_spins_per_tile);
-    return g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER && t > 8 ? 8 : t;
+    if (g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER && t > PS_GPU_CLUSTER_MAX_BLOCKS)
+        return PS_GPU_CLUSTER_MAX_BLOCKS;
+    return t;
 }
 
 void ps_tune_batch_report_free(ps_tune_batch_report *r)
@@ -115,7 +124,7 @@ static int find_team(const ps_tune_batch_report *r, int team_blocks)
  * r->teams has room. */
 static void add_team(ps_tune_batch_report *r, int team_blocks, int cluster)
 {
-    if (team_blocks < 1 || (cluster && (team_blocks < 2 || team_blocks > 8)) || find_team(r, team_blocks) >= 0)
+    if (team_blocks < 1 || (cluster && !ps_gpu_cluster_team_ok(team_blocks)) || find_team(r, team_blocks) >= 0)
         return;
     size_t i = 0;
     while (i < r->count && r->teams[i].team_blocks < team_blocks)
