@@ -630,6 +630,8 @@ typedef struct ps_batch_report {
     int team_barrier;         ///< GPU: the teams' barrier, PS_TEAM_BARRIER_RANGE or
                               ///< PS_TEAM_BARRIER_CLUSTER (persolve_gpu.h); 0 on the CPU or
                               ///< before the start
+    int block;                ///< GPU: threads per block of the batch's kernel (0 on the CPU
+                              ///< or before the start)
 } ps_batch_report;
 
 /**

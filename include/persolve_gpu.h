@@ -40,8 +40,9 @@ typedef struct ps_gpu_options {
     int tune_cache;          ///< 1: read the tune cache written by `persolve tune` /
                              ///< ps_gpu_tune; 0: never (default 1)
     int gpu_block;           ///< threads per block: 0 = automatic (512; a batch whose
-                             ///< problems all run the single-channel kernels 256: README
-                             ///< "Batches"), else a multiple of 32 in 32..512 (default 0)
+                             ///< problems all run the single-channel kernels 256, or 128
+                             ///< when none has more than 512 steps: README "Batches"),
+                             ///< else a multiple of 32 in 32..512 (default 0)
     int gpu_spins_per_tile;  ///< spins per evaluation tile SB; the block's threads split
                              ///< time into block / SB segments: 0 = automatic, else 1, 2,
                              ///< 4, 8, 16 or 32, at most the block size (default 0)
@@ -186,8 +187,9 @@ void ps_tune_report_free(ps_tune_report *r);
 /* Tuning the team size of a batch                                          */
 /* ------------------------------------------------------------------------ */
 
-/** One team size of a batch (ps_batch_*) and what the batch took with it. */
+/** One team shape of a batch (ps_batch_*) and what the batch took with it. */
 typedef struct ps_tune_team {
+    int block;            ///< threads per block (ps_gpu_options.gpu_block)
     int team_blocks;      ///< blocks per team (ps_gpu_options.batch_team_blocks)
     int teams;            ///< teams the batch's kernel had (ps_batch_report.teams)
     int status;           ///< ps_status of its last batch: copy 0's (>= 0 or
@@ -196,21 +198,22 @@ typedef struct ps_tune_team {
     int64_t iterations;   ///< iterations of one copy in its last timed batch (the most
                           ///< of any copy)
     int64_t evaluations;  ///< evaluations of all copies in its last timed batch
-    double seconds;       ///< median over the timed batches of the batch kernel's time
-                          ///< (ps_batch_report.kernel_seconds), s (NaN if it failed)
+    double seconds;       ///< median over the timed batches of the batch's host time from
+                          ///< ps_batch_start to the end of ps_batch_wait, s (NaN if it failed)
     double seconds_per_iteration; ///< seconds / iterations (NaN if it failed)
 } ps_tune_team;
 
 typedef struct ps_tune_batch_report {
-    ps_tune_team *teams;    ///< [count] the candidates by increasing team_blocks (owned)
+    ps_tune_team *teams;    ///< [count] the candidates by increasing block, then team_blocks (owned)
     size_t count;           ///< number of candidates
-    int best;               ///< index of the fastest measured team size, -1 if none ran
-    int heuristic;          ///< index of the heuristic's team size (the co-resident blocks
-                            ///< over the copies, at least 2), -1 if it cannot be measured
-                            ///< (a cluster barrier forced and not 2..8 blocks)
-    int cached;             ///< index of the team size the tune cache held before this
+    int best;               ///< index of the fastest measured shape, -1 if none ran
+    int heuristic;          ///< index of the heuristic's shape (its block; the co-resident
+                            ///< blocks over the copies, with README "Batches"' floor), -1 if
+                            ///< it cannot be measured (a cluster barrier forced and not 2..8
+                            ///< blocks)
+    int cached;             ///< index of the shape the tune cache held before this
                             ///< run, -1 if none was valid (or o->gpu->tune_cache is 0)
-    int cache_written;      ///< 1 if the fastest team size was written to cache_path
+    int cache_written;      ///< 1 if the fastest shape was written to cache_path
     int copies;             ///< problems in each batch
     int sms;                ///< streaming multiprocessors of the GPU
     char device[128];       ///< the GPU, as ps_gpu_describe
@@ -220,27 +223,29 @@ typedef struct ps_tune_batch_report {
 } ps_tune_batch_report;
 
 /**
- * Measure the team sizes of a GPU batch of `copies` copies of p (copy k
- * from p's x0 scaled by 1 + 0.01 k): 1, 2, 4, ... blocks per team up to
- * the batch kernel's co-resident blocks, plus the heuristic's size and the
- * cached one (README "Tuning"); with batch_team_barrier forced to
- * PS_TEAM_BARRIER_CLUSTER only sizes of 2..8 blocks. Each size runs one
- * warm-up batch and s->repeats timed batches of s->iterations iterations
- * per copy (gtol = ftol = 0), with o->gpu's batch_team_blocks forced to
- * the size and the rest of o as given (o's limits and tolerances are not
- * used; its tune_cache 0 ignores the cached size; s->measured is not
- * called). The fastest by the batch kernel's time is written to the tune
- * cache's batch entry for this GPU, build, p's size class and the batch
- * size class (round(log2 copies)), which ps_batch_start reads when
- * batch_team_blocks is 0. o and s may be NULL (defaults). r receives the
- * table (ps_tune_batch_report_free), also when the cache cannot be
- * written. Returns PS_CONVERGED (0) when at least one size ran (and, if
- * asked, the fastest was written to the cache); PS_ERR_NULL; PS_ERR_OPTION
- * (copies outside 1..PS_BATCH_MAX, o or s invalid; logged); PS_ERR_NO_GPU
- * or PS_ERR_GPU_UNSUPPORTED (no usable GPU); PS_ERR_NO_MEMORY;
- * PS_ERR_GPU_LAUNCH (no size ran: see each size's status); PS_ERR_FILE
- * (all measured, but the cache file could not be written: reason logged,
- * the report is complete).
+ * Measure the team shapes of a GPU batch of `copies` copies of p (copy k
+ * from p's x0 scaled by 1 + 0.01 k; README "Tuning"): per block size (o's
+ * forced gpu_block; else the heuristic's and, when p runs the
+ * single-channel kernels, the other of their two, 128 and 256 threads)
+ * 1, 2, 4, ... blocks per team up to the batch kernel's co-resident
+ * blocks and the heuristic's team size; and the cached shape. With
+ * batch_team_barrier forced to PS_TEAM_BARRIER_CLUSTER only teams of 2..8
+ * blocks. Each shape runs one warm-up batch and s->repeats timed batches
+ * of s->iterations iterations per copy (gtol = ftol = 0), with o->gpu's
+ * gpu_block and batch_team_blocks forced to it and the rest of o as given
+ * (o's limits and tolerances are not used; its tune_cache 0 ignores the
+ * cached shape; s->measured is not called). The fastest by the batch's
+ * time is written to the tune cache's batch entry for this GPU, build,
+ * p's size class and the batch size class (round(log2 copies)), which
+ * ps_batch_start reads when batch_team_blocks is 0. o and s may be NULL
+ * (defaults). r receives the table (ps_tune_batch_report_free), also when
+ * the cache cannot be written. Returns PS_CONVERGED (0) when at least one
+ * shape ran (and, if asked, the fastest was written to the cache);
+ * PS_ERR_NULL; PS_ERR_OPTION (copies outside 1..PS_BATCH_MAX, o or s
+ * invalid; logged); PS_ERR_NO_GPU or PS_ERR_GPU_UNSUPPORTED (no usable
+ * GPU); PS_ERR_NO_MEMORY; PS_ERR_GPU_LAUNCH (no shape ran: see each
+ * shape's status); PS_ERR_FILE (all measured, but the cache file could not
+ * be written: reason logged, the report is complete).
  */
 int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, const ps_tune_settings *s,
                       ps_tune_batch_report *r);

@@ -420,9 +420,10 @@ static int parse_option(ps_cli *cli, const struct option *opts, int code,
         if (!parse_int(arg, code == OPT_ITERS ? 1 : 0, 100000000, &iv))
             return ps_status_msg(err, errlen, PS_CLI_USAGE, "--%s: '%s' is not an integer in %d..100000000",
                                name, arg, code == OPT_ITERS ? 1 : 0);
-        if (code == OPT_ITERS)
+        if (code == OPT_ITERS) {
             cli->iters = iv;
-        else
+            cli->iters_given = 1;
+        } else
             cli->cpu_iters = iv;
         return PS_CLI_OK;
     case OPT_REPEATS:
@@ -639,6 +640,8 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
                            commands[ci].positional_name);
     if (cli->command == PS_CMD_TUNE && !cli->input)
         cli->input = PS_TUNE_DEFAULT_INPUT;
+    if (cli->command == PS_CMD_TUNE && cli->bench_batch && !cli->iters_given)
+        cli->iters = PS_TUNE_BATCH_ITERS;
     if (cli->every > 0.0 && !cli->checkpoint)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "--every: requires --checkpoint FILE");
     if (ps_cli_is_batch(cli) && !cli->output)
@@ -1195,13 +1198,14 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --no-write      measure and report, do not write the cache\n"
                 "      --no-cache      ignore the cache: compare with the heuristic\n"
                 "                      only, and do not write it\n"
-                "      --batch N       tune the team size of a GPU batch of N copies\n"
-                "                      (1..16384) instead: teams of 1, 2, 4, ... blocks,\n"
-                "                      the heuristic's and the cached size, each timed\n"
-                "                      by the batch's time from start to end\n"
+                "      --batch N       tune the team shape of a GPU batch of N copies\n"
+                "                      (1..16384) instead: per block size, teams of 1,\n"
+                "                      2, 4, ... blocks and the heuristic's size, and the\n"
+                "                      cached shape, each timed by the batch's time from\n"
+                "                      start to end (--iters default %d)\n"
                 "  -h, --help          this help\n"
                 "\n",
-                PS_TUNE_DEFAULT_INPUT, PS_TUNE_ITERS, PS_TUNE_REPEATS, d.memory);
+                PS_TUNE_DEFAULT_INPUT, PS_TUNE_ITERS, PS_TUNE_REPEATS, d.memory, PS_TUNE_BATCH_ITERS);
         usage_exit_codes(f);
         break;
     }

@@ -43,6 +43,10 @@ typedef enum ps_cli_command {
 #define PS_BENCH_MAX_SIZES 16
 /* tune: defaults of --iters and --repeats, and of its PRESET|FILE. */
 #define PS_TUNE_ITERS 20
+/* tune --batch: default --iters (with 20, the 256-T batch's problems
+ * ended before the scheduler had set the next ones up, and the tune chose
+ * fewer, larger teams that were 13% slower over 50 iterations) */
+#define PS_TUNE_BATCH_ITERS 50
 #define PS_TUNE_REPEATS 5
 #define PS_TUNE_DEFAULT_INPUT "M"
 /* design: the most PRESET|FILE arguments on the command line (more: --batch LIST) */
@@ -76,6 +80,7 @@ typedef struct ps_cli {
     /* bench */
     const char *sizes;     /* --sizes LIST (NULL: S,M,L,T) */
     int64_t iters;         /* --iters N: iterations of every run (default 50) */
+    int iters_given;       /* 1: --iters was on the command line */
     int repeats;           /* --repeats R: timed runs per variant (default 5) */
     int64_t cpu_iters;     /* --cpu-iters N: CPU row's iterations (0: automatic) */
     const char *json_file; /* --json FILE: the tables as JSON (bench, tune) */

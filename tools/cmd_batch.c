@@ -565,6 +565,7 @@ typedef struct batch_totals {
     double seconds; /* the batch's wall time (ps_batch_progress) */
     int teams;
     int team_blocks;               /* GPU: blocks per team */
+    int block;                     /* GPU: threads per block */
     int team_barrier;              /* GPU: PS_TEAM_BARRIER_RANGE or _CLUSTER */
     double setup_seconds, kernel_seconds; /* GPU: set-up on the device, the kernel */
 } batch_totals;
@@ -625,8 +626,8 @@ static void print_text(const batch_cmd *c, const ps_options *o, const item_outco
             device[0] ? device : ps_cli_backend_name(o->backend),
             ps_cli_precision_name(o->precision));
     if (t->teams > 0 && t->team_blocks > 0) /* GPU */
-        fprintf(f, "teams        %d of %d blocks (%s barrier); set-up %.3f s, kernel %.3f s\n", t->teams,
-                t->team_blocks, ps_cli_team_barrier_name(t->team_barrier), t->setup_seconds, t->kernel_seconds);
+        fprintf(f, "teams        %d of %d blocks of %d threads (%s barrier); set-up %.3f s, kernel %.3f s\n",
+                t->teams, t->team_blocks, t->block, ps_cli_team_barrier_name(t->team_barrier), t->setup_seconds, t->kernel_seconds);
     else if (t->teams > 0) /* CPU workers */
         fprintf(f, "workers      %d\n", t->teams);
     fprintf(f, "output       %s\n", c->cli->output);
@@ -655,8 +656,8 @@ static void print_json(const batch_cmd *c, const ps_options *o, const char *obje
     ps_json_string(f, backend ? backend : ps_cli_backend_name(o->backend));
     fputs(",\n    \"precision\": ", f);
     ps_json_string(f, ps_cli_precision_name(o->precision));
-    fprintf(f, ",\n    \"team_blocks\": %d,\n    \"team_blocks_option\": %d", t->team_blocks,
-            c->cli->gpu.batch_team_blocks);
+    fprintf(f, ",\n    \"team_blocks\": %d,\n    \"team_blocks_option\": %d,\n    \"block\": %d", t->team_blocks,
+            c->cli->gpu.batch_team_blocks, t->block);
     fputs(",\n    \"team_barrier\": ", f);
     ps_json_string(f, ps_cli_team_barrier_name(t->team_barrier));
     fputs(",\n    \"setup_seconds\": ", f);
@@ -722,6 +723,7 @@ static int report(batch_cmd *c, const ps_options *o, ps_cli_log *log, int batch_
         t.seconds = pr.seconds;
         t.teams = pr.teams > c->teams ? pr.teams : c->teams;
         t.team_blocks = pr.team_blocks;
+        t.block = pr.block;
         t.team_barrier = pr.team_barrier;
         t.setup_seconds = pr.setup_seconds;
         t.kernel_seconds = pr.kernel_seconds;

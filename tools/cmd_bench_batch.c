@@ -50,6 +50,7 @@ typedef struct variant {
     int same;         /* iterates bit-identical to the batch's: 1, 0; -1 n/a */
     int teams;        /* batch: teams or workers */
     int team_blocks;  /* batch, GPU: blocks per team */
+    int block;        /* batch, GPU: threads per block */
     int team_barrier; /* batch, GPU: PS_TEAM_BARRIER_RANGE or _CLUSTER */
     double setup, kernel; /* the last run's: batch, GPU: setup and kernel seconds
                              (ps_batch_report); sequence: the solves' kernel seconds */
@@ -143,6 +144,7 @@ static double run_variant(bench_batch *bb, int which, variant *v)
             bb->have_shape = bb->shape.gpu_grid > 0;
         if (b && ps_batch_progress(b, &rep) == 0) {
             v->team_blocks = rep.team_blocks;
+            v->block = rep.block;
             v->team_barrier = rep.team_barrier;
             v->setup = rep.setup_seconds;
             v->kernel = rep.kernel_seconds;
@@ -270,8 +272,8 @@ static int write_json(const char *path, const ps_cli *cli, const bench_batch *bb
             (long long)cli->iters, cli->repeats);
     fputs(",\n  \"precision\": ", f);
     ps_json_string(f, ps_cli_precision_name(bb->o->precision));
-    fprintf(f, ",\n  \"team_blocks_option\": %d,\n  \"team_blocks\": %d,\n  \"team_barrier_option\": ",
-            cli->gpu.batch_team_blocks, v[V_BATCH].team_blocks);
+    fprintf(f, ",\n  \"team_blocks_option\": %d,\n  \"team_blocks\": %d,\n  \"block\": %d,\n  \"team_barrier_option\": ",
+            cli->gpu.batch_team_blocks, v[V_BATCH].team_blocks, v[V_BATCH].block);
     ps_json_string(f, cli->gpu.batch_team_barrier == PS_TEAM_BARRIER_AUTO
                           ? "auto"
                           : ps_cli_team_barrier_name(cli->gpu.batch_team_barrier));
@@ -455,9 +457,9 @@ int ps_cmd_bench_batch(const ps_cli *cli)
     if (v[V_BATCH].teams > 0)
         printf("batch:      %d teams (GPU) or workers (CPU) seen running\n", v[V_BATCH].teams);
     if (v[V_BATCH].team_blocks > 0)
-        printf("            %d blocks per team (%s barrier); last run: setup %.4f s, kernel %.4f s\n"
-               "            (CUDA events); the sequence's kernels %.4f s\n",
-               v[V_BATCH].team_blocks, ps_cli_team_barrier_name(v[V_BATCH].team_barrier), v[V_BATCH].setup,
+        printf("            %d blocks of %d threads per team (%s barrier); last run: setup %.4f s,\n"
+               "            kernel %.4f s (CUDA events); the sequence's kernels %.4f s\n",
+               v[V_BATCH].team_blocks, v[V_BATCH].block, ps_cli_team_barrier_name(v[V_BATCH].team_barrier), v[V_BATCH].setup,
                v[V_BATCH].kernel, v[V_SEQUENCE].kernel);
     if (cli->json_file) {
         int jc = write_json(json_path, cli, &bb, &sz, v, date);

@@ -4,9 +4,10 @@
  * fastest marked, the choice written to the tune cache that
  * solve_persistent() reads, and with --json FILE the same as JSON.
  *
- * persolve tune --batch N [PRESET|FILE]: the team sizes of a GPU batch of
- * N copies of the problem (ps_gpu_tune_batch) instead, the fastest written
- * to the cache's batch entry that ps_batch_start() reads.
+ * persolve tune --batch N [PRESET|FILE]: the team shapes (block and team
+ * size) of a GPU batch of N copies of the problem (ps_gpu_tune_batch)
+ * instead, the fastest written to the cache's batch entry that
+ * ps_batch_start() reads.
  *
  * Without a usable GPU there is nothing to measure: a message and exit 6
  * (PS_EXIT_NO_GPU).
@@ -218,8 +219,8 @@ static int team_ran(const ps_tune_team *t)
 static void print_teams(FILE *f, const ps_tune_batch_report *r)
 {
     const ps_tune_team *best = r->best >= 0 ? &r->teams[r->best] : NULL;
-    fprintf(f, "\n  %-4s %11s %6s %10s %10s %7s %8s  %s\n", "", "team blocks", "teams", "seconds", "ms/iter",
-            "x best", "evals", "status");
+    fprintf(f, "\n  %-4s %6s %11s %6s %10s %10s %7s %8s  %s\n", "", "block", "team blocks", "teams", "seconds",
+            "ms/iter", "x best", "evals", "status");
     for (size_t i = 0; i < r->count; i++) {
         const ps_tune_team *t = &r->teams[i];
         char mk[4], sec[32], ms[32], ratio[32];
@@ -233,8 +234,8 @@ static void print_teams(FILE *f, const ps_tune_batch_report *r)
             snprintf(ms, sizeof ms, "-");
             snprintf(ratio, sizeof ratio, "-");
         }
-        fprintf(f, "  %-4s %11d %6d %10s %10s %7s %8lld  %s\n", mk, t->team_blocks, t->teams, sec, ms, ratio,
-                (long long)t->evaluations, team_ran(t) ? "ok" : ps_strerror(t->status));
+        fprintf(f, "  %-4s %6d %11d %6d %10s %10s %7s %8lld  %s\n", mk, t->block, t->team_blocks, t->teams, sec, ms,
+                ratio, (long long)t->evaluations, team_ran(t) ? "ok" : ps_strerror(t->status));
     }
     fflush(f);
 }
@@ -249,9 +250,9 @@ static int write_batch_json(const char *path, const json_head *h, const ps_tune_
     for (size_t i = 0; i < r->count; i++) {
         const ps_tune_team *t = &r->teams[i];
         fprintf(f,
-                "    {\"team_blocks\": %d, \"teams\": %d, \"status\": %d, \"iterations\": %lld, "
+                "    {\"block\": %d, \"team_blocks\": %d, \"teams\": %d, \"status\": %d, \"iterations\": %lld, "
                 "\"evaluations\": %lld, \"seconds\": ",
-                t->team_blocks, t->teams, t->status, (long long)t->iterations, (long long)t->evaluations);
+                t->block, t->team_blocks, t->teams, t->status, (long long)t->iterations, (long long)t->evaluations);
         ps_json_number(f, t->seconds);
         fputs(", \"seconds_per_iteration\": ", f);
         ps_json_number(f, t->seconds_per_iteration);
@@ -272,12 +273,13 @@ static int tune_batch(const ps_cli *cli, const ps_options *o, ps_cli_log *log, c
     printf("persolve tune --batch %d  %s\n", cli->bench_batch, date);
     print_problem(spec, p, o);
     printf("copies:     %d, copy k from x0 scaled by 1 + 0.01 k, in one GPU batch\n", cli->bench_batch);
-    printf("runs:       per team size one warm-up batch, then the median of %d batches of %lld\n"
+    printf("runs:       per team shape one warm-up batch, then the median of %d batches of %lld\n"
            "            iterations per copy (gtol = ftol = 0); time = the batch's, from its\n"
            "            start to its end, ms/iter that over one copy's iterations\n",
            cli->repeats, (long long)cli->iters);
-    printf("columns:    team blocks the blocks per team, teams the teams the kernel had;\n"
-           "            '*' fastest, 'h' the heuristic's size, 'c' the cached one\n");
+    printf("columns:    block the threads per block, team blocks the blocks per team, teams\n"
+           "            the teams the kernel had; '*' fastest, 'h' the heuristic's shape,\n"
+           "            'c' the cached one\n");
     fflush(stdout);
 
     log->msg[0] = '\0';
@@ -292,11 +294,13 @@ static int tune_batch(const ps_cli *cli, const ps_options *o, ps_cli_log *log, c
     printf("\n");
     if (r.best >= 0) {
         const ps_tune_team *b = &r.teams[r.best];
-        printf("best:       teams of %d blocks (%d teams): %.4f s, %.4f ms per iteration\n", b->team_blocks,
-               b->teams, b->seconds, 1e3 * b->seconds_per_iteration);
-        if (r.heuristic >= 0 && team_ran(&r.teams[r.heuristic]))
-            printf("heuristic:  teams of %d blocks: %.4f s (%.2fx the best)\n", r.teams[r.heuristic].team_blocks,
-                   r.teams[r.heuristic].seconds, r.teams[r.heuristic].seconds / b->seconds);
+        printf("best:       teams of %d blocks of %d threads (%d teams): %.4f s, %.4f ms per iteration\n",
+               b->team_blocks, b->block, b->teams, b->seconds, 1e3 * b->seconds_per_iteration);
+        if (r.heuristic >= 0 && team_ran(&r.teams[r.heuristic])) {
+            const ps_tune_team *h = &r.teams[r.heuristic];
+            printf("heuristic:  teams of %d blocks of %d threads: %.4f s (%.2fx the best)\n", h->team_blocks,
+                   h->block, h->seconds, h->seconds / b->seconds);
+        }
     }
     code = tune_outcome(cli, st, log, r.cache_written, r.cache_path);
     if (cli->json_file) {

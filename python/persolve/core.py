@@ -817,7 +817,8 @@ class BatchProgress:
     (``slowest_iteration``), the iterations summed over all, the seconds
     since the start (yielded time excluded), the state, the teams (GPU)
     or workers (CPU) once started, and on the GPU the blocks per team, the
-    host time setting the problems up and the batch kernel's time."""
+    host time setting the problems up, the batch kernel's time, the teams'
+    barrier and the threads per block."""
 
     problems: int
     queued: int
@@ -834,6 +835,7 @@ class BatchProgress:
     setup_seconds: float = 0.0
     kernel_seconds: float = 0.0
     team_barrier: int = 0
+    block: int = 0
 
 
 def _progress_of(s):
@@ -894,7 +896,7 @@ class Batch(_Handle):
                              d["finished"], d["failed"], d["slowest_iteration"],
                              d["iterations"], d["seconds"], BatchState(d["state"]), d["teams"],
                              d["team_blocks"], d["setup_seconds"], d["kernel_seconds"],
-                             d["team_barrier"])
+                             d["team_barrier"], d["block"])
 
     @property
     def state(self):

@@ -826,6 +826,7 @@ static nb::dict batch_progress(const Batch &bt)
     d["setup_seconds"] = r.setup_seconds;
     d["kernel_seconds"] = r.kernel_seconds;
     d["team_barrier"] = r.team_barrier;
+    d["block"] = r.block;
     return d;
 }
 

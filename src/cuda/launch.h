@@ -21,6 +21,14 @@
  * faster than with 512; the eight-channel P batch 38% slower, so the
  * channels kernels keep PS_GPU_DEFAULT_THREADS; README "Batches") */
 #define PS_GPU_BATCH_SMALL_THREADS 256
+/* ... and blocks of PS_GPU_BATCH_SHORT_THREADS when every such problem
+ * has at most PS_GPU_BATCH_SHORT_NT steps: half the time segments, so
+ * twice the steps a segment of a short pulse (H200, teams of 2048
+ * threads: the kernel of the 256-T batch, nt 375, 5.5% faster, nt 188
+ * 8.5%, nt 250 5%, nt 500 and 750 within 1-2%, nt 1000 20-28% slower;
+ * README "Batches") */
+#define PS_GPU_BATCH_SHORT_THREADS 128
+#define PS_GPU_BATCH_SHORT_NT 512
 #define PS_GPU_BLOCKS_PER_SM 2    /* co-resident blocks the heuristic aims for */
 
 typedef struct ps_gpu_config {

@@ -294,23 +294,21 @@ static void gpu_attach(ps_batch *b, size_t i)
         item_fail(it, run_status(it->r));
 }
 
-/* Blocks per team (README "Batches"): the options' batch_team_blocks;
- * else, with tune_cache set and every unfinished problem of one size
- * class, the tune cache's entry for that class and their number
- * (ps_gpu_tune_batch) if it fits; else the heuristic
- * (ps_tune_team_heuristic). Where it came from is logged (info): the
- * batch's report has no field for it. */
-static int team_heuristic(const ps_batch *b, int resident, int single)
+/* The batch kernel's shape (README "Batches"): b->block and
+ * b->team_blocks. With no team size forced
+ * (options.batch_team_blocks), tune_cache set and every unfinished
+ * problem of one size class: the tune cache's entry for that class and
+ * their number (ps_gpu_tune_batch) if it is valid. Else the heuristics:
+ * the block of ps_tune_batch_block (options.gpu_block when forced) and the
+ * forced team size or ps_tune_team_default's. Where they came from is
+ * logged (info): the batch's report has no field for it. */
+static int batch_kernel_shape(ps_batch *b, int sms)
 {
+    int bps;
     const ps_gpu_options *g = ps_gpu_options_of(&b->o);
-    if (g->batch_team_blocks) {
-        ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
-               "batch team size %d blocks: forced (options.batch_team_blocks)", g->batch_team_blocks);
-        return g->batch_team_blocks;
-    }
-    size_t n = 0, ns = 0;
+    size_t n = 0, ns = 0, nt = 0;
     const ps_problem *first = NULL;
-    int one_class = 1;
+    int one_class = 1, single = 1;
     ps_tune_class c0, c;
     for (size_t i = 0; i < b->n; i++) {
         const item *it = &b->items[i];
@@ -319,6 +317,10 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
         n++;
         if (ps_problem_ns(it->p) > ns)
             ns = ps_problem_ns(it->p);
+        if (ps_problem_nt(it->p) > nt)
+            nt = ps_problem_nt(it->p);
+        if (ps_gpu_channels(it->p) != 0)
+            single = 0;
         if (!first) {
             first = it->p;
             ps_tune_problem_class(first, b->o.precision, &c0);
@@ -327,23 +329,40 @@ static int team_heuristic(const ps_batch *b, int resident, int single)
             one_class = !memcmp(&c, &c0, sizeof c);
         }
     }
-    if (g->tune_cache && first && one_class) {
+    if (!g->batch_team_blocks && g->tune_cache && first && one_class) {
         ps_tune_entry e;
         char path[1024];
-        const int t = ps_tune_cached_team(first, &b->o, n, b->block, resident, &e, path, sizeof path);
+        const int t = ps_tune_cached_shape(first, &b->o, n, sms, &b->block, &bps, &e, path, sizeof path);
         if (t > 0) {
             ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
-                   "batch team size from the tune cache %s: %d blocks per team for %zu problems "
+                   "batch team size from the tune cache %s: %d blocks of %d threads per team for %zu problems "
                    "(measured %.4g ms per iteration on %s)",
-                   path, t, n, 1e3 * e.seconds_per_iteration, e.date);
-            return t;
+                   path, t, b->block, n, 1e3 * e.seconds_per_iteration, e.date);
+            b->team_blocks = t;
+            return PS_CONVERGED;
         }
     }
-    const int t = ps_tune_team_default(g, resident, n, b->block, single, ns);
-    ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
-           "batch team size %d blocks: the heuristic (%d co-resident blocks over %zu problems%s)", t, resident, n,
-           g->tune_cache && !one_class ? "; the tune cache has no entry for problems of several size classes" : "");
-    return t;
+    b->block = ps_tune_batch_block(g, single, nt);
+    const int fit = ps_tune_batch_kernel_fit(&b->o, b->block, &bps);
+    if (fit)
+        return fit;
+    const int resident = bps * sms;
+    if (g->batch_team_blocks) {
+        ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
+               "batch team size %d blocks of %d threads: forced (options.batch_team_blocks)", g->batch_team_blocks,
+               b->block);
+        b->team_blocks = g->batch_team_blocks;
+    } else {
+        b->team_blocks = ps_tune_team_default(g, resident, n, b->block, single, ns);
+        ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
+               "batch team size %d blocks of %d threads: the heuristic (%d co-resident blocks over %zu problems%s)",
+               b->team_blocks, b->block, resident, n,
+               g->tune_cache && !one_class ? "; the tune cache has no entry for problems of several size classes"
+                                           : "");
+    }
+    PS_RETURN_ERROR_IF(&b->o, b->team_blocks > resident, PS_ERR_OPTION,
+                       "options.batch_team_blocks: %d exceeds the %d co-resident blocks", b->team_blocks, resident);
+    return PS_CONVERGED;
 }
 
 /* At the start: the team shape, every problem set up, the kernel's batch. */
@@ -352,18 +371,9 @@ static int gpu_start(ps_batch *b)
     ps_gpu_identity id;
     if (ps_gpu_device_identity(0, &id))
         return PS_ERR_NO_GPU;
-    const int sms = id.sms;
-    int single = 1;
-    for (size_t i = 0; i < b->n && single; i++)
-        if (b->items[i].state != IT_FINISHED && ps_gpu_channels(b->items[i].p) != 0)
-            single = 0;
-    int bps, fit = ps_tune_batch_kernel_fit(&b->o, single, &b->block, &bps);
-    if (fit)
-        return fit;
-    b->team_blocks = team_heuristic(b, bps * sms, single);
-    PS_RETURN_ERROR_IF(&b->o, b->team_blocks > bps * sms, PS_ERR_OPTION,
-                       "options.batch_team_blocks: %d exceeds the %d co-resident blocks", b->team_blocks,
-                       bps * sms);
+    int st = batch_kernel_shape(b, id.sms);
+    if (st)
+        return st;
     /* the blocks' shared memory: the most a problem's shape needs; the
      * problems to set up (todo) */
     size_t smem = 0, todo = 0;
@@ -385,7 +395,7 @@ static int gpu_start(ps_batch *b)
     }
     /* the control blocks of every set-up now, those after the launch too:
      * no pinned allocation beside the kernel for them */
-    int st = ps_gpu_run_reserve(todo);
+    st = ps_gpu_run_reserve(todo);
     PS_RETURN_ERROR_IF(&b->o, st, st, "batch: pinned memory for the control blocks of %zu problems", todo);
     st = ps_gpu_batch_create(&b->o, b->o.precision, b->block, b->team_blocks, smem, PS_BATCH_MAX, &b->gb);
     if (st)
@@ -927,6 +937,7 @@ int ps_batch_progress(const ps_batch *cb, ps_batch_report *out)
         v.teams = b->gb ? ps_gpu_batch_teams(b->gb) : b->workers;
     if (b->gb) {
         v.team_blocks = b->team_blocks;
+        v.block = b->block;
         v.team_barrier = ps_gpu_batch_barrier(b->gb);
         v.kernel_seconds = ps_gpu_batch_kernel_seconds(b->gb);
     }

@@ -30,23 +30,29 @@ int ps_tune_store(const ps_problem *p, const ps_options *o, const ps_tune_key *k
                   const char *path);
 
 /*
- * The tune cache's blocks per team for a batch of `problems` problems of
- * p's size class at o's precision, on a batch kernel of `block` threads a
- * block with `resident` co-resident blocks: the entry's team_blocks (> 0),
- * with *e and path[len] (its file) filled, when the entry is valid, was
- * measured with this block size and its team fits; else 0, the reason
+ * The tune cache's shape for a batch of `problems` problems of p's size
+ * class at o's precision: the entry's blocks per team (> 0), with *block
+ * (its threads per block), *bps (the batch kernel's blocks per SM at that
+ * block) and *e and path[len] (its file) filled, when the entry is valid,
+ * its block is o's forced gpu_block (if one is forced) and fits on an SM,
+ * and its team fits in the co-resident blocks of `sms` SMs (and is a
+ * cluster's size when the teams must be clusters); else 0, the reason
  * logged through o (a missing file as info, the rest as warnings).
  */
-int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problems, int block, int resident,
-                        ps_tune_entry *e, char *path, size_t len);
+int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t problems, int sms, int *block, int *bps,
+                         ps_tune_entry *e, char *path, size_t len);
 
-/* The batch kernel's block (o's gpu_block; else, when `single` (every
- * problem of the single-channel kernels: ps_gpu_channels 0, designed
- * axes or not), PS_GPU_BATCH_SMALL_THREADS; else
- * PS_GPU_DEFAULT_THREADS) and blocks per SM, as a batch (ps_batch_start)
- * and its tuning count them: PS_ERR_GPU_LAUNCH (logged) when no block fits
- * on an SM. */
-int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *bps);
+/* The batch kernel's block by the heuristic: o's gpu_block if forced;
+ * else, when `single` (every problem of the single-channel kernels:
+ * ps_gpu_channels 0, designed axes or not), PS_GPU_BATCH_SHORT_THREADS if
+ * the longest problem has at most PS_GPU_BATCH_SHORT_NT steps (`nt`), else
+ * PS_GPU_BATCH_SMALL_THREADS; else PS_GPU_DEFAULT_THREADS. */
+int ps_tune_batch_block(const ps_gpu_options *g, int single, size_t nt);
+
+/* The batch kernel's blocks per SM with blocks of `block` threads, as a
+ * batch (ps_batch_start) and its tuning count them: PS_ERR_GPU_LAUNCH
+ * (logged) when no block fits on an SM. */
+int ps_tune_batch_kernel_fit(const ps_options *o, int block, int *bps);
 
 /*
  * The heuristic's blocks per team for a batch of `problems` problems on a

@@ -1,15 +1,17 @@
 /*
- * The team size of a GPU batch (ps_gpu_tune_batch): batches of copies of
- * one problem timed with each candidate team size, the fastest written to
- * the tune cache's batch entry for the problem's size class and the
- * batch's size class, and that entry read back when a batch starts
- * (ps_tune_cached_team, opt/batch.c).
+ * The team shape of a GPU batch (ps_gpu_tune_batch): batches of copies of
+ * one problem timed with each candidate block and team size, the fastest
+ * written to the tune cache's batch entry for the problem's size class and
+ * the batch's size class, and that entry read back when a batch starts
+ * (ps_tune_cached_shape, opt/batch.c).
  *
- * Candidates (README "Tuning"): 1, 2, 4, ... blocks per team up to the
- * batch kernel's co-resident blocks, the heuristic's size (the co-resident
- * blocks over the copies, with a floor: ps_tune_team_heuristic) and the
- * cached one; with the cluster barrier forced only teams of 2..8 blocks,
- * the sizes a cluster can have.
+ * Candidates (README "Tuning"): per block size (the forced one; else the
+ * heuristic's, ps_tune_batch_block, and for the single-channel kernels the
+ * other of their two) 1, 2, 4, ... blocks per team up to the batch
+ * kernel's co-resident blocks and the heuristic's team size (the
+ * co-resident blocks over the copies, with a floor:
+ * ps_tune_team_heuristic); and the cached shape. With the cluster barrier
+ * forced only teams of 2..8 blocks, the sizes a cluster can have.
  * A batch's time is the host's from ps_batch_start to the end of
  * ps_batch_wait: the set-ups depend on the team size (the start sets up
  * the problems the teams take first, the scheduler the others while the
@@ -31,46 +33,64 @@
 #include "tune/gpu_options.h"
 #include "tune/tune.h"
 
-int ps_tune_cached_team(const ps_problem *p, const ps_options *o, size_t problems, int block, int resident,
-                        ps_tune_entry *e, char *path, size_t len)
+int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t problems, int sms, int *block, int *bps,
+                         ps_tune_entry *e, char *path, size_t len)
 {
     ps_tune_key k;
     path[0] = '\0';
     if (ps_tune_key_batch(p, o->precision, (int)problems, &k) != PS_CONVERGED ||
         !ps_tune_cache_lookup(&k, e, path, len, o))
         return 0;
-    /* the key has no block size: a size measured with other blocks says
-     * nothing about these */
-    if (e->block != block) {
+    /* the key has no block size: a team measured with other blocks says
+     * nothing about forced ones */
+    const ps_gpu_options *g = ps_gpu_options_of(o);
+    if (g->gpu_block && e->block != g->gpu_block) {
         ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
                "tune cache %s ignored for this batch: its team size was measured with blocks of %d threads, "
-               "this batch's have %d",
-               path, e->block, block);
+               "options.gpu_block forces %d",
+               path, e->block, g->gpu_block);
         return 0;
     }
-    const int cluster = ps_gpu_options_of(o)->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER;
+    const int fit = ps_gpu_batch_blocks_per_sm(o->precision, e->block, 0);
+    if (fit < 1) {
+        ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
+               "tune cache %s ignored for this batch: the batch kernel does not fit on an SM with its blocks of "
+               "%d threads",
+               path, e->block);
+        return 0;
+    }
+    const int cluster = g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER;
     if (cluster && !ps_gpu_cluster_team_ok(e->team_blocks)) {
         ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
                "tune cache %s ignored for this batch: teams of %d blocks cannot be thread-block clusters (2..%d)",
                path, e->team_blocks, PS_GPU_CLUSTER_MAX_BLOCKS);
         return 0;
     }
-    if (e->team_blocks > resident) {
+    if (e->team_blocks > fit * sms) {
         ps_log(o, PS_LOG_WARNING, __FILE__, __LINE__,
                "tune cache %s ignored for this batch: teams of %d blocks exceed the %d co-resident blocks",
-               path, e->team_blocks, resident);
+               path, e->team_blocks, fit * sms);
         return 0;
     }
+    *block = e->block;
+    *bps = fit;
     return e->team_blocks;
 }
 
-int ps_tune_batch_kernel_fit(const ps_options *o, int single, int *block, int *bps)
+int ps_tune_batch_block(const ps_gpu_options *g, int single, size_t nt)
 {
-    const ps_gpu_options *g = ps_gpu_options_of(o);
-    *block = g->gpu_block ? g->gpu_block : single ? PS_GPU_BATCH_SMALL_THREADS : PS_GPU_DEFAULT_THREADS;
-    *bps = ps_gpu_batch_blocks_per_sm(o->precision, *block, 0);
+    if (g->gpu_block)
+        return g->gpu_block;
+    if (!single)
+        return PS_GPU_DEFAULT_THREADS;
+    return nt <= PS_GPU_BATCH_SHORT_NT ? PS_GPU_BATCH_SHORT_THREADS : PS_GPU_BATCH_SMALL_THREADS;
+}
+
+int ps_tune_batch_kernel_fit(const ps_options *o, int block, int *bps)
+{
+    *bps = ps_gpu_batch_blocks_per_sm(o->precision, block, 0);
     PS_RETURN_ERROR_IF(o, *bps < 1, PS_ERR_GPU_LAUNCH, "the batch kernel does not fit on an SM with %d threads",
-                       *block);
+                       block);
     return PS_CONVERGED;
 }
 
@@ -111,27 +131,30 @@ void ps_tune_batch_report_free(ps_tune_batch_report *r)
     r->count = 0;
 }
 
-static int find_team(const ps_tune_batch_report *r, int team_blocks)
+static int find_team(const ps_tune_batch_report *r, int block, int team_blocks)
 {
     for (size_t i = 0; i < r->count; i++)
-        if (r->teams[i].team_blocks == team_blocks)
+        if (r->teams[i].block == block && r->teams[i].team_blocks == team_blocks)
             return (int)i;
     return -1;
 }
 
-/* Team size team_blocks among the candidates, kept in increasing order,
- * unless it is there already or a cluster (cluster 1) cannot have it.
- * r->teams has room. */
-static void add_team(ps_tune_batch_report *r, int team_blocks, int cluster)
+/* Teams of team_blocks blocks of `block` threads among the candidates,
+ * kept in increasing order of block, then of team size, unless they are
+ * there already or a cluster (cluster 1) cannot have them. r->teams has
+ * room. */
+static void add_team(ps_tune_batch_report *r, int block, int team_blocks, int cluster)
 {
-    if (team_blocks < 1 || (cluster && !ps_gpu_cluster_team_ok(team_blocks)) || find_team(r, team_blocks) >= 0)
+    if (team_blocks < 1 || (cluster && !ps_gpu_cluster_team_ok(team_blocks)) || find_team(r, block, team_blocks) >= 0)
         return;
     size_t i = 0;
-    while (i < r->count && r->teams[i].team_blocks < team_blocks)
+    while (i < r->count && (r->teams[i].block < block ||
+                            (r->teams[i].block == block && r->teams[i].team_blocks < team_blocks)))
         i++;
     memmove(&r->teams[i + 1], &r->teams[i], (r->count - i) * sizeof *r->teams);
     ps_tune_team *t = &r->teams[i];
     memset(t, 0, sizeof *t);
+    t->block = block;
     t->team_blocks = team_blocks;
     t->status = PS_RUNNING; /* not measured yet */
     t->seconds = NAN;
@@ -155,7 +178,8 @@ static int has_iterates(int st)
     return st >= 0 || st == PS_ERR_LINE_SEARCH;
 }
 
-/* One batch of the copies in teams of t->team_blocks blocks: t's status,
+/* One batch of the copies in teams of t->team_blocks blocks of t->block
+ * threads: t's status,
  * teams, iterations and evaluations, the batch's seconds and copy
  * 0's spins per tile. Returns 0 when every copy ran, else the status. */
 static int run_batch(batch_run *br, ps_tune_team *t, double *seconds, int *sb)
@@ -165,6 +189,7 @@ static int run_batch(batch_run *br, ps_tune_team *t, double *seconds, int *sb)
     ps_gpu_options shape;
     int first = PS_CONVERGED;
     int64_t iters = 0, evals = 0;
+    br->g.gpu_block = t->block;
     br->g.batch_team_blocks = t->team_blocks;
     int st = ps_batch_create(&br->o, &b);
     for (int k = 0; k < br->copies && !st; k++)
@@ -244,25 +269,34 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
                                r->cache_path, sizeof r->cache_path)))
         return st;
 
-    /* the batch kernel's co-resident blocks, as ps_batch_start counts them */
+    /* the block sizes: the forced one; else the heuristic's and, for the
+     * single-channel kernels, the other of their two */
     const ps_gpu_options *g = ps_gpu_options_of(&opt);
-    int block, bps;
-    if ((st = ps_tune_batch_kernel_fit(&opt, ps_gpu_channels(p) == 0, &block, &bps)))
-        return st;
-    const int resident = bps * r->sms;
-    const int heuristic =
-        ps_tune_team_default(g, resident, (size_t)copies, block, ps_gpu_channels(p) == 0, ps_problem_ns(p));
+    const int single = ps_gpu_channels(p) == 0;
+    int blocks[2], bps[2], nblocks = 0;
+    blocks[nblocks++] = ps_tune_batch_block(g, single, ps_problem_nt(p));
+    if (!g->gpu_block && single)
+        blocks[nblocks++] = blocks[0] == PS_GPU_BATCH_SHORT_THREADS ? PS_GPU_BATCH_SMALL_THREADS
+                                                                    : PS_GPU_BATCH_SHORT_THREADS;
+    for (int j = 0; j < nblocks; j++)
+        if ((st = ps_tune_batch_kernel_fit(&opt, blocks[j], &bps[j])))
+            return st;
     ps_tune_entry e;
     char path[1024];
-    const int cached = g->tune_cache ? ps_tune_cached_team(p, &opt, (size_t)copies, block, resident, &e, path,
-                                                            sizeof path)
+    int cached_block = 0, cached_bps = 0;
+    const int cached = g->tune_cache ? ps_tune_cached_shape(p, &opt, (size_t)copies, r->sms, &cached_block,
+                                                             &cached_bps, &e, path, sizeof path)
                                      : 0;
 
-    /* the candidates */
+    /* the candidates: per block, teams of 1, 2, 4, ... blocks up to the
+     * co-resident ones and the heuristic's; the cached shape */
     const int cluster = g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER;
-    size_t cap = 2; /* the heuristic's and the cached size */
-    for (int t = 1; t <= resident; t *= 2)
-        cap++;
+    size_t cap = 1; /* the cached shape */
+    for (int j = 0; j < nblocks; j++) {
+        cap++; /* the heuristic's team */
+        for (int t = 1; t <= bps[j] * r->sms; t *= 2)
+            cap++;
+    }
     batch_run br;
     memset(&br, 0, sizeof br);
     br.nx = ps_problem_nx(p);
@@ -274,12 +308,20 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
         ps_tune_batch_report_free(r);
         return PS_ERR_NO_MEMORY;
     }
-    for (int t = 1; t <= resident; t *= 2)
-        add_team(r, t, cluster);
-    add_team(r, heuristic, cluster);
-    add_team(r, cached, cluster);
-    r->heuristic = find_team(r, heuristic);
-    r->cached = cached ? find_team(r, cached) : -1;
+    int heuristic = 0;
+    for (int j = 0; j < nblocks; j++) {
+        const int resident = bps[j] * r->sms;
+        for (int t = 1; t <= resident; t *= 2)
+            add_team(r, blocks[j], t, cluster);
+        const int h = ps_tune_team_default(g, resident, (size_t)copies, blocks[j], single, ps_problem_ns(p));
+        add_team(r, blocks[j], h, cluster);
+        if (j == 0)
+            heuristic = h;
+    }
+    if (cached)
+        add_team(r, cached_block, cached, cluster);
+    r->heuristic = find_team(r, blocks[0], heuristic);
+    r->cached = cached ? find_team(r, cached_block, cached) : -1;
 
     /* the copies (as persolve bench --batch makes them) and their options */
     ps_problem_x0(p, br.x0);
@@ -313,16 +355,16 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
         }
     }
     free(br.x0), free(samples);
-    PS_RETURN_ERROR_IF(&opt, r->best < 0, PS_ERR_GPU_LAUNCH, "no team size ran (see each size's status)");
+    PS_RETURN_ERROR_IF(&opt, r->best < 0, PS_ERR_GPU_LAUNCH, "no team shape ran (see each shape's status)");
 
     /* the fastest into the cache */
     if (s.write_cache) {
         const ps_tune_team *b = &r->teams[r->best];
         memset(&e, 0, sizeof e);
-        e.block = block;
+        e.block = b->block;
         e.sb = best_sb;
         e.regcap = 0;
-        e.blocks_per_sm = bps;
+        e.blocks_per_sm = ps_gpu_batch_blocks_per_sm(opt.precision, b->block, 0);
         e.team_blocks = b->team_blocks;
         e.seconds_per_iteration = b->seconds_per_iteration;
         if ((st = ps_tune_store(p, &opt, &key, &e, r->cache_path)))

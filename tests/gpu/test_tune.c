@@ -497,8 +497,8 @@ static void tune_relaxation_double(void **state)
 }
 
 /* A batch of n problems (their own start pulses) run to its end under o:
- * the blocks per team it had. */
-static int batch_team_blocks(const ps_options *o, ps_problem *const *ps, int n)
+ * the blocks per team it had (and in *block their threads). */
+static int batch_team_blocks(const ps_options *o, ps_problem *const *ps, int n, int *block)
 {
     ps_batch *b = NULL;
     ps_batch_report rep;
@@ -509,12 +509,14 @@ static int batch_team_blocks(const ps_options *o, ps_problem *const *ps, int n)
     assert_int_equal(ps_batch_wait(b, -1.0), 0);
     assert_int_equal(ps_batch_progress(b, &rep), 0);
     ps_batch_free(b);
+    *block = rep.block;
     return rep.team_blocks;
 }
 
-/* The team size of a batch of 4 copies: tuned, cached, and taken by a
- * batch of 4 problems of the class that forces nothing; not with the
- * cache off, nor for problems of several size classes. */
+/* The team shape of a batch of 4 copies: tuned (both block sizes of the
+ * single-channel kernels), cached, and taken by a batch of 4 problems of
+ * the class that forces nothing; not with the cache off, nor for problems
+ * of several size classes. */
 static void tune_batch_and_cache(void **state)
 {
     (void)state;
@@ -528,19 +530,26 @@ static void tune_batch_and_cache(void **state)
     printf("%s\nkey %s\npath %s\n", r.device, r.cache_key, r.cache_path);
     for (size_t i = 0; i < r.count; i++) {
         const ps_tune_team *t = &r.teams[i];
-        printf("  team %4d blocks: %4d teams, status %d, %lld iterations, %.6f s, %.4f ms/iter%s%s\n",
-               t->team_blocks, t->teams, t->status, (long long)t->iterations, t->seconds,
+        printf("  block %3d, team %4d blocks: %4d teams, status %d, %lld iterations, %.6f s, %.4f ms/iter%s%s\n",
+               t->block, t->team_blocks, t->teams, t->status, (long long)t->iterations, t->seconds,
                1e3 * t->seconds_per_iteration, (int)i == r.best ? " best" : "",
                (int)i == r.heuristic ? " heuristic" : "");
-        /* every candidate ran its iterations, in increasing order of size */
+        /* every candidate ran its iterations, in increasing order of
+         * block, then of team size; teams of 1 block first for each */
         assert_true(t->status >= 0 || t->status == PS_ERR_LINE_SEARCH);
         assert_true(t->teams >= 1);
         assert_true(t->seconds > 0.0);
         assert_true(t->iterations >= 1 && t->iterations <= 3);
-        if (i > 0)
+        assert_true(t->block == 128 || t->block == 256);
+        if (i > 0 && t->block == r.teams[i - 1].block)
             assert_true(t->team_blocks > r.teams[i - 1].team_blocks);
+        else
+            assert_int_equal(t->team_blocks, 1);
+        if (i > 0)
+            assert_true(t->block >= r.teams[i - 1].block);
     }
-    assert_int_equal(r.teams[0].team_blocks, 1);
+    assert_int_equal(r.teams[0].block, 128);
+    assert_int_equal(r.teams[r.count - 1].block, 256);
     assert_int_equal(r.copies, 4);
     assert_true(r.best >= 0);
     assert_true(r.heuristic >= 0);
@@ -550,13 +559,18 @@ static void tune_batch_and_cache(void **state)
     struct stat st;
     assert_int_equal(stat(r.cache_path, &st), 0);
     const int best = r.teams[r.best].team_blocks, heuristic = r.teams[r.heuristic].team_blocks;
-    printf("best %d blocks per team, heuristic %d\n", best, heuristic);
+    const int best_block = r.teams[r.best].block;
+    /* 100 steps: the heuristic's block is the short pulses' */
+    assert_int_equal(r.teams[r.heuristic].block, 128);
+    printf("best %d blocks of %d threads per team, heuristic %d of 128\n", best, best_block, heuristic);
+    int block = 0;
 
     /* a batch of 4 copies with the default GPU options takes the cached size */
     ps_problem *four[4] = {p, p, p, p};
     o = gpu_opts(PS_PRECISION_SINGLE);
     o.max_iterations = 3;
-    assert_int_equal(batch_team_blocks(&o, four, 4), best);
+    assert_int_equal(batch_team_blocks(&o, four, 4, &block), best);
+    assert_int_equal(block, best_block);
     assert_true(logged(PS_LOG_INFO, "batch team size from the tune cache", r.cache_path));
     /* the next tune marks it */
     ps_tune_batch_report r2;
@@ -564,6 +578,7 @@ static void tune_batch_and_cache(void **state)
     assert_int_equal(ps_gpu_tune_batch(p, 4, &o, &s, &r2), 0);
     assert_true(r2.cached >= 0);
     assert_int_equal(r2.teams[r2.cached].team_blocks, best);
+    assert_int_equal(r2.teams[r2.cached].block, best_block);
     assert_int_equal(r2.cache_written, 0);
     ps_tune_batch_report_free(&r2);
 
@@ -574,15 +589,40 @@ static void tune_batch_and_cache(void **state)
     o = gpu_opts(PS_PRECISION_SINGLE);
     o.max_iterations = 3;
     o.gpu = &g;
-    assert_int_equal(batch_team_blocks(&o, four, 4), heuristic);
+    assert_int_equal(batch_team_blocks(&o, four, 4, &block), heuristic);
+    assert_int_equal(block, 128);
     assert_false(any_logged("from the tune cache"));
     ps_problem *other = preset("spiral2d:n=16,nt=300");
     four[3] = other;
     o = gpu_opts(PS_PRECISION_SINGLE);
     o.max_iterations = 3;
-    assert_int_equal(batch_team_blocks(&o, four, 4), heuristic);
+    assert_int_equal(batch_team_blocks(&o, four, 4, &block), heuristic);
+    assert_int_equal(block, 128);
     assert_true(logged(PS_LOG_INFO, "the heuristic", "several size classes"));
     ps_problem_free(other);
+
+    /* the cached entry with the other block size forced: ignored, said so */
+    four[3] = p;
+    ps_gpu_options_default(&g);
+    g.gpu_block = best_block == 128 ? 256 : 128;
+    o = gpu_opts(PS_PRECISION_SINGLE);
+    o.max_iterations = 3;
+    o.gpu = &g;
+    batch_team_blocks(&o, four, 4, &block);
+    assert_int_equal(block, g.gpu_block);
+    assert_true(logged(PS_LOG_WARNING, r.cache_path, "options.gpu_block forces"));
+
+    /* a pulse of more than 512 steps: blocks of 256 */
+    ps_problem *longer = preset("spiral2d:n=8,nt=600");
+    ps_problem *two[2] = {p, longer};
+    ps_gpu_options_default(&g);
+    g.tune_cache = 0;
+    o = gpu_opts(PS_PRECISION_SINGLE);
+    o.max_iterations = 3;
+    o.gpu = &g;
+    batch_team_blocks(&o, two, 2, &block);
+    assert_int_equal(block, 256);
+    ps_problem_free(longer);
 
     ps_tune_batch_report_free(&r);
     ps_problem_free(p);

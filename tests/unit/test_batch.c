@@ -273,6 +273,17 @@ static void equals_solo(int precision, int barrier)
 #ifdef PS_TEST_GPU
     assert_int_equal(rep.team_barrier, barrier == PS_TEAM_BARRIER_CLUSTER ? PS_TEAM_BARRIER_CLUSTER
                                                                           : PS_TEAM_BARRIER_RANGE);
+    /* the report's block is the one every problem ran with */
+    assert_int_equal(rep.team_blocks, 4);
+    for (size_t i = 0; i < s.n; i++) {
+        ps_gpu_options shape;
+        assert_int_equal(ps_batch_shape(b, i, &shape, NULL), 0);
+        assert_int_equal(shape.gpu_block, rep.block);
+        assert_int_equal(shape.gpu_grid, 4);
+    }
+#else
+    assert_int_equal(rep.block, 0);
+    assert_int_equal(rep.team_blocks, 0);
 #endif
     check_against_solo(&s, b, &o);
     ps_batch_free(b);

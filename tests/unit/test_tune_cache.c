@@ -736,11 +736,31 @@ static void test_team_heuristic(void **state)
     assert_int_equal(ps_tune_team_default(&g, 264, 256, 256, 1, 100), 7);
 }
 
+/* The batch kernel's block: a forced one as given; 512 threads for the
+ * channels kernels; for the single-channel kernels 128 up to 512 steps,
+ * 256 beyond. */
+static void test_batch_block(void **state)
+{
+    (void)state;
+    ps_gpu_options g;
+    ps_gpu_options_default(&g);
+    assert_int_equal(ps_tune_batch_block(&g, 0, 100), 512);
+    assert_int_equal(ps_tune_batch_block(&g, 0, 5000), 512);
+    assert_int_equal(ps_tune_batch_block(&g, 1, 375), 128);  /* T */
+    assert_int_equal(ps_tune_batch_block(&g, 1, 512), 128);
+    assert_int_equal(ps_tune_batch_block(&g, 1, 513), 256);
+    assert_int_equal(ps_tune_batch_block(&g, 1, 1000), 256); /* S */
+    g.gpu_block = 384;
+    assert_int_equal(ps_tune_batch_block(&g, 1, 375), 384);
+    assert_int_equal(ps_tune_batch_block(&g, 0, 1000), 384);
+}
+
 int main(void)
 {
     mkdir(DIR, 0755);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_class),
+        cmocka_unit_test(test_batch_block),
         cmocka_unit_test(test_channels_entry),
         cmocka_unit_test(test_batch_entry),
         cmocka_unit_test(test_batch_beside_solo),
