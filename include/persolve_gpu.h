@@ -39,10 +39,11 @@ enum {
 typedef struct ps_gpu_options {
     int tune_cache;          ///< 1: read the tune cache written by `persolve tune` /
                              ///< ps_gpu_tune; 0: never (default 1)
-    int gpu_block;           ///< threads per block: 0 = automatic (512; a batch whose
-                             ///< problems all run the single-channel kernels 256, or 128
-                             ///< when none has more than 512 steps: README "Batches"),
-                             ///< else a multiple of 32 in 32..512 (default 0)
+    int gpu_block;           ///< threads per block: 0 = automatic (512; a batch: the tune
+                             ///< cache's batch entry, else for problems that all run the
+                             ///< single-channel kernels 256, or 128 when none has more
+                             ///< than 512 steps and the teams are not clusters: README
+                             ///< "Batches"), else a multiple of 32 in 32..512 (default 0)
     int gpu_spins_per_tile;  ///< spins per evaluation tile SB; the block's threads split
                              ///< time into block / SB segments: 0 = automatic, else 1, 2,
                              ///< 4, 8, 16 or 32, at most the block size (default 0)
@@ -129,9 +130,16 @@ typedef struct ps_tune_shape {
 typedef void (*ps_tune_fn)(void *user, const ps_tune_shape *shape, size_t index,
                            size_t count);
 
+/** The iterations per copy of ps_gpu_tune_batch when its settings are NULL
+ * (with 20, the solo tune's default, the problems of a 256-T batch ended
+ * before the next ones were set up, and the tune chose a shape 13% slower
+ * over 50 iterations: README "Tuning"). */
+#define PS_TUNE_BATCH_ITERATIONS 50
+
 typedef struct ps_tune_settings {
     int iterations;       ///< L-BFGS iterations of every timed run (gtol = ftol = 0),
-                          ///< 1..1000000 (default 20)
+                          ///< 1..1000000 (default 20; a batch's tune with NULL
+                          ///< settings PS_TUNE_BATCH_ITERATIONS)
     int repeats;          ///< timed runs per shape after one warm-up run; the median
                           ///< counts, 1..1000 (default 5)
     int write_cache;      ///< 1: store the fastest shape in the tune cache (default 1)
@@ -189,7 +197,6 @@ void ps_tune_report_free(ps_tune_report *r);
 
 /** One team shape of a batch (ps_batch_*) and what the batch took with it. */
 typedef struct ps_tune_team {
-    int block;            ///< threads per block (ps_gpu_options.gpu_block)
     int team_blocks;      ///< blocks per team (ps_gpu_options.batch_team_blocks)
     int teams;            ///< teams the batch's kernel had (ps_batch_report.teams)
     int status;           ///< ps_status of its last batch: copy 0's (>= 0 or
@@ -201,6 +208,7 @@ typedef struct ps_tune_team {
     double seconds;       ///< median over the timed batches of the batch's host time from
                           ///< ps_batch_start to the end of ps_batch_wait, s (NaN if it failed)
     double seconds_per_iteration; ///< seconds / iterations (NaN if it failed)
+    int block;            ///< threads per block (ps_gpu_options.gpu_block)
 } ps_tune_team;
 
 typedef struct ps_tune_batch_report {
@@ -238,7 +246,7 @@ typedef struct ps_tune_batch_report {
  * time is written to the tune cache's batch entry for this GPU, build,
  * p's size class and the batch size class (round(log2 copies)), which
  * ps_batch_start reads when batch_team_blocks is 0. o and s may be NULL
- * (defaults). r receives the table (ps_tune_batch_report_free), also when
+ * (defaults; with s NULL, PS_TUNE_BATCH_ITERATIONS iterations per copy). r receives the table (ps_tune_batch_report_free), also when
  * the cache cannot be written. Returns PS_CONVERGED (0) when at least one
  * shape ran (and, if asked, the fastest was written to the cache);
  * PS_ERR_NULL; PS_ERR_OPTION (copies outside 1..PS_BATCH_MAX, o or s

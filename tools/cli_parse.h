@@ -43,10 +43,8 @@ typedef enum ps_cli_command {
 #define PS_BENCH_MAX_SIZES 16
 /* tune: defaults of --iters and --repeats, and of its PRESET|FILE. */
 #define PS_TUNE_ITERS 20
-/* tune --batch: default --iters (with 20, the 256-T batch's problems
- * ended before the scheduler had set the next ones up, and the tune chose
- * fewer, larger teams that were 13% slower over 50 iterations) */
-#define PS_TUNE_BATCH_ITERS 50
+/* tune --batch: default --iters (persolve_gpu.h) */
+#define PS_TUNE_BATCH_ITERS PS_TUNE_BATCH_ITERATIONS
 #define PS_TUNE_REPEATS 5
 #define PS_TUNE_DEFAULT_INPUT "M"
 /* design: the most PRESET|FILE arguments on the command line (more: --batch LIST) */

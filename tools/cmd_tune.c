@@ -209,7 +209,7 @@ static int tune_json(const char *path, int jc, int code)
     return code == PS_EXIT_OK ? jc : code;
 }
 
-/* ---- --batch N: the team size of a batch ---- */
+/* ---- --batch N: the team shape (block and team size) of a batch ---- */
 
 static int team_ran(const ps_tune_team *t)
 {
@@ -341,7 +341,7 @@ int ps_cmd_tune(const ps_cli *cli)
         const char *reason = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st);
         ps_cli_error("tune: no usable GPU (%s): %s can only be measured on a GPU; "
                      "without one, solves run on the CPU and need no tuning",
-                     reason, cli->bench_batch ? "team sizes" : "launch shapes");
+                     reason, cli->bench_batch ? "batch team shapes" : "launch shapes");
         ps_problem_free(p);
         return PS_EXIT_NO_GPU;
     }

@@ -25,7 +25,7 @@
  * has at most PS_GPU_BATCH_SHORT_NT steps: half the time segments, so
  * twice the steps a segment of a short pulse (H200, teams of 2048
  * threads: the kernel of the 256-T batch, nt 375, 5.5% faster, nt 188
- * 8.5%, nt 250 5%, nt 500 and 750 within 1-2%, nt 1000 20-28% slower;
+ * 8.5%, nt 250 5%, nt 500 and 750 within 1-2%, nt 1000 15-28% slower;
  * README "Batches") */
 #define PS_GPU_BATCH_SHORT_THREADS 128
 #define PS_GPU_BATCH_SHORT_NT 512

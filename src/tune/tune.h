@@ -42,11 +42,13 @@ int ps_tune_store(const ps_problem *p, const ps_options *o, const ps_tune_key *k
 int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t problems, int sms, int *block, int *bps,
                          ps_tune_entry *e, char *path, size_t len);
 
-/* The batch kernel's block by the heuristic: o's gpu_block if forced;
+/* The batch kernel's block by the heuristic: g's gpu_block if forced;
  * else, when `single` (every problem of the single-channel kernels:
  * ps_gpu_channels 0, designed axes or not), PS_GPU_BATCH_SHORT_THREADS if
- * the longest problem has at most PS_GPU_BATCH_SHORT_NT steps (`nt`), else
- * PS_GPU_BATCH_SMALL_THREADS; else PS_GPU_DEFAULT_THREADS. */
+ * the longest problem has at most PS_GPU_BATCH_SHORT_NT steps (`nt`) and
+ * g does not force cluster teams (at most 8 blocks: teams of 1024
+ * threads, not measured), else PS_GPU_BATCH_SMALL_THREADS; else
+ * PS_GPU_DEFAULT_THREADS. */
 int ps_tune_batch_block(const ps_gpu_options *g, int single, size_t nt);
 
 /* The batch kernel's blocks per SM with blocks of `block` threads, as a
@@ -62,7 +64,7 @@ int ps_tune_batch_kernel_fit(const ps_options *o, int block, int *bps);
  * were slower than teams of two in every batch measured (256 T, 120
  * ptx2d), though they leave some problems queued. When `single` (every
  * problem on the single-channel kernels) at least
- * PS_TUNE_TEAM_SINGLE_THREADS threads a team (8 blocks of 256), but no
+ * PS_TUNE_TEAM_SINGLE_THREADS threads a team (8 blocks of 256, 16 of 128), but no
  * more blocks than the largest problem (`ns` spins) has tiles of
  * `spins_per_tile` spins (32 when 0: the single-channel kernels' own),
  * and at most `resident`: smaller teams of those kernels were slower at

@@ -83,6 +83,10 @@ int ps_tune_batch_block(const ps_gpu_options *g, int single, size_t nt)
         return g->gpu_block;
     if (!single)
         return PS_GPU_DEFAULT_THREADS;
+    /* clusters have at most 8 blocks: 128 threads would halve the team's
+     * threads, a shape not measured */
+    if (g->batch_team_barrier == PS_TEAM_BARRIER_CLUSTER)
+        return PS_GPU_BATCH_SMALL_THREADS;
     return nt <= PS_GPU_BATCH_SHORT_NT ? PS_GPU_BATCH_SHORT_THREADS : PS_GPU_BATCH_SMALL_THREADS;
 }
 
@@ -262,6 +266,8 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
     int st = ps_tune_take(o, s_in, &opt, &s);
     if (st)
         return st;
+    if (!s_in)
+        s.iterations = PS_TUNE_BATCH_ITERATIONS;
     PS_RETURN_ERROR_IF(&opt, copies < 1 || copies > PS_BATCH_MAX, PS_ERR_OPTION,
                        "tune copies: %d is outside 1..%d", copies, PS_BATCH_MAX);
     if ((st = ps_gpu_usable(&opt)) || (st = ps_tune_key_batch(p, opt.precision, copies, &key)) ||
@@ -273,14 +279,17 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
      * single-channel kernels, the other of their two */
     const ps_gpu_options *g = ps_gpu_options_of(&opt);
     const int single = ps_gpu_channels(p) == 0;
-    int blocks[2], bps[2], nblocks = 0;
-    blocks[nblocks++] = ps_tune_batch_block(g, single, ps_problem_nt(p));
+    int want[2], blocks[2], bps[2], nwant = 0, nblocks = 0;
+    want[nwant++] = ps_tune_batch_block(g, single, ps_problem_nt(p));
     if (!g->gpu_block && single)
-        blocks[nblocks++] = blocks[0] == PS_GPU_BATCH_SHORT_THREADS ? PS_GPU_BATCH_SMALL_THREADS
-                                                                    : PS_GPU_BATCH_SHORT_THREADS;
-    for (int j = 0; j < nblocks; j++)
-        if ((st = ps_tune_batch_kernel_fit(&opt, blocks[j], &bps[j])))
-            return st;
+        want[nwant++] = want[0] == PS_GPU_BATCH_SHORT_THREADS ? PS_GPU_BATCH_SMALL_THREADS
+                                                              : PS_GPU_BATCH_SHORT_THREADS;
+    /* a block that does not fit on an SM is left out (logged); none: that error */
+    for (int j = 0; j < nwant; j++)
+        if ((st = ps_tune_batch_kernel_fit(&opt, want[j], &bps[nblocks])) == PS_CONVERGED)
+            blocks[nblocks++] = want[j];
+    if (!nblocks)
+        return st;
     ps_tune_entry e;
     char path[1024];
     int cached_block = 0, cached_bps = 0;
@@ -315,12 +324,12 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
             add_team(r, blocks[j], t, cluster);
         const int h = ps_tune_team_default(g, resident, (size_t)copies, blocks[j], single, ps_problem_ns(p));
         add_team(r, blocks[j], h, cluster);
-        if (j == 0)
+        if (blocks[j] == want[0])
             heuristic = h;
     }
     if (cached)
         add_team(r, cached_block, cached, cluster);
-    r->heuristic = find_team(r, blocks[0], heuristic);
+    r->heuristic = heuristic ? find_team(r, want[0], heuristic) : -1;
     r->cached = cached ? find_team(r, cached_block, cached) : -1;
 
     /* the copies (as persolve bench --batch makes them) and their options */

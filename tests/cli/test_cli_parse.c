@@ -341,8 +341,8 @@ static void test_tune_options(void **state)
     assert_int_equal(c.bench_batch, 8);
     assert_string_equal(c.input, "T");
     assert_int_equal(c.iters, PS_TUNE_BATCH_ITERS);
-    assert_int_equal(parse(&c, "tune", "--iters", "20", "--batch", "8", "T", NULL), PS_CLI_OK);
-    assert_int_equal(c.iters, 20);
+    assert_int_equal(parse(&c, "tune", "--iters", "7", "--batch", "8", "T", NULL), PS_CLI_OK);
+    assert_int_equal(c.iters, 7);
     assert_int_equal(parse(&c, "tune", "T", NULL), PS_CLI_OK);
     assert_int_equal(c.iters, PS_TUNE_ITERS);
     assert_int_equal(parse(&c, "tune", "--batch", "16384", "--no-write", "--json", "b.json", NULL), PS_CLI_OK);

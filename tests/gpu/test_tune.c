@@ -612,6 +612,17 @@ static void tune_batch_and_cache(void **state)
     assert_int_equal(block, g.gpu_block);
     assert_true(logged(PS_LOG_WARNING, r.cache_path, "options.gpu_block forces"));
 
+    /* a forced team size: the cache is not read, the block is the
+     * heuristic's (128 for 100 steps) */
+    ps_gpu_options_default(&g);
+    g.batch_team_blocks = 2;
+    o = gpu_opts(PS_PRECISION_SINGLE);
+    o.max_iterations = 3;
+    o.gpu = &g;
+    assert_int_equal(batch_team_blocks(&o, four, 4, &block), 2);
+    assert_int_equal(block, 128);
+    assert_true(logged(PS_LOG_INFO, "batch team size 2 blocks of 128 threads: forced", NULL));
+
     /* a pulse of more than 512 steps: blocks of 256 */
     ps_problem *longer = preset("spiral2d:n=8,nt=600");
     ps_problem *two[2] = {p, longer};

@@ -40,6 +40,7 @@ def test_batch_equals_solo(precision):
         prog = batch.progress()
         assert prog.state == BatchState.FINISHED
         assert prog.finished == len(batch) and prog.failed == 0
+        assert prog.block == 0 and prog.team_blocks == 0  # the GPU's only
         results = batch.results()
         shapes = [batch.shape(i) for i in range(len(batch))]
     for i, spec in enumerate(MIXED + [None]):

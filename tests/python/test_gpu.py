@@ -99,6 +99,10 @@ def test_a_batch_on_the_gpu(tmp_path):
         assert batch.wait(timeout=300)
         results = batch.results()
         shapes = [batch.shape(i) for i in range(len(batch))]
+        prog = batch.progress()
+    # a problem of the channels kernels (ptx2d): blocks of 512 for all
+    assert prog.block == 512
+    assert all(shape["gpu_block"] == prog.block for shape in shapes)
     for spec, res, shape in zip(specs, results, shapes):
         assert res.backend == "gpu"
         solo = persolve.design(spec, **shape, **opts)

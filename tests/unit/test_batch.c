@@ -273,8 +273,10 @@ static void equals_solo(int precision, int barrier)
 #ifdef PS_TEST_GPU
     assert_int_equal(rep.team_barrier, barrier == PS_TEAM_BARRIER_CLUSTER ? PS_TEAM_BARRIER_CLUSTER
                                                                           : PS_TEAM_BARRIER_RANGE);
-    /* the report's block is the one every problem ran with */
+    /* the report's block is the one every problem ran with: 512 threads,
+     * the set has problems of the channels kernels (ptx2d) */
     assert_int_equal(rep.team_blocks, 4);
+    assert_int_equal(rep.block, 512);
     for (size_t i = 0; i < s.n; i++) {
         ps_gpu_options shape;
         assert_int_equal(ps_batch_shape(b, i, &shape, NULL), 0);

@@ -737,8 +737,8 @@ static void test_team_heuristic(void **state)
 }
 
 /* The batch kernel's block: a forced one as given; 512 threads for the
- * channels kernels; for the single-channel kernels 128 up to 512 steps,
- * 256 beyond. */
+ * channels kernels; for the single-channel kernels 128 up to 512 steps
+ * (256 with cluster teams), 256 beyond. */
 static void test_batch_block(void **state)
 {
     (void)state;
@@ -750,6 +750,12 @@ static void test_batch_block(void **state)
     assert_int_equal(ps_tune_batch_block(&g, 1, 512), 128);
     assert_int_equal(ps_tune_batch_block(&g, 1, 513), 256);
     assert_int_equal(ps_tune_batch_block(&g, 1, 1000), 256); /* S */
+    /* cluster teams (8 blocks at most) keep 256 for short pulses */
+    g.batch_team_barrier = PS_TEAM_BARRIER_CLUSTER;
+    assert_int_equal(ps_tune_batch_block(&g, 1, 375), 256);
+    assert_int_equal(ps_tune_batch_block(&g, 0, 375), 512);
+    g.batch_team_barrier = PS_TEAM_BARRIER_RANGE;
+    assert_int_equal(ps_tune_batch_block(&g, 1, 375), 128);
     g.gpu_block = 384;
     assert_int_equal(ps_tune_batch_block(&g, 1, 375), 384);
     assert_int_equal(ps_tune_batch_block(&g, 0, 1000), 384);
