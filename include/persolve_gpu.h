@@ -246,8 +246,9 @@ typedef struct ps_tune_batch_report {
  * time is written to the tune cache's batch entry for this GPU, build,
  * p's size class and the batch size class (round(log2 copies)), which
  * ps_batch_start reads when batch_team_blocks is 0. o and s may be NULL
- * (defaults; with s NULL, PS_TUNE_BATCH_ITERATIONS iterations per copy). r receives the table (ps_tune_batch_report_free), also when
- * the cache cannot be written. Returns PS_CONVERGED (0) when at least one
+ * (defaults; with s NULL, PS_TUNE_BATCH_ITERATIONS iterations per copy).
+ * r receives the table (ps_tune_batch_report_free), also when the cache
+ * cannot be written. Returns PS_CONVERGED (0) when at least one
  * shape ran (and, if asked, the fastest was written to the cache);
  * PS_ERR_NULL; PS_ERR_OPTION (copies outside 1..PS_BATCH_MAX, o or s
  * invalid; logged); PS_ERR_NO_GPU or PS_ERR_GPU_UNSUPPORTED (no usable

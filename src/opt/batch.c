@@ -304,7 +304,6 @@ static void gpu_attach(ps_batch *b, size_t i)
  * logged (info): the batch's report has no field for it. */
 static int batch_kernel_shape(ps_batch *b, int sms)
 {
-    int bps;
     const ps_gpu_options *g = ps_gpu_options_of(&b->o);
     size_t n = 0, ns = 0, nt = 0;
     const ps_problem *first = NULL;
@@ -332,7 +331,7 @@ static int batch_kernel_shape(ps_batch *b, int sms)
     if (!g->batch_team_blocks && g->tune_cache && first && one_class) {
         ps_tune_entry e;
         char path[1024];
-        const int t = ps_tune_cached_shape(first, &b->o, n, sms, &b->block, &bps, &e, path, sizeof path);
+        const int t = ps_tune_cached_shape(first, &b->o, n, sms, &b->block, &e, path, sizeof path);
         if (t > 0) {
             ps_log(&b->o, PS_LOG_INFO, __FILE__, __LINE__,
                    "batch team size from the tune cache %s: %d blocks of %d threads per team for %zu problems "
@@ -343,6 +342,7 @@ static int batch_kernel_shape(ps_batch *b, int sms)
         }
     }
     b->block = ps_tune_batch_block(g, single, nt);
+    int bps;
     const int fit = ps_tune_batch_kernel_fit(&b->o, b->block, &bps);
     if (fit)
         return fit;

@@ -32,14 +32,14 @@ int ps_tune_store(const ps_problem *p, const ps_options *o, const ps_tune_key *k
 /*
  * The tune cache's shape for a batch of `problems` problems of p's size
  * class at o's precision: the entry's blocks per team (> 0), with *block
- * (its threads per block), *bps (the batch kernel's blocks per SM at that
- * block) and *e and path[len] (its file) filled, when the entry is valid,
+ * (its threads per block), *e and path[len] (its file) filled, when the
+ * entry is valid,
  * its block is o's forced gpu_block (if one is forced) and fits on an SM,
  * and its team fits in the co-resident blocks of `sms` SMs (and is a
  * cluster's size when the teams must be clusters); else 0, the reason
  * logged through o (a missing file as info, the rest as warnings).
  */
-int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t problems, int sms, int *block, int *bps,
+int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t problems, int sms, int *block,
                          ps_tune_entry *e, char *path, size_t len);
 
 /* The batch kernel's block by the heuristic: g's gpu_block if forced;

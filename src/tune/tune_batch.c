@@ -33,7 +33,7 @@
 #include "tune/gpu_options.h"
 #include "tune/tune.h"
 
-int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t problems, int sms, int *block, int *bps,
+int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t problems, int sms, int *block,
                          ps_tune_entry *e, char *path, size_t len)
 {
     ps_tune_key k;
@@ -73,7 +73,6 @@ int ps_tune_cached_shape(const ps_problem *p, const ps_options *o, size_t proble
         return 0;
     }
     *block = e->block;
-    *bps = fit;
     return e->team_blocks;
 }
 
@@ -292,9 +291,9 @@ int ps_gpu_tune_batch(const ps_problem *p, int copies, const ps_options *o, cons
         return st;
     ps_tune_entry e;
     char path[1024];
-    int cached_block = 0, cached_bps = 0;
-    const int cached = g->tune_cache ? ps_tune_cached_shape(p, &opt, (size_t)copies, r->sms, &cached_block,
-                                                             &cached_bps, &e, path, sizeof path)
+    int cached_block = 0;
+    const int cached = g->tune_cache ? ps_tune_cached_shape(p, &opt, (size_t)copies, r->sms, &cached_block, &e,
+                                                             path, sizeof path)
                                      : 0;
 
     /* the candidates: per block, teams of 1, 2, 4, ... blocks up to the
