@@ -103,10 +103,12 @@ struct args {
     double t_base;          /* solve seconds before this launch (a resumed run) */
     double ft_in;           /* f at the accepted trial, for a launch in the UPDATE phase */
     /* designed gradient axes (the DG kernels, cuda/gradient.cuh) */
-    void *gdtb;             /* [grid][gdt_elems(nt)] R: each block's gdt rows with its
-                               designed axes (the DG kernels), or NULL */
+    void *gdtb;             /* gteam ? [gdt_elems(nt)] : [grid][gdt_elems(nt)] R: the team's
+                               gdt rows with its designed axes, or each block's (the DG
+                               kernels), or NULL */
     double *gpen;           /* [grid][4] each block's gradient-limit penalty per axis at
-                               mu = 1, then its violation */
+                               mu = 1 (gteam: over its share of the steps), then its
+                               violation */
     /* the team of blocks that solves the problem (cuda/team.cuh): blocks team0 ..
        team0 + nteam - 1 of the grid, which index the per-block arrays above by
        their rank in it (team_rank); a solo solve's team is its whole grid */
@@ -120,6 +122,12 @@ struct args {
     int batch;              /* 1: a problem of a batch (cuda/batch.cu): a PAUSE parks it, as
                                a yield of this problem alone, and its team moves on */
     ranks_dev rk;           /* several GPUs: this rank's share of the spins and the exchange */
+    /* designed gradient axes, the single-channel kernel (cuda/gradient.cuh) */
+    double *gtot;           /* [grid][4] each block's sums of dt s_k over its share of the
+                               steps, per designed axis, and its count (waveform_totals) */
+    int gteam;              /* 1: the team forms the designed waveforms, each block a share
+                               (waveform_totals, waveform_rows), into one gdt copy; 0: each
+                               block forms them into its own (form_gradient) */
 };
 
 enum { MODE_SOLVE = 0, MODE_EVAL = 1 };

@@ -75,9 +75,9 @@ enum {
     BUF_STATE,  /* ps_solver */
     BUF_VEC,    /* x, g, gt, d, S[m], Y[m], each [n]: x uploaded, the rest zeroed */
     BUF_PART,   /* the partials and outputs (context_create_t) */
-    BUF_GDTB,   /* [G][gdt_elems(nt)] R, the blocks' gdt copies (designed axes): G
-                 * copies of BUF_GDT made on the device at the set-up, their fixed
-                 * axes never written again */
+    BUF_GDTB,   /* [copies][gdt_elems(nt)] R, the gdt copies (designed axes): the
+                 * team's one (gteam) or the G blocks' own, of BUF_GDT, made at the
+                 * set-up, their fixed axes never written again */
     BUF_HIST,   /* [hist_cap] ps_progress */
     BUF_CLOCK,  /* [1] unsigned long long */
     BUF_COUNT
@@ -210,9 +210,15 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     /* elapsed, eval_out[2] (in PART_HEAD doubles, so that the state, the
      * vectors and they are one range: context.cuh, xfer), gpart[G][n],
      * lpart[G], rpart[G][RP], rdot[4 MAX_MEMORY][G], m_out[ns][3], gpen[G][4]
-     * (designed axes) */
+     * (designed axes) and gtot[G][4] (gteam) */
+    /* designed axes: the team forms the waveforms in the single-channel
+     * kernel for pulses of PS_GPU_WAVEFORM_TEAM_STEPS steps a thread or
+     * more, each block for shorter ones and in the channels kernels
+     * (cuda/gradient.cuh team_waveform) */
+    const int gteam = designed && !channels && nt >= (size_t)PS_GPU_WAVEFORM_TEAM_STEPS * tb;
+    const size_t copies = gteam ? 1 : (size_t)G;
     const size_t n_part = PART_HEAD + (size_t)G * n + G + (size_t)G * PS_GPU_RP + (size_t)4 * PS_MAX_MEMORY * G +
-                          3 * ns + (designed ? (size_t)4 * G : 0);
+                          3 * ns + (designed ? (size_t)(gteam ? 8 : 4) * G : 0);
     const size_t n_vec = (4 + 2 * (size_t)m) * n;
     const int kmode = mode == MODE_SOLVE ? MODE_SOLVE : MODE_EVAL; /* the kernel's */
     int hist_cap = kmode == MODE_EVAL ? 1
@@ -230,7 +236,7 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
     bytes[BUF_STATE] = sizeof(ps_solver);
     bytes[BUF_VEC] = n_vec * sizeof(double);
     bytes[BUF_PART] = n_part * sizeof(double);
-    bytes[BUF_GDTB] = designed ? (size_t)G * gdt_elems(nt) * sizeof(R) : 0;
+    bytes[BUF_GDTB] = designed ? copies * gdt_elems(nt) * sizeof(R) : 0;
     bytes[BUF_HIST] = (size_t)hist_cap * sizeof(ps_progress);
     bytes[BUF_CLOCK] = sizeof(unsigned long long);
     arena_layout L;
@@ -240,15 +246,16 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
      * start at zero; elapsed = 0 (the time limit's clock before the first
      * update); eval_out (the end seconds and f of a launch) defined before
      * one ends; gpen (designed axes) defined before a launch that starts
-     * in UPDATE reads it (unused there). With a scratch (a batch's
+     * in UPDATE reads it (unused there), and gtot's counts of published
+     * totals equal (cuda/gradient.cuh waveform_totals). With a scratch (a batch's
      * set-ups, made also while its kernel holds every SM) those zeros go
      * up with the image through the copy engine: a cudaMemset is a kernel,
      * which waits for free SMs, so a set-up beside a running batch would
-     * wait for the batch (and for the same reason their blocks' gdt copies
-     * go up from the image too, not as device copies). Without, the
+     * wait for the batch (and for the same reason the gdt copies go up
+     * from the image too, not as device copies). Without, the
      * image ends at x and the zeros are memsets. */
     const size_t zeros_end = L.off[BUF_PART] + PART_ZEROED * sizeof(double);
-    const size_t gpen_bytes = designed ? (size_t)4 * G * sizeof(double) : 0;
+    const size_t gpen_bytes = designed ? (size_t)(gteam ? 8 : 4) * G * sizeof(double) : 0; /* gpen, gtot */
     const size_t gdtb_host = scratch ? bytes[BUF_GDTB] : 0; /* after the zeros of gpen */
     const size_t upload = scratch ? zeros_end : L.upload;
     if (scratch) {
@@ -284,23 +291,23 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
             ps_solver_set_rounds(h_state, ps_options_max_rounds(o), ps_options_constraint_tol(o),
                                  ps_penalty_mu0(whole ? whole : p, o));
         memcpy(h_img + L.off[BUF_VEC], x, n * sizeof(double));
-        for (size_t k = 0; gdtb_host && k < (size_t)G; k++) /* G copies of the gdt rows */
+        for (size_t k = 0; gdtb_host && k < copies; k++) /* the copies of the gdt rows */
             memcpy(h_img + upload + gpen_bytes + k * bytes[BUF_GDT], h_img + L.off[BUF_GDT], bytes[BUF_GDT]);
     }
 
     CUDA_TRY(o, device_alloc((void **)&d_arena, L.off[BUF_COUNT]), PS_ERR_GPU_MEMORY);
     CUDA_TRY(o, cudaMemcpy(d_arena, h_img, upload, cudaMemcpyHostToDevice), PS_ERR_GPU_LAUNCH);
-    if (gdtb_host) { /* the blocks' gdt copies, from the image */
+    if (gdtb_host) { /* the gdt copies, from the image */
         CUDA_TRY(o, cudaMemcpy(d_arena + L.off[BUF_GDTB], h_img + upload + gpen_bytes, gdtb_host,
                                cudaMemcpyHostToDevice),
                  PS_ERR_GPU_LAUNCH);
-    } else if (bytes[BUF_GDTB]) { /* the blocks' gdt copies: the problem's, doubled on the device */
+    } else if (bytes[BUF_GDTB]) { /* the gdt copies: the problem's, doubled on the device */
         char *cp = d_arena + L.off[BUF_GDTB];
         const size_t one = bytes[BUF_GDT];
         CUDA_TRY(o, cudaMemcpyAsync(cp, d_arena + L.off[BUF_GDT], one, cudaMemcpyDeviceToDevice, cudaStreamPerThread),
                  PS_ERR_GPU_LAUNCH);
-        for (size_t have = 1; have < (size_t)G; have *= 2) {
-            const size_t more = have < (size_t)G - have ? have : (size_t)G - have;
+        for (size_t have = 1; have < copies; have *= 2) {
+            const size_t more = have < copies - have ? have : copies - have;
             CUDA_TRY(o, cudaMemcpyAsync(cp + have * one, cp, more * one, cudaMemcpyDeviceToDevice, cudaStreamPerThread),
                      PS_ERR_GPU_LAUNCH);
         }
@@ -359,6 +366,8 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         a.rdot = a.rpart + (size_t)G * PS_GPU_RP;
         a.m_out = want_m ? a.rdot + (size_t)4 * PS_MAX_MEMORY * G : NULL;
         a.gpen = designed ? a.rdot + (size_t)4 * PS_MAX_MEMORY * G + 3 * ns : NULL;
+        a.gtot = gteam ? a.gpen + (size_t)4 * G : NULL;
+        a.gteam = gteam;
         a.state = (ps_solver *)(d_arena + L.off[BUF_STATE]);
         a.hist = (ps_progress *)(d_arena + L.off[BUF_HIST]);
         a.hist_cap = hist_cap;

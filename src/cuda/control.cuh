@@ -36,6 +36,8 @@ struct loop_shared {
     volatile int acked;     /* a pause acknowledged during an evaluation, not yet obeyed
                                (the control thread's; volatile: no other thread loads it,
                                not even speculatively) */
+    double gpen[4];         /* last evaluation, designed axes (a.gteam): each axis's
+                               penalty at mu = 1, then the largest violation (eval_scalars) */
 };
 
 /* Copy the solver state with every thread of the block (8-byte words);

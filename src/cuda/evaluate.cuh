@@ -415,7 +415,7 @@ template <int DG> __device__ __forceinline__ double partial_late(bool first, con
  * DG (designed gradient axes, cuda/gradient.cuh): the steps' gth_z go to
  * Gz [warps][PS_GPU_STAGE][PS_GPU_STAGE_LD] too, and each flush adds their sums with
  * the tile's positions rtile [ng][sb] to the designed part of gp; theta
- * takes the block's gdt copy gdtb. A flush's items are numbered
+ * takes the team's gdt copy gdtb. A flush's items are numbered
  * ((component PS_GPU_STAGE) + staged step) 2^lgg + segment (2^lgg
  * segments in a warp), so that shifts, not divisions, take them apart.
  */
@@ -568,13 +568,15 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
 /*
  * NCH 0: the single-channel kernel (a real B1 scale per spin, SP_GS); 1:
  * the channels kernel (a.nc channels of complex sensitivities a.spinS).
- * DG 1: with designed gradient axes (cuda/gradient.cuh; mu: the round's
- * penalty weight, for the gradient limits' penalty gradient); DG 0 does
- * exactly what it did before them.
+ * DG 1: with designed gradient axes (cuda/gradient.cuh: a.gteam, the
+ * team's gdt rows and the blocks' preset designed rows made before by
+ * waveform_totals and waveform_rows at the same point; else each block's
+ * by form_gradient here; mu: the round's penalty weight, for the limits'
+ * penalty gradient); DG 0 does exactly what it did before them.
  */
 template <typename R, int NCH, int DG = 0>
-__device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad,
-                         char *smem, double mu = 0.0)
+__device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad, char *smem,
+                         double mu = 0.0)
 {
     const int sb = a.sb, P = a.segs, nt = a.nt;
     const int t = threadIdx.x, js = t % sb, p = t / sb;
@@ -590,17 +592,20 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][PS_GPU_STAGE_LD] */
     const R *spin = (const R *)a.spin;
     /* DG: after the staging, the scratch and the tile's positions on the
-     * designed axes [ng][sb]; the block's gdt rows in a.gdtb (global memory:
-     * the spin loops' loads of a known address space, 16 bytes a step); the
-     * replay stages gth_z where the scan's Tm and Vm were (free then), and
-     * form_gradient and reverse_rows use them as a buffer of cap doubles
-     * (free before and after the tiles) */
+     * designed axes [ng][sb]; the gdt rows in a.gdtb, the team's formed
+     * before the evaluation (a.gteam: waveform_rows) or the block's own
+     * (form_gradient; global memory either way: the spin loops' loads of
+     * a known address space, 16 bytes a step); the replay stages gth_z
+     * where the scan's Tm and Vm were (free then), and form_gradient and
+     * reverse_rows use them as a buffer of cap doubles (free before and
+     * after the tiles) */
     double *dscr = DG ? (double *)smem_align16(smem, Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE *
                                                              PS_GPU_STAGE_LD)
                       : nullptr;
     const int cap = (int)((size_t)(Stage - Tm) * sizeof(R) / sizeof(double));
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
-    R *gdtb = DG ? (R *)a.gdtb + (size_t)team_rank(a) * gdt_elems(nt) + GDT_ROW0 : nullptr;
+    R *gdtb = DG ? (R *)a.gdtb + (team_waveform<NCH>(a) ? 0 : (size_t)team_rank(a) * gdt_elems(nt)) + GDT_ROW0
+                 : nullptr;
 
     const int kseg = (nt + P - 1) / P;         /* uniform trip count: shuffles need the whole warp */
     const int k0 = p * kseg;
@@ -608,7 +613,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     double *gp = a.gpart + (size_t)team_rank(a) * a.n; /* this block's partial gradient */
     bool first = true;                               /* no tile added into gp yet */
 
-    if (DG) /* the designed waveforms, the block's gdt, its penalty row and preset rows */
+    if (DG && !team_waveform<NCH>(a)) /* the designed waveforms, the block's gdt, its penalty row and preset rows */
         form_gradient<R>(a, x, d, alpha, mu, grad, gdtb, gp, (double *)Tm, cap, dscr);
 
     if (pul && !NCH) { /* the trial pulse, once per block */

@@ -30,6 +30,14 @@
 #define PS_GPU_BATCH_SHORT_THREADS 128
 #define PS_GPU_BATCH_SHORT_NT 512
 #define PS_GPU_BLOCKS_PER_SM 2    /* co-resident blocks the heuristic aims for */
+/* Designed gradient axes, the single-channel kernel: the team forms the
+ * waveforms of an evaluation, each block a share of the steps, for pulses
+ * of at least this many steps a thread of a block; each block forms them
+ * all for shorter ones, and in the channels kernels (cuda/gradient.cuh;
+ * H200, blocks of 512: MG (nt 5000) 4% faster per iteration by the team,
+ * SG (nt 1000) 7% slower; PG 7-13% slower with the team's code in its
+ * kernel; README) */
+#define PS_GPU_WAVEFORM_TEAM_STEPS 4
 
 typedef struct ps_gpu_config {
     int grid;  /* blocks (all co-resident) */

@@ -14,7 +14,8 @@
  * Per iteration with one line-search trial, three grid barriers:
  *   direction      the accepted step applied (x, g, new pair),
  *                  d = -H g from the stored dots           | sync
- *   trial          evaluate at x + alpha d (partials)      | sync
+ *   trial          (designed axes, long: the gdt rows      | sync)
+ *                  evaluate at x + alpha d (partials)      | sync
  *                  (several GPUs: the ranks' rows          | sync, ranks, sync)
  *                  reduce gradient, g_t.d and the update's
  *                  batched dots (partials)                 | sync
@@ -92,8 +93,10 @@ __device__ inline void record(const args &a, const ps_solver &S, double seconds)
  * cuda/constraints.cuh); with dots (a trial), also the update's
  * dots into L.red, their g.g copied from L.sums[1]. With cmd >= 0 (thread
  * 0's value), L.cmd = cmd for the whole block too. DG: f gains mu times
- * the designed axes' penalty of the block's row of a.gpen, the violation
- * the largest of its and the SAR's (the CPU's order: the SAR's penalty,
+ * each designed axis's penalty, with a.gteam the sum of the G blocks' rows
+ * of a.gpen (warp_sum_partials' order), the violation the largest of the
+ * rows', else the block's own row (cuda/gradient.cuh), the violation
+ * the largest of it and the SAR's (the CPU's order: the SAR's penalty,
  * then each axis's).
  */
 template <int NCH, int DG = 0>
@@ -103,6 +106,8 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
     /* the blocks with update dots: those with an item of the reduction */
     const int GD = NCH || DG ? min(reduce_items<NCH, DG>(a), G) : dot_blocks(a.nt, G);
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (!NCH && DG && a.gteam) /* the designed axes' penalties and violation: the blocks' rows */
+        team_penalties(a, G, L.gpen);
     for (int q = warp; q < Q; q += nw) { /* one warp per sum */
         if (q < 4) {
             const double v = warp_sum_partials(a.rpart + q, G, PS_GPU_RP);
@@ -118,8 +123,8 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
     if (threadIdx.x == 0) {
         L.sums[3] += a.des.lambda * L.sums[2];
         L.sums[3] += sar_penalty<NCH>(a, L.S.mu, &L.viol);
-        if (DG) {
-            const double *pen = a.gpen + (size_t)4 * team_rank(a);
+        if (DG) { /* a.gteam: the sums of the blocks' rows; else the block's own row */
+            const double *pen = !NCH && a.gteam ? L.gpen : a.gpen + (size_t)4 * team_rank(a);
             for (int i = 0; i < a.des.ng; i++)
                 L.sums[3] += L.S.mu * pen[i];
             L.viol = fmax(L.viol, pen[3]);
@@ -134,7 +139,8 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
 /*
  * Evaluate at x + alpha d into gout; leaves the scalars of eval_scalars()
  * in every block's L.sums (and L.red). ns >= 0 (a trial): the update's dots for the
- * pair that slot ns would take too (trial_dots). Two barriers. With a.ctl,
+ * pair that slot ns would take too (trial_dots). Two barriers (DG with
+ * a.gteam: three, the designed waveforms' before the evaluation). With a.ctl,
  * the control thread publishes the progress when its share of the
  * evaluation is done, watches the host's command until every block's is
  * (control_watch), reads it again during the reduction, and every block
@@ -151,6 +157,13 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
                                    const double *d, double alpha, int ns, double *gout, char *smem,
                                    uint64_t &t0, uint64_t &last)
 {
+    // ---- designed axes, long pulses: the waveforms at x + alpha d, once over the team ----
+    if (DG && team_waveform<NCH>(a)) {
+        waveform_totals(a, a.x, d, alpha, (double *)smem);
+        waveform_rows<R>(a, a.x, d, alpha, L.S.mu, true, (double *)smem);
+        team_sync(a, grid);
+    }
+
     // ---- evaluate: the blocks' partials at x + alpha d ----
     evaluate<R, NCH, DG>(a, a.x, d, alpha, true, smem, L.S.mu);
     sar_partials<NCH>(a, a.x, d, alpha);

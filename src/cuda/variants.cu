@@ -56,9 +56,24 @@ struct hl_report {
 
 enum { HL_START = 0, HL_TRIAL = 1 };
 
+/* Designed axes, a.gteam: the waveforms at x + alpha d (cuda/gradient.cuh), step
+ * 1 (waveform_totals) or 2 (waveform_rows, at the round's penalty
+ * weight), one launch each before the evaluation's. */
+template <typename R>
+__global__ void __launch_bounds__(PS_GPU_MAX_THREADS) host_waveform_kernel(args a, const double *d, double alpha,
+                                                                            int step)
+{
+    __shared__ double scr[PS_GPU_DG_SCRATCH];
+    if (step == 1)
+        waveform_totals(a, a.x, d, alpha, scr);
+    else
+        waveform_rows<R>(a, a.x, d, alpha, a.state->mu, true, scr);
+}
+
 /* Evaluate at x + alpha d: per-block partial gradients and losses (NCH:
  * the single-channel or the channels evaluation, cuda/evaluate.cuh; DG:
- * with designed gradient axes, at the round's penalty weight). */
+ * with designed gradient axes, a.gteam: after host_waveform_kernel's two
+ * steps). */
 template <typename R, int MINB, int NCH, int DG>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB)
 host_evaluate_kernel(args a, const double *d, double alpha)
@@ -183,6 +198,9 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
             // round (after the last accepted step of the round before) ----
             if (r.apply_slot >= 0)
                 host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 0);
+            if (DG && team_waveform<NCH>(a))
+                for (int step = 1; step <= 2; step++)
+                    host_waveform_kernel<R><<<G, tb, 0, ts.s>>>(a, nullptr, 0.0, step);
             eval_k<<<G, tb, smem, ts.s>>>(a, nullptr, 0.0);
             host_reduce_kernel<NCH, DG><<<G, tb, smem_r, ts.s>>>(a, nullptr, 0.0, -1, a.g);
             host_decide_kernel<NCH, DG><<<1, tb, 0, ts.s>>>(a, G, HL_START, -1, 0.0, wall_seconds() - t0, drep);
@@ -191,6 +209,9 @@ static int host_loop_t(context *c, const ps_options *o, double *ms)
             // line search trial with the update's dots ----
             if (fresh)
                 host_direction_kernel<<<gv, tb, 0, ts.s>>>(a, r.apply_alpha, r.apply_slot, 1);
+            if (DG && team_waveform<NCH>(a))
+                for (int step = 1; step <= 2; step++)
+                    host_waveform_kernel<R><<<G, tb, 0, ts.s>>>(a, a.d, r.alpha, step);
             eval_k<<<G, tb, smem, ts.s>>>(a, a.d, r.alpha);
             host_reduce_kernel<NCH, DG><<<G, tb, smem_r, ts.s>>>(a, a.d, r.alpha, r.slot, a.gt);
             host_decide_kernel<NCH, DG><<<1, tb, 0, ts.s>>>(a, G, HL_TRIAL, r.slot, r.alpha, wall_seconds() - t0,
