@@ -75,7 +75,8 @@ __device__ __forceinline__ double des_kappa(const ps_design &des, int i)
 /* Doubles of the evaluation's scratch for the designed axes (shared
  * memory, 16-byte aligned, after the gradient staging):
  * [0, 64) block_partials' [warps][4], [64, 68) its sums, [72, 88) the
- * warps' violations; block_scan uses [0, N warps). */
+ * warps' violations, [88, 91) waveform_rows' carries; block_scan uses
+ * [0, N warps). */
 #define PS_GPU_DG_SCRATCH 96
 
 /*
