@@ -415,7 +415,7 @@ template <int DG> __device__ __forceinline__ double partial_late(bool first, con
  * DG (designed gradient axes, cuda/gradient.cuh): the steps' gth_z go to
  * Gz [warps][PS_GPU_STAGE][PS_GPU_STAGE_LD] too, and each flush adds their sums with
  * the tile's positions rtile [ng][sb] to the designed part of gp; theta
- * takes the team's gdt copy gdtb. A flush's items are numbered
+ * takes the designed gdt copy gdtb (the team's, or the block's own). A flush's items are numbered
  * ((component PS_GPU_STAGE) + staged step) 2^lgg + segment (2^lgg
  * segments in a warp), so that shifts, not divisions, take them apart.
  */

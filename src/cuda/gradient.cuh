@@ -20,8 +20,9 @@
  *                    the fixed axes, dt gamma g_k on the designed ones),
  *                    which the spin loops read after the team barrier
  *                    instead of a.gdt: in a.gdtb, made once at the set-up
- *                    (cuda/context.cu), its designed axes written here; the limits' penalty at mu = 1 and
- *                    the violation over the share into the block's row of
+ *                    (cuda/context.cu), its designed axes written here;
+ *                    the limits' penalty at mu = 1 and the violation
+ *                    over the share into the block's row of
  *                    a.gpen; the designed part of the blocks' partial
  *                    gradients preset: block 0's to the penalty's gradient
  *                    at the round's mu, the others' to 0.

@@ -27,9 +27,11 @@
  * fixed order (reduce_gradient): no atomics, so results are bit-identical
  * for a given launch shape. With designed gradient axes (the DG kernels,
  * cuda/gradient.cuh) the team first forms the waveforms, each block a
- * share of the steps, into the team's gdt copy (two barriers before the
- * evaluation), replay sums dF/dg beside dF/du, dF/dv, and each block
- * leaves its rows as reverse cumulative sums for the same reduction.
+ * share of the steps, into the team's gdt copy (one team barrier before
+ * the evaluation; short pulses and the channels kernels: every block its
+ * own copy, no barrier), replay sums dF/dg beside dF/du, dF/dv, and
+ * each block leaves its rows as reverse cumulative sums for the same
+ * reduction.
  */
 #ifndef PS_SRC_GPU_PHASES_CUH
 #define PS_SRC_GPU_PHASES_CUH
