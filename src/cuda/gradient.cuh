@@ -152,9 +152,16 @@ __device__ __forceinline__ void waveform_share(const args &a, int *s0, int *s1)
     *s1 = min(a.nt, *s0 + len);
 }
 
-/* dt s_k of every designed axis at step k of x + alpha d (model/design.h:
- * s_k = smax (2/pi) atan(t_k), t_k = kappa_i (x_k - x_{k-1})); 0 where
- * !in and on the axes past ng. */
+/* dt s_k of a designed axis of scale kappa from its variables x_k and
+ * x_{k-1} at the point (model/design.h: s_k = smax (2/pi) atan(t_k),
+ * t_k = kappa (x_k - x_{k-1})). */
+__device__ __forceinline__ double dt_slew(const ps_design &des, double kappa, double xk, double xprev)
+{
+    return des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, xk, xprev));
+}
+
+/* dt_slew of every designed axis at step k of x + alpha d; 0 where !in
+ * and on the axes past ng. */
 __device__ __forceinline__ void step_slews(const args &a, const double *x, const double *d, double alpha, int k,
                                            bool in, double (&v)[3])
 {
@@ -165,7 +172,7 @@ __device__ __forceinline__ void step_slews(const args &a, const double *x, const
             const int x0 = PS_X_G(a.nc, a.nt, i, 0);
             const double xk = point_at(x, d, alpha, x0 + k);
             const double xprev = k > 0 ? point_at(x, d, alpha, x0 + k - 1) : 0.0;
-            v[i] = a.des.dt * ps_slew_of_t(a.des.smax, ps_slew_t(des_kappa(a.des, i), xk, xprev));
+            v[i] = dt_slew(a.des, des_kappa(a.des, i), xk, xprev);
         }
     }
 }
@@ -420,7 +427,7 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
                     const double xk = point_at(x, d, alpha, x0 + k);
                     if (des.slew) {
                         const double xprev = k > 0 ? point_at(x, d, alpha, x0 + k - 1) : 0.0;
-                        buf[q] = des.dt * ps_slew_of_t(des.smax, ps_slew_t(kappa, xk, xprev));
+                        buf[q] = dt_slew(des, kappa, xk, xprev);
                     } else {
                         buf[q] = xk;
                     }
