@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/fpmode.h"
 #include "cpu/objective.h"
 #include "model/bloch_math.h"
 #include "model/constraints.h"
@@ -128,7 +129,9 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
                 oom = 1;
             } else if (single) {
                 spin_ws_f ws = {u, v, gdt, ck, sg, gaccg ? gaccg + l * 3 * nt : NULL};
+                const unsigned fp = ps_flush_begin(); /* subnormals flushed (cpu/fpmode.h) */
                 lane_loss[l] = lane_eval_f(p, &ws, K, j0, j1, ga, m);
+                ps_flush_end(fp);
             } else {
                 spin_ws_d ws = {u, v, gdt, ck, sg, gaccg ? gaccg + l * 3 * nt : NULL};
                 lane_loss[l] = lane_eval_d(p, &ws, K, j0, j1, ga, m);

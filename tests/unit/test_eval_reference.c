@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "cpu/fpmode.h"
 #include "cpu/objective.h"
 #include "persolve.h"
 #include "reference/ref_bloch.h"
@@ -324,6 +325,14 @@ static void test_checkpoint_accuracy(void **state)
     }
 }
 
+/* a * a in the calling thread's floating-point mode (volatile: computed
+ * here, at run time) */
+static float square_now(float a)
+{
+    volatile float x = a, y = x * x;
+    return y;
+}
+
 /*
  * The objective in the optimizer's variables (ps_objective_cpu) returns
  * M_Nt too, and its results do not depend on the thread count: bit-for-bit
@@ -331,9 +340,11 @@ static void test_checkpoint_accuracy(void **state)
  * with one channel (150 spins, 120 steps: below PS_CPU_PARALLEL_MIN spin-
  * steps, so one thread runs whatever is asked) and once with 4 channels on
  * 400 spins x 260 steps, above it, so that the threads really split the
- * lanes.
+ * lanes. F and M against the reference; tiny: zero_spin's zero pulse
+ * samples made +-1e-20 G (test_subnormals_flushed), and the caller's
+ * floating-point mode checked after every call.
  */
-static void threads_and_m(size_t ns, size_t nt, size_t nc, uint64_t seed)
+static void threads_and_m(size_t ns, size_t nt, size_t nc, uint64_t seed, int tiny)
 {
     ref_problem_opts ro = {.ns = ns,
                            .nt = nt,
@@ -346,12 +357,17 @@ static void threads_and_m(size_t ns, size_t nt, size_t nc, uint64_t seed)
                            .seed = seed};
     ref_problem rp;
     assert_int_equal(ref_problem_random(&ro, &rp), 0);
+    for (size_t i = 0; tiny && i < 2 * ref_nc(&rp.d) * nt; i++)
+        if (i % nt % 3 == 1) { /* zero_spin's zeros made tiny */
+            assert_true(rp.x[i] == 0.0);
+            rp.x[i] = i % 2 ? 1e-20 : -1e-20;
+        }
     ps_problem *p = NULL;
     assert_int_equal(ps_problem_create(&rp.d, &p), PS_CONVERGED);
     size_t nx = ps_problem_nx(p);
-    double *g[3], *m[3], f[3], *mr = malloc(3 * ns * sizeof *mr);
+    double *g[3], *m[3], f[3], fr, *mr = malloc(3 * ns * sizeof *mr);
     assert_non_null(mr);
-    assert_int_equal(ref_simulate(&rp.d, rp.x, mr), 0);
+    assert_int_equal(ref_eval(&rp.d, rp.x, &fr, NULL, mr), 0);
     for (int prec = 0; prec < 2; prec++) {
         for (int t = 0; t < 3; t++) {
             g[t] = malloc(nx * sizeof(double));
@@ -363,7 +379,9 @@ static void threads_and_m(size_t ns, size_t nt, size_t nc, uint64_t seed)
             assert_int_equal(
                 ps_objective_cpu(p, prec, t + 1, rp.x, &f[t], g[t], m[t]),
                 PS_CONVERGED);
+            assert_int_equal(fpclassify(square_now(1e-20f)), FP_SUBNORMAL); /* the caller's mode */
         }
+        assert_true(fabs(f[0] - fr) <= (prec ? TOL_F64 : TOL_F32_F) * fabs(fr));
         char what[64];
         snprintf(what, sizeof what, "objective M (%s, nc %d)",
                  prec ? "float64" : "float32", (int)ref_nc(&rp.d));
@@ -386,8 +404,8 @@ static void threads_and_m(size_t ns, size_t nt, size_t nc, uint64_t seed)
 static void test_threads_and_m(void **state)
 {
     (void)state;
-    threads_and_m(150, 120, 0, 42);
-    threads_and_m(400, 260, 4, 43);
+    threads_and_m(150, 120, 0, 42, 0);
+    threads_and_m(400, 260, 4, 43, 0);
 }
 
 /*
@@ -430,6 +448,33 @@ static void test_eval_ignores_b1max(void **state)
     ref_problem_free(&rp);
 }
 
+/*
+ * Subnormals (src/cpu/fpmode.h): ps_flush_begin flushes them in the calling
+ * thread until ps_flush_end restores its mode; the objective, whose float32
+ * lanes run between the two, leaves the caller's mode as it found it, gives
+ * the same bits on 1, 2 and 3 threads and stays within the bounds of the
+ * reference (threads_and_m) on problems whose pulse makes subnormal
+ * products: spin 0 sits at r = 0, df = 0, and at every step k % 3 == 1 the
+ * pulse is 1e-20 G on each channel instead of zero, so its rotation there
+ * has components near 1e-21 rad and squares near 1e-42 (IEEE keeps them
+ * subnormal; the flush makes them 0).
+ */
+static void test_subnormals_flushed(void **state)
+{
+    (void)state;
+    const float tiny = 1e-20f; /* its square, 1e-40, is subnormal */
+    assert_int_equal(fpclassify(square_now(tiny)), FP_SUBNORMAL);
+#if defined(__x86_64__) || defined(__SSE2__) || defined(__aarch64__)
+    const unsigned mode = ps_flush_begin();
+    assert_true(square_now(tiny) == 0.0f);
+    ps_flush_end(mode);
+#endif
+    assert_int_equal(fpclassify(square_now(tiny)), FP_SUBNORMAL);
+
+    threads_and_m(400, 260, 0, 91, 1);
+    threads_and_m(400, 260, 2, 93, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_accuracy),
         cmocka_unit_test(test_threads_and_m),
         cmocka_unit_test(test_eval_ignores_b1max),
+        cmocka_unit_test(test_subnormals_flushed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
