@@ -31,9 +31,17 @@
 #undef PS_REAL
 #undef PS_SFX
 
-/* Segment length of the checkpointed backward sweep: ceil(sqrt(nt)). */
-static size_t segment_length(size_t nt)
+/* Bytes of one spin's states kept for the backward sweep (a thread's at a
+ * time) up to which every state is kept; past it, checkpoints. */
+#define PS_CPU_TRAJ_MAX ((size_t)16 << 20)
+
+/* Segment length K of the backward sweep (cpu/objective_tmpl.h): nt (every
+ * state kept) when 3 nt states of rs bytes fit in PS_CPU_TRAJ_MAX, else
+ * ceil(sqrt(nt)) (checkpoints, a replay of each segment). */
+static size_t segment_length(size_t nt, size_t rs)
 {
+    if (3 * nt * rs <= PS_CPU_TRAJ_MAX)
+        return nt;
     size_t K = (size_t)sqrt((double)nt);
     while (K * K < nt)
         K++;
@@ -48,7 +56,7 @@ static size_t segment_length(size_t nt)
  * (may be NULL) receives the largest relative violation (0 when met).
  */
 static int objective(const ps_problem *p, const ps_design *des, double mu, int precision,
-                     int threads, const double *x, double *f, double *grad, double *grad_g,
+                     int threads, size_t seg, const double *x, double *f, double *grad, double *grad_g,
                      double *m, double *viol)
 {
     const ps_sar sar = ps_problem_sar(p);
@@ -63,10 +71,10 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
             return PS_ERR_NO_MEMORY;
         grad_g = dfdg;
     }
-    size_t K = segment_length(nt), nseg = (nt + K - 1) / K;
     size_t nl = ns < PS_CPU_LANES ? ns : PS_CPU_LANES;
     int single = precision == PS_PRECISION_SINGLE;
     size_t rs = single ? sizeof(float) : sizeof(double);
+    size_t K = seg ? (seg < nt ? seg : nt) : segment_length(nt, rs), nseg = (nt + K - 1) / K;
 
     double *b = malloc(nx * sizeof *b); /* the pulse, layout of x */
     double *lane_loss = calloc(nl, sizeof *lane_loss);
@@ -211,7 +219,7 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
                            const double *x, double *f, double *grad, double *m)
 {
     const ps_design des = ps_problem_design(p, 1);
-    return objective(p, &des, 0.0, precision, threads, x, f, grad, NULL, m, NULL);
+    return objective(p, &des, 0.0, precision, threads, 0, x, f, grad, NULL, m, NULL);
 }
 
 int ps_objective_cpu_pulse_g(const ps_problem *p, int precision, int threads, const double *x,
@@ -220,19 +228,26 @@ int ps_objective_cpu_pulse_g(const ps_problem *p, int precision, int threads, co
     if (!grad || !grad_g)
         return PS_ERR_NULL;
     const ps_design des = ps_problem_design(p, 1);
-    return objective(p, &des, 0.0, precision, threads, x, f, grad, grad_g, NULL, NULL);
+    return objective(p, &des, 0.0, precision, threads, 0, x, f, grad, grad_g, NULL, NULL);
 }
 
 int ps_objective_cpu(const ps_problem *p, int precision, int threads,
                      const double *x, double *f, double *grad, double *m)
 {
     const ps_design des = ps_problem_design(p, 0);
-    return objective(p, &des, 0.0, precision, threads, x, f, grad, NULL, m, NULL);
+    return objective(p, &des, 0.0, precision, threads, 0, x, f, grad, NULL, m, NULL);
 }
 
 int ps_objective_cpu_penalty(const ps_problem *p, int precision, int threads, double mu,
                              const double *x, double *f, double *grad, double *m, double *viol)
 {
     const ps_design des = ps_problem_design(p, 0);
-    return objective(p, &des, mu, precision, threads, x, f, grad, NULL, m, viol);
+    return objective(p, &des, mu, precision, threads, 0, x, f, grad, NULL, m, viol);
+}
+
+int ps_objective_cpu_segments(const ps_problem *p, int precision, int threads, size_t seg,
+                              const double *x, double *f, double *grad, double *m)
+{
+    const ps_design des = ps_problem_design(p, 0);
+    return objective(p, &des, 0.0, precision, threads, seg, x, f, grad, NULL, m, NULL);
 }

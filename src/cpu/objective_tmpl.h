@@ -2,19 +2,23 @@
  * Precision template for cpu/objective.c: one spin's forward simulation and
  * checkpointed backward sweep. Included once per PS_REAL with PS_SFX.
  *
- * Backward sweep: the forward pass keeps M at the start of every segment
- * of K steps (K ~ sqrt(Nt)); the backward pass replays each segment from
- * its checkpoint into a K-state buffer and walks it in reverse through the
- * adjoint step. Memory per spin is O(Nt/K + K) instead of O(Nt), and, unlike
- * reversing the rotations, replay stays exact with relaxation (undoing
- * relaxation would divide by E1, E2 and amplify rounding).
+ * Backward sweep: with K = Nt the forward pass keeps every state M_{k-1}
+ * and the backward pass walks them in reverse through the adjoint step;
+ * with K < Nt (a trajectory too long to keep, cpu/objective.c) the forward
+ * pass keeps M at the start of every segment of K steps (K ~ sqrt(Nt)) and
+ * the backward pass replays each segment from its checkpoint into a
+ * K-state buffer first: memory O(Nt/K + K) instead of O(Nt), for a fourth
+ * pass over the steps. Both give the same states bit for bit (the replay
+ * repeats the forward pass's operations), and, unlike reversing the
+ * rotations, stay exact with relaxation (undoing relaxation would divide by
+ * E1, E2 and amplify rounding).
  */
 
 typedef struct PS_SFX(spin_ws) {
     PS_REAL *u, *v;   /* [nc][nt] pulse per channel, G */
     PS_REAL *gdt;     /* [nt][3] dt gamma G_k, rad/cm */
-    PS_REAL *ckpt;    /* [nseg][3] segment-start states */
-    PS_REAL *seg;     /* [K][3] replayed states M_{k-1} */
+    PS_REAL *ckpt;    /* [nseg][3] segment-start states (K < Nt) */
+    PS_REAL *seg;     /* [K][3] the states M_{k-1}: kept (K = Nt) or replayed */
     double *gacc_g;   /* [nt][3] the lane's sum of r_a dL/dtheta_z per step (dL/dG_k up to
                          dt gamma), or NULL */
 } PS_SFX(spin_ws);
@@ -35,15 +39,16 @@ PS_HD void PS_SFX(spin_theta)(const PS_SFX(spin_ws) *ws,
                                      ws->gdt + 3 * k, sp->r, sp->wz, th);
 }
 
-/* M_Nt from m0 (in/out m[3]); keeps checkpoints every K steps if ckpt. */
+/* M_Nt from m0 (in/out m[3]); if keep, keeps the states for the backward
+ * sweep: every one (K = Nt) or every K-th. */
 static void PS_SFX(spin_forward)(const PS_SFX(spin_ws) *ws,
                                  const PS_SFX(spin_par) *sp, size_t nt,
-                                 size_t K, PS_REAL m[3], int ckpt)
+                                 size_t K, PS_REAL m[3], int keep)
 {
     PS_REAL th[3];
     for (size_t k = 0; k < nt; k++) {
-        if (ckpt && k % K == 0) {
-            PS_REAL *c = ws->ckpt + 3 * (k / K);
+        if (keep && (K >= nt || k % K == 0)) {
+            PS_REAL *c = K >= nt ? ws->seg + 3 * k : ws->ckpt + 3 * (k / K);
             c[0] = m[0];
             c[1] = m[1];
             c[2] = m[2];
@@ -54,15 +59,46 @@ static void PS_SFX(spin_forward)(const PS_SFX(spin_ws) *ws,
 }
 
 /*
- * Backward sweep with lam = dL/dM_Nt; adds the spin's dL/du_k, dL/dv_k
- * (model/design.h, chain rule) to gacc in the layout of x (double
- * accumulation).
+ * The adjoint step k (state mprev = M_{k-1}, lam = dL/dM_k in, dL/dM_{k-1}
+ * out); adds the spin's dL/du_k, dL/dv_k (model/design.h, chain rule) to
+ * gacc in the layout of x (double accumulation).
+ */
+static inline void PS_SFX(spin_adjoint)(const PS_SFX(spin_ws) *ws,
+                                        const PS_SFX(spin_par) *sp, size_t nt,
+                                        size_t k, const PS_REAL mprev[3],
+                                        PS_REAL lam[3], double *gacc)
+{
+    PS_REAL th[3], gth[3];
+    PS_SFX(spin_theta)(ws, sp, nt, k, th);
+    PS_SFX(ps_bloch_adjoint)(th, mprev, lam, sp->relax, sp->a1, sp->a2, gth);
+    if (ws->gacc_g) /* theta_z = gdt_k . r + wz: dL/dG_ka = dt gamma r_a gth_z */
+        for (int a = 0; a < 3; a++)
+            ws->gacc_g[3 * k + a] += (double)sp->r[a] * (double)gth[2];
+    /* the chain rule in the accumulation's precision, double */
+    const double gthd[3] = {gth[0], gth[1], gth[2]};
+    for (int c = 0; c < sp->nc; c++) {
+        double gu, gv;
+        ps_design_spin_grad_channel_d((double)sp->gS[c][0], (double)sp->gS[c][1], gthd,
+                                      &gu, &gv);
+        gacc[PS_X_U(nt, c, k)] += gu;
+        gacc[PS_X_V(nt, c, k)] += gv;
+    }
+}
+
+/*
+ * Backward sweep with lam = dL/dM_Nt over the states spin_forward kept
+ * (K = Nt), or over each segment replayed from its checkpoint (K < Nt).
  */
 static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
                                   const PS_SFX(spin_par) *sp, size_t nt,
                                   size_t K, PS_REAL lam[3], double *gacc)
 {
-    PS_REAL th[3], gth[3];
+    if (K >= nt) {
+        for (size_t k = nt; k-- > 0;)
+            PS_SFX(spin_adjoint)(ws, sp, nt, k, ws->seg + 3 * k, lam, gacc);
+        return;
+    }
+    PS_REAL th[3];
     size_t nseg = (nt + K - 1) / K;
     for (size_t s = nseg; s-- > 0;) {
         size_t k0 = s * K, k1 = k0 + K < nt ? k0 + K : nt;
@@ -76,23 +112,8 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
             PS_SFX(spin_theta)(ws, sp, nt, k, th);
             PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
         }
-        for (size_t k = k1; k-- > k0;) {
-            PS_SFX(spin_theta)(ws, sp, nt, k, th);
-            PS_SFX(ps_bloch_adjoint)(th, ws->seg + 3 * (k - k0), lam,
-                                     sp->relax, sp->a1, sp->a2, gth);
-            if (ws->gacc_g) /* theta_z = gdt_k . r + wz: dL/dG_ka = dt gamma r_a gth_z */
-                for (int a = 0; a < 3; a++)
-                    ws->gacc_g[3 * k + a] += (double)sp->r[a] * (double)gth[2];
-            /* the chain rule in the accumulation's precision, double */
-            const double gthd[3] = {gth[0], gth[1], gth[2]};
-            for (int c = 0; c < sp->nc; c++) {
-                double gu, gv;
-                ps_design_spin_grad_channel_d((double)sp->gS[c][0], (double)sp->gS[c][1], gthd,
-                                              &gu, &gv);
-                gacc[PS_X_U(nt, c, k)] += gu;
-                gacc[PS_X_V(nt, c, k)] += gv;
-            }
-        }
+        for (size_t k = k1; k-- > k0;)
+            PS_SFX(spin_adjoint)(ws, sp, nt, k, ws->seg + 3 * (k - k0), lam, gacc);
     }
 }
 

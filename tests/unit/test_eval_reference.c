@@ -266,18 +266,76 @@ static void test_channels_vs_reference(void **state)
 }
 
 /*
- * Accuracy of the checkpointed-segment backward sweep of src/cpu/objective.c
- * (states replayed from segment starts, K ~ sqrt(Nt) steps per segment)
- * against the stored-trajectory reference, on a long pulse (Nt = 2000,
- * 45 segments of 45 steps, and Nt = 2001 with a partial last segment)
- * without relaxation and with strong relaxation (T2 = 0.05..0.5 of the
- * pulse length, T1 = 0.5..2 of it): a backward sweep that reversed the
- * rotations and undid the relaxation would multiply by 1/E2 per step (up to
- * e^20 over this pulse) and lose every digit; replay does not, so the
- * float64 error must stay within the 1e-10 bound and the float32 error
- * within the float32 error model (see the float32 note at the top). Prints
- * the measured numbers in both precisions.
+ * Accuracy of the backward sweep of src/cpu/objective.c (the forward
+ * pass's states kept) against the stored-trajectory reference, on a long
+ * pulse (Nt = 2000 and 2001) without relaxation and with strong relaxation
+ * (T2 = 0.05..0.5 of the pulse length, T1 = 0.5..2 of it): a backward
+ * sweep that reversed the rotations and undid the relaxation would
+ * multiply by 1/E2 per step (up to e^20 over this pulse) and lose every
+ * digit; this one does not, so the float64 error must stay within the
+ * 1e-10 bound and the float32 error within the float32 error model (see
+ * the float32 note at the top). Prints the measured numbers in both
+ * precisions. The checkpointed sweep that trajectories past 16 MiB take
+ * (segments replayed from their starts: 45 segments of 45 steps, at 2001
+ * a partial last one; and segments of 7 and of 1000) gives the same F,
+ * gradient and M bit for bit.
  */
+/* One objective run's results, poisoned first (obj_run) */
+typedef struct obj_result {
+    double f, *g, *m;
+} obj_result;
+
+/* ps_objective_cpu (seg 0: the automatic sweep) or with checkpoints every
+ * seg steps (ps_objective_cpu_segments) into r, its arrays allocated here
+ * (obj_free) */
+static void obj_run(const ps_problem *p, int precision, int threads, size_t seg, const double *x,
+                    obj_result *r)
+{
+    const size_t nx = ps_problem_nx(p), ns = ps_problem_ns(p);
+    r->g = malloc(nx * sizeof(double));
+    r->m = malloc(3 * ns * sizeof(double));
+    assert_true(r->g && r->m);
+    tu_poison(r->g, nx);
+    tu_poison(r->m, 3 * ns);
+    r->f = PS_POISON;
+    assert_int_equal(seg ? ps_objective_cpu_segments(p, precision, threads, seg, x, &r->f, r->g, r->m)
+                         : ps_objective_cpu(p, precision, threads, x, &r->f, r->g, r->m),
+                     PS_CONVERGED);
+    assert_true(r->f != PS_POISON && isfinite(r->f));
+}
+
+/* b the same bits as a */
+static void obj_same(const ps_problem *p, const obj_result *a, const obj_result *b)
+{
+    assert_true(b->f == a->f);
+    assert_memory_equal(b->g, a->g, ps_problem_nx(p) * sizeof(double));
+    assert_memory_equal(b->m, a->m, 3 * ps_problem_ns(p) * sizeof(double));
+}
+
+static void obj_free(obj_result *r)
+{
+    free(r->g);
+    free(r->m);
+}
+
+/* ps_objective_cpu_segments with checkpoints every 7, 45 and 1000 steps
+ * against the automatic sweep (every state kept): the same bits. */
+static void same_over_segments(const ref_problem *rp, int precision)
+{
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&rp->d, &p), PS_CONVERGED);
+    const size_t segs[4] = {0, 7, 45, 1000};
+    obj_result r[4];
+    for (int i = 0; i < 4; i++) {
+        obj_run(p, precision, 2, segs[i], rp->x, &r[i]);
+        if (i)
+            obj_same(p, &r[0], &r[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        obj_free(&r[i]);
+    ps_problem_free(p);
+}
+
 static void test_checkpoint_accuracy(void **state)
 {
     (void)state;
@@ -310,6 +368,7 @@ static void test_checkpoint_accuracy(void **state)
                     ro.nt, relax_name(relaxes[ri]),
                     prec ? "float64" : "float32", e.f, e.elem, e.floor, e.max,
                     merr, phi);
+                same_over_segments(&rp, prec);
                 if (prec) {
                     assert_true(e.f <= TOL_F64);
                     assert_true(e.floor <= TOL_F64);
@@ -364,37 +423,24 @@ static void threads_and_m(size_t ns, size_t nt, size_t nc, uint64_t seed, int ti
         }
     ps_problem *p = NULL;
     assert_int_equal(ps_problem_create(&rp.d, &p), PS_CONVERGED);
-    size_t nx = ps_problem_nx(p);
-    double *g[3], *m[3], f[3], fr, *mr = malloc(3 * ns * sizeof *mr);
+    double fr, *mr = malloc(3 * ns * sizeof *mr);
     assert_non_null(mr);
     assert_int_equal(ref_eval(&rp.d, rp.x, &fr, NULL, mr), 0);
     for (int prec = 0; prec < 2; prec++) {
+        obj_result r[3];
         for (int t = 0; t < 3; t++) {
-            g[t] = malloc(nx * sizeof(double));
-            m[t] = malloc(3 * ns * sizeof(double));
-            assert_true(g[t] && m[t]);
-            tu_poison(g[t], nx);
-            tu_poison(m[t], 3 * ns);
-            f[t] = PS_POISON;
-            assert_int_equal(
-                ps_objective_cpu(p, prec, t + 1, rp.x, &f[t], g[t], m[t]),
-                PS_CONVERGED);
+            obj_run(p, prec, t + 1, 0, rp.x, &r[t]);
             assert_int_equal(fpclassify(square_now(1e-20f)), FP_SUBNORMAL); /* the caller's mode */
         }
-        assert_true(fabs(f[0] - fr) <= (prec ? TOL_F64 : TOL_F32_F) * fabs(fr));
+        assert_true(fabs(r[0].f - fr) <= (prec ? TOL_F64 : TOL_F32_F) * fabs(fr));
         char what[64];
         snprintf(what, sizeof what, "objective M (%s, nc %d)",
                  prec ? "float64" : "float32", (int)ref_nc(&rp.d));
-        assert_true(tu_compare(what, m[0], mr, 3 * ns, prec ? 1e-12 : 1e-4, 0.0));
-        for (int t = 1; t < 3; t++) {
-            assert_true(f[t] == f[0]);
-            assert_memory_equal(g[t], g[0], nx * sizeof(double));
-            assert_memory_equal(m[t], m[0], 3 * ns * sizeof(double));
-        }
-        for (int t = 0; t < 3; t++) {
-            free(g[t]);
-            free(m[t]);
-        }
+        assert_true(tu_compare(what, r[0].m, mr, 3 * ns, prec ? 1e-12 : 1e-4, 0.0));
+        for (int t = 1; t < 3; t++)
+            obj_same(p, &r[0], &r[t]);
+        for (int t = 0; t < 3; t++)
+            obj_free(&r[t]);
     }
     free(mr);
     ps_problem_free(p);

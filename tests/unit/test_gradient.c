@@ -41,8 +41,7 @@
 #include "test_util.h"
 
 #define NS 12
-#define NT                                                                     \
-    47 /* segments of 7 steps in src/cpu/objective.c, the last one partial */
+#define NT 47
 #define FD_REL_STEP 1e-6
 #define FD_TOL 1e-6
 #define B1MAX 0.2 /* G: below the random pulse's peaks, so tanh saturates */
