@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/fpmode.h"
+#include "cpu/fpmode.h" /* before the template: PS_FLUSH_NOINLINE */
 #include "cpu/objective.h"
 #include "model/bloch_math.h"
 #include "model/constraints.h"
@@ -131,7 +131,8 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
 #endif
         for (size_t l = 0; l < nl; l++) {
             size_t j0 = l * ns / nl, j1 = (l + 1) * ns / nl;
-            void *ck = malloc(3 * nseg * rs), *sg = malloc(3 * K * rs);
+            /* the states for the backward sweep: only with a gradient */
+            void *ck = malloc(3 * (gacc ? nseg : 1) * rs), *sg = malloc(3 * (gacc ? K : 1) * rs);
             double *ga = gacc ? gacc + l * nx : NULL;
             if (!ck || !sg) {
                 oom = 1;

@@ -43,7 +43,8 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
 /* ps_objective_cpu with the backward sweep's segment length seg (steps;
  * 0: the automatic one, every state kept unless a spin's trajectory passes
  * 16 MiB): seg < nt keeps checkpoints every seg steps and replays each
- * segment from its own. The same results bit for bit for every seg. */
+ * segment from its own, seg >= nt keeps every state. The same results bit
+ * for bit for every seg. */
 int ps_objective_cpu_segments(const ps_problem *p, int precision, int threads, size_t seg,
                               const double *x, double *f, double *grad, double *m);
 

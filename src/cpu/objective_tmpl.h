@@ -7,7 +7,7 @@
  * with K < Nt (a trajectory too long to keep, cpu/objective.c) the forward
  * pass keeps M at the start of every segment of K steps (K ~ sqrt(Nt)) and
  * the backward pass replays each segment from its checkpoint into a
- * K-state buffer first: memory O(Nt/K + K) instead of O(Nt), for a fourth
+ * K-state buffer first: memory O(Nt/K + K) instead of O(Nt), for a third
  * pass over the steps. Both give the same states bit for bit (the replay
  * repeats the forward pass's operations), and, unlike reversing the
  * rotations, stay exact with relaxation (undoing relaxation would divide by
@@ -121,6 +121,7 @@ static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
  * Loss of spins [j0, j1) and, if gacc, their gradient added to gacc[nx].
  * mout[ns][3] (may be NULL) receives M_Nt.
  */
+PS_FLUSH_NOINLINE /* called between ps_flush_begin and _end (cpu/fpmode.h) */
 static double PS_SFX(lane_eval)(const ps_problem *p, const PS_SFX(spin_ws) *ws,
                                 size_t K, size_t j0, size_t j1, double *gacc,
                                 double *mout)
