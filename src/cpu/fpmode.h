@@ -20,7 +20,8 @@
  * must be a call of a PS_FLUSH_NOINLINE function: the compiler does not
  * keep register arithmetic from moving across a mode change, it keeps a
  * call. Elsewhere (other architectures, x87 float math) both do nothing
- * and PS_FLUSH_SUPPORTED is 0. The GPU keeps IEEE subnormals in float32
+ * and PS_FLUSH_SUPPORTED is 0; PS_FLUSH_MXCSR is defined where the mode
+ * is x86's MXCSR. The GPU keeps IEEE subnormals in float32
  * (nvcc -ftz=false) at full speed; the two differ only where a value below
  * 1.2e-38 reaches a result, far below float32's rounding of the
  * quantities it is added to.
@@ -37,6 +38,7 @@
 #if defined(__x86_64__) || defined(_M_X64) || defined(__SSE2_MATH__)
 #include <xmmintrin.h>
 #define PS_FLUSH_SUPPORTED 1
+#define PS_FLUSH_MXCSR 1 /* the mode and the flags are the MXCSR's */
 #define PS_FLUSH_BITS 0x8040u /* MXCSR FTZ (bit 15) and DAZ (bit 6) */
 static inline unsigned ps_flush_begin(void)
 {

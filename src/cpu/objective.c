@@ -235,8 +235,7 @@ int ps_objective_cpu_pulse_g(const ps_problem *p, int precision, int threads, co
 int ps_objective_cpu(const ps_problem *p, int precision, int threads,
                      const double *x, double *f, double *grad, double *m)
 {
-    const ps_design des = ps_problem_design(p, 0);
-    return objective(p, &des, 0.0, precision, threads, 0, x, f, grad, NULL, m, NULL);
+    return ps_objective_cpu_segments(p, precision, threads, 0, x, f, grad, m);
 }
 
 int ps_objective_cpu_penalty(const ps_problem *p, int precision, int threads, double mu,

@@ -397,7 +397,7 @@ static float square_now(float a)
  * and the flag cleared; -1 where there is no such flag to read. */
 static int denormal_seen_clear(void)
 {
-#if PS_FLUSH_SUPPORTED && (defined(__x86_64__) || defined(_M_X64) || defined(__SSE2_MATH__))
+#ifdef PS_FLUSH_MXCSR
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(csr & ~0x2u);
     return (csr & 0x2u) != 0;
