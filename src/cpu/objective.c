@@ -1,7 +1,10 @@
 /*
  * CPU backend of the objective: OpenMP over fixed lanes of spins, each lane
  * accumulating its own gradient, then a fixed-order sum over lanes, so the
- * result does not depend on the number of threads.
+ * result does not depend on the number of threads. Within a thread's lanes,
+ * groups of PS_CPU_GROUP spins are simulated together, a spin a vector slot
+ * (cpu/objective_tmpl.h), without changing a bit of any spin's terms or of
+ * the order in which they are summed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,30 +20,64 @@
 #include <omp.h>
 #endif
 
-#define PS_CPU_LANES 64 /* spin lanes: the unit of parallel work and of summation */
 #define PS_CPU_PARALLEL_MIN 100000 /* spin-steps below which one thread is faster */
+#define PS_CPU_GROUP 32 /* spins simulated together, one a vector slot (cpu/objective_tmpl.h) */
 
-#define PS_REAL float
-#define PS_SFX(name) name##_f
-#include "cpu/objective_tmpl.h"
-#undef PS_REAL
-#undef PS_SFX
-#define PS_REAL double
-#define PS_SFX(name) name##_d
-#include "cpu/objective_tmpl.h"
-#undef PS_REAL
-#undef PS_SFX
+/* The spin loops of cpu/objective_tmpl.h per precision, in the build's
+ * baseline instruction set (SSE2 on x86-64) and, on x86-64 with GCC, once
+ * more for AVX2, taken at run time where the CPU has it (ps_cpu_isa): the
+ * same operations, so the same bits, in vectors of 8 floats instead of 4. */
+#define PS_ISA(name) name
+#include "cpu/objective_isa.h"
+#undef PS_ISA
 
-/* Bytes of one spin's states kept for the backward sweep (a thread's at a
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PS_CPU_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define PS_ISA(name) name##_avx2
+#include "cpu/objective_isa.h"
+#undef PS_ISA
+#pragma GCC pop_options
+#endif
+
+/* lanes_eval of precision P (f, d) in instruction set isa */
+#ifdef PS_CPU_AVX2
+#define LANES_EVAL(P, isa, ...)                                                           \
+    ((isa) == PS_CPU_ISA_AVX2 ? lanes_eval_##P##_avx2(__VA_ARGS__) : lanes_eval_##P(__VA_ARGS__))
+#else
+#define LANES_EVAL(P, isa, ...) ((void)(isa), lanes_eval_##P(__VA_ARGS__))
+#endif
+
+/* ps_cpu_isa_limit's limit (objective.h); set by tests before any call */
+static int isa_limit = PS_CPU_ISA_AVX2;
+
+int ps_cpu_isa_limit(int limit)
+{
+    isa_limit = limit;
+    return ps_cpu_isa();
+}
+
+int ps_cpu_isa(void)
+{
+#ifdef PS_CPU_AVX2
+    if (isa_limit >= PS_CPU_ISA_AVX2 && __builtin_cpu_supports("avx2"))
+        return PS_CPU_ISA_AVX2;
+#endif
+    return PS_CPU_ISA_BASE;
+}
+
+/* Bytes of one group's states kept for the backward sweep (a thread's at a
  * time) up to which every state is kept; past it, checkpoints. */
 #define PS_CPU_TRAJ_MAX ((size_t)16 << 20)
 
 /* Segment length K of the backward sweep (cpu/objective_tmpl.h): nt (every
- * state kept) when 3 nt states of rs bytes fit in PS_CPU_TRAJ_MAX, else
- * ceil(sqrt(nt)) (checkpoints, a replay of each segment). */
+ * state kept) when 3 nt states of a group's spins, rs bytes each, fit in
+ * PS_CPU_TRAJ_MAX, else ceil(sqrt(nt)) (checkpoints, a replay of each
+ * segment). */
 static size_t segment_length(size_t nt, size_t rs)
 {
-    if (3 * nt * rs <= PS_CPU_TRAJ_MAX)
+    if (3 * nt * PS_CPU_GROUP * rs <= PS_CPU_TRAJ_MAX)
         return nt;
     size_t K = (size_t)sqrt((double)nt);
     while (K * K < nt)
@@ -126,24 +163,29 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
 #endif
 
     if (!oom) {
+        const int isa = ps_cpu_isa();
+        /* parallel items of lanes with a group's spins at least, where there are */
+        size_t lpi = (PS_CPU_GROUP * nl + ns - 1) / ns, nitem;
+        lpi = lpi < 1 ? 1 : lpi > nl ? nl : lpi;
+        nitem = (nl + lpi - 1) / lpi;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) reduction(|| : oom) if (ns * nt >= PS_CPU_PARALLEL_MIN)
 #endif
-        for (size_t l = 0; l < nl; l++) {
-            size_t j0 = l * ns / nl, j1 = (l + 1) * ns / nl;
+        for (size_t it = 0; it < nitem; it++) {
+            const size_t L0 = it * lpi, L1 = L0 + lpi < nl ? L0 + lpi : nl;
             /* the states for the backward sweep: only with a gradient */
-            void *ck = malloc(3 * (gacc ? nseg : 1) * rs), *sg = malloc(3 * (gacc ? K : 1) * rs);
-            double *ga = gacc ? gacc + l * nx : NULL;
+            const size_t gs = 3 * PS_CPU_GROUP * rs;
+            void *ck = malloc((gacc ? nseg : 1) * gs), *sg = malloc((gacc ? K : 1) * gs);
             if (!ck || !sg) {
                 oom = 1;
             } else if (single) {
-                spin_ws_f ws = {u, v, gdt, ck, sg, gaccg ? gaccg + l * 3 * nt : NULL};
                 const unsigned fp = ps_flush_begin(); /* subnormals flushed (cpu/fpmode.h) */
-                lane_loss[l] = lane_eval_f(p, &ws, K, j0, j1, ga, m);
+                oom |= LANES_EVAL(f, isa, p, u, v, gdt, ck, sg, K, nl, L0, L1, gacc, nx, gaccg, m,
+                                  lane_loss) != 0;
                 ps_flush_end(fp);
             } else {
-                spin_ws_d ws = {u, v, gdt, ck, sg, gaccg ? gaccg + l * 3 * nt : NULL};
-                lane_loss[l] = lane_eval_d(p, &ws, K, j0, j1, ga, m);
+                oom |= LANES_EVAL(d, isa, p, u, v, gdt, ck, sg, K, nl, L0, L1, gacc, nx, gaccg, m,
+                                  lane_loss) != 0;
             }
             free(ck);
             free(sg);

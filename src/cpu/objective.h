@@ -7,6 +7,25 @@
 
 #include "persolve.h"
 
+/* Spin lanes: the unit of summation. Lane i of nl = min(ns, PS_CPU_LANES)
+ * holds spins [i ns/nl, (i+1) ns/nl); each lane sums its spins' loss and
+ * gradient from 0 in spin order, then F and the gradient sum the lanes in
+ * order, so the bits depend on neither the thread count nor on how the
+ * spins are grouped for the vector units (cpu/objective_tmpl.h). */
+#define PS_CPU_LANES 64
+
+/* The instruction set of the spin loops: the build's baseline (SSE2 on
+ * x86-64), or AVX2 where the build has that path (x86-64, GCC) and the CPU
+ * the instructions. The same bits either way. */
+enum { PS_CPU_ISA_BASE = 0, PS_CPU_ISA_AVX2 = 1 };
+
+/* The one the next calls take. */
+int ps_cpu_isa(void);
+
+/* Caps the instruction set of every later call at limit (PS_CPU_ISA_*; for
+ * tests, before any call, not while one runs); returns ps_cpu_isa(). */
+int ps_cpu_isa_limit(int limit);
+
 /*
  * CPU evaluation. x[nx] is the optimizer's variable: the pulse (u, v)
  * itself, or with a finite b1_max the reparametrized z (model/design.h).

@@ -1,6 +1,21 @@
 /*
- * Precision template for cpu/objective.c: one spin's forward simulation and
- * checkpointed backward sweep. Included once per PS_REAL with PS_SFX.
+ * Template for cpu/objective.c: the forward simulation and the backward
+ * sweep of a group of PS_CPU_GROUP spins. Included once per precision
+ * (PS_REAL, PS_SFX the suffix of the shared math's functions, PS_FMA) and
+ * instruction set (PS_CFN(name): the names of its own functions and types).
+ *
+ * Groups: the spins of a group take every step together, one spin a slot
+ * of loops over the PS_GW slots, which the compiler unrolls and vectorizes
+ * (GCC -O3: 4 floats or 2 doubles an SSE2 operation, 8 or 4 an AVX2 one), in the shared model
+ * math (model/bloch_math.h, model/design.h) written for one spin. A slot
+ * computes what the one-spin functions compute, operation for operation
+ * (no contraction, no reassociation), so every spin's bits are those of a
+ * spin simulated alone. The rotation's coefficients take their series for
+ * every slot (no branch in the loop); the slots past it (phi^2 >= 0.25)
+ * then take ps_rot_coeffs one by one (sine, cosine and divisions from
+ * libm, which has no vector form of the same bits). The gradient's double
+ * accumulation stays one spin at a time in spin order: each sum over spins
+ * adds the same terms in the same order as a loop over spins would.
  *
  * Backward sweep: with K = Nt the forward pass keeps every state M_{k-1}
  * and the backward pass walks them in reverse through the adjoint step;
@@ -14,149 +29,346 @@
  * E1, E2 and amplify rounding).
  */
 
-typedef struct PS_SFX(spin_ws) {
-    PS_REAL *u, *v;   /* [nc][nt] pulse per channel, G */
-    PS_REAL *gdt;     /* [nt][3] dt gamma G_k, rad/cm */
-    PS_REAL *ckpt;    /* [nseg][3] segment-start states (K < Nt) */
-    PS_REAL *seg;     /* [K][3] the states M_{k-1}: kept (K = Nt) or replayed */
-    double *gacc_g;   /* [nt][3] the lane's sum of r_a dL/dtheta_z per step (dL/dG_k up to
-                         dt gamma), or NULL */
-} PS_SFX(spin_ws);
+#define PS_GW PS_CPU_GROUP
 
-/* Per-spin constants (model/design.h, ps_design_spin) in this precision. */
-typedef struct PS_SFX(spin_par) {
-    PS_REAL r[3], wz, a1, a2; /* relaxation decrements 1 - exp(-dt/T) */
-    PS_REAL gS[PS_MAX_CHANNELS][2]; /* dt gamma S_jc */
-    int relax, nc;
-} PS_SFX(spin_par);
+typedef struct PS_CFN(spin_ws) {
+    const PS_REAL *u, *v; /* [nc][nt] pulse per channel, G */
+    const PS_REAL *gdt;   /* [nt][3] dt gamma G_k, rad/cm */
+    PS_REAL *ckpt;        /* [nseg][3][PS_GW] segment-start states (K < Nt) */
+    PS_REAL *seg;         /* [K][3][PS_GW] the states M_{k-1}: kept (K = Nt) or replayed */
+} PS_CFN(spin_ws);
 
-/* theta of step k for the spin (model/design.h), nt the pulse's stride. */
-PS_HD void PS_SFX(spin_theta)(const PS_SFX(spin_ws) *ws,
-                              const PS_SFX(spin_par) *sp, size_t nt, size_t k,
-                              PS_REAL th[3])
+/* A group's per-spin constants (model/design.h, ps_design_spin) in this
+ * precision, a slot each; slots n.. repeat spin n - 1 and add nothing. */
+typedef struct PS_CFN(group) {
+    PS_REAL r[3][PS_GW], wz[PS_GW], a1[PS_GW], a2[PS_GW]; /* relaxation decrements */
+    PS_REAL gS[PS_MAX_CHANNELS][2][PS_GW]; /* dt gamma S_jc */
+    double *ga[PS_GW]; /* the spin's lane's dL/dx accumulator; NULL: none (w = 0, padding) */
+    double *gg[PS_GW]; /* its sum of r_a dL/dtheta_z per step [nt][3], or NULL */
+    double *ga1, *gg1; /* ga, gg of every adding spin when they share one lane, else NULL */
+    int relax, nc, n;
+} PS_CFN(group);
+
+/* theta of step k for the group's spins (model/design.h), nt the pulse's
+ * stride: the first channel, then each other one added. */
+static inline void PS_CFN(group_theta)(const PS_CFN(spin_ws) *ws, const PS_CFN(group) *g,
+                                       size_t nt, size_t k, PS_REAL th[3][PS_GW])
 {
-    PS_SFX(ps_design_theta_channels)(sp->nc, (const PS_REAL (*)[2])sp->gS, ws->u + k, ws->v + k, nt,
-                                     ws->gdt + 3 * k, sp->r, sp->wz, th);
-}
-
-/* M_Nt from m0 (in/out m[3]); if keep, keeps the states for the backward
- * sweep: every one (K = Nt) or every K-th. */
-static void PS_SFX(spin_forward)(const PS_SFX(spin_ws) *ws,
-                                 const PS_SFX(spin_par) *sp, size_t nt,
-                                 size_t K, PS_REAL m[3], int keep)
-{
-    PS_REAL th[3];
-    for (size_t k = 0; k < nt; k++) {
-        if (keep && (K >= nt || k % K == 0)) {
-            PS_REAL *c = K >= nt ? ws->seg + 3 * k : ws->ckpt + 3 * (k / K);
-            c[0] = m[0];
-            c[1] = m[1];
-            c[2] = m[2];
+    const PS_REAL *u = ws->u + k, *v = ws->v + k, *gd = ws->gdt + 3 * k;
+    const PS_REAL u0 = u[0], v0 = v[0];
+    for (int l = 0; l < PS_GW; l++) {
+        const PS_REAL r[3] = {g->r[0][l], g->r[1][l], g->r[2][l]};
+        PS_REAL t[3];
+        PS_SFX(ps_design_theta_first)(g->gS[0][0][l], g->gS[0][1][l], u0, v0, gd, r, g->wz[l],
+                                      t);
+        th[0][l] = t[0];
+        th[1][l] = t[1];
+        th[2][l] = t[2];
+    }
+    for (int c = 1; c < g->nc; c++) {
+        const PS_REAL uc = u[c * nt], vc = v[c * nt];
+        for (int l = 0; l < PS_GW; l++) {
+            PS_REAL t[3] = {th[0][l], th[1][l], th[2][l]};
+            PS_SFX(ps_design_theta_add)(g->gS[c][0][l], g->gS[c][1][l], uc, vc, t);
+            th[0][l] = t[0];
+            th[1][l] = t[1];
         }
-        PS_SFX(spin_theta)(ws, sp, nt, k, th);
-        PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
     }
 }
 
-/*
- * The adjoint step k (state mprev = M_{k-1}, lam = dL/dM_k in, dL/dM_{k-1}
- * out); adds the spin's dL/du_k, dL/dv_k (model/design.h, chain rule) to
- * gacc in the layout of x (double accumulation).
- */
-static inline void PS_SFX(spin_adjoint)(const PS_SFX(spin_ws) *ws,
-                                        const PS_SFX(spin_par) *sp, size_t nt,
-                                        size_t k, const PS_REAL mprev[3],
-                                        PS_REAL lam[3], double *gacc)
+/* q = theta . theta of every slot; returns whether a slot is past the
+ * series (!(q < PS_SERIES_Q), NaN included, as ps_rot_coeffs decides). */
+static inline int PS_CFN(group_q)(const PS_REAL th[3][PS_GW], PS_REAL q[PS_GW])
 {
-    PS_REAL th[3], gth[3];
-    PS_SFX(spin_theta)(ws, sp, nt, k, th);
-    PS_SFX(ps_bloch_adjoint)(th, mprev, lam, sp->relax, sp->a1, sp->a2, gth);
-    if (ws->gacc_g) /* theta_z = gdt_k . r + wz: dL/dG_ka = dt gamma r_a gth_z */
-        for (int a = 0; a < 3; a++)
-            ws->gacc_g[3 * k + a] += (double)sp->r[a] * (double)gth[2];
-    /* the chain rule in the accumulation's precision, double */
-    const double gthd[3] = {gth[0], gth[1], gth[2]};
-    for (int c = 0; c < sp->nc; c++) {
-        double gu, gv;
-        ps_design_spin_grad_channel_d((double)sp->gS[c][0], (double)sp->gS[c][1], gthd,
-                                      &gu, &gv);
-        gacc[PS_X_U(nt, c, k)] += gu;
-        gacc[PS_X_V(nt, c, k)] += gv;
+    int past = 0;
+    for (int l = 0; l < PS_GW; l++) {
+        q[l] = PS_DOT3(th[0][l], th[0][l], th[1][l], th[1][l], th[2][l], th[2][l]);
+        past |= !(q[l] < (PS_REAL)PS_SERIES_Q);
+    }
+    return past;
+}
+
+/* The step with its coefficients (ps_bloch_step_coeffs per slot); relax a
+ * constant where it is called, so that the loop has no branch. */
+static inline void PS_CFN(group_step_apply)(const PS_CFN(group) *g, const PS_REAL th[3][PS_GW],
+                                            const PS_REAL c[PS_GW], const PS_REAL A[PS_GW],
+                                            const PS_REAL B[PS_GW], PS_REAL m[3][PS_GW],
+                                            const int relax)
+{
+    for (int l = 0; l < PS_GW; l++) {
+        const PS_REAL t[3] = {th[0][l], th[1][l], th[2][l]};
+        PS_REAL mm[3] = {m[0][l], m[1][l], m[2][l]};
+        PS_SFX(ps_bloch_step_coeffs)(t, c[l], A[l], B[l], mm, relax, g->a1[l], g->a2[l]);
+        m[0][l] = mm[0];
+        m[1][l] = mm[1];
+        m[2][l] = mm[2];
     }
 }
 
-/*
- * Backward sweep with lam = dL/dM_Nt over the states spin_forward kept
- * (K = Nt), or over each segment replayed from its checkpoint (K < Nt).
- */
-static void PS_SFX(spin_backward)(const PS_SFX(spin_ws) *ws,
-                                  const PS_SFX(spin_par) *sp, size_t nt,
-                                  size_t K, PS_REAL lam[3], double *gacc)
+/* M <- step(theta) M for the group (ps_bloch_step per slot). */
+static inline void PS_CFN(group_step)(const PS_CFN(group) *g, const PS_REAL th[3][PS_GW],
+                                      PS_REAL m[3][PS_GW])
 {
-    if (K >= nt) {
-        for (size_t k = nt; k-- > 0;)
-            PS_SFX(spin_adjoint)(ws, sp, nt, k, ws->seg + 3 * k, lam, gacc);
+    PS_REAL q[PS_GW], c[PS_GW], A[PS_GW], B[PS_GW];
+    const int past = PS_CFN(group_q)(th, q);
+    for (int l = 0; l < PS_GW; l++)
+        PS_SFX(ps_rot_coeffs_series)(q[l], &c[l], &A[l], &B[l]);
+    if (past)
+        for (int l = 0; l < PS_GW; l++)
+            if (!(q[l] < (PS_REAL)PS_SERIES_Q))
+                PS_SFX(ps_rot_coeffs)(q[l], &c[l], &A[l], &B[l]);
+    if (g->relax)
+        PS_CFN(group_step_apply)(g, th, c, A, B, m, 1);
+    else
+        PS_CFN(group_step_apply)(g, th, c, A, B, m, 0);
+}
+
+/* The adjoint with its coefficients (ps_bloch_adjoint_coeffs per slot);
+ * relax a constant where it is called. */
+static inline void PS_CFN(group_adjoint_apply)(const PS_CFN(group) *g,
+                                               const PS_REAL th[3][PS_GW],
+                                               const PS_REAL c[PS_GW], const PS_REAL A[PS_GW],
+                                               const PS_REAL B[PS_GW], const PS_REAL C[PS_GW],
+                                               const PS_REAL mprev[3][PS_GW],
+                                               PS_REAL lam[3][PS_GW], PS_REAL gth[3][PS_GW],
+                                               const int relax)
+{
+    for (int l = 0; l < PS_GW; l++) {
+        const PS_REAL t[3] = {th[0][l], th[1][l], th[2][l]};
+        const PS_REAL mm[3] = {mprev[0][l], mprev[1][l], mprev[2][l]};
+        PS_REAL la[3] = {lam[0][l], lam[1][l], lam[2][l]}, gt[3];
+        PS_SFX(ps_bloch_adjoint_coeffs)(t, c[l], A[l], B[l], C[l], mm, la, relax, g->a1[l],
+                                        g->a2[l], gt);
+        for (int i = 0; i < 3; i++) {
+            lam[i][l] = la[i];
+            gth[i][l] = gt[i];
+        }
+    }
+}
+
+/* The adjoint step of the group (ps_bloch_adjoint per slot): mprev the
+ * states M_{k-1}, lam dL/dM_k in and dL/dM_{k-1} out, gth dL/dtheta. */
+static inline void PS_CFN(group_adjoint)(const PS_CFN(group) *g, const PS_REAL th[3][PS_GW],
+                                         const PS_REAL mprev[3][PS_GW], PS_REAL lam[3][PS_GW],
+                                         PS_REAL gth[3][PS_GW])
+{
+    PS_REAL q[PS_GW], c[PS_GW], A[PS_GW], B[PS_GW], C[PS_GW];
+    const int past = PS_CFN(group_q)(th, q);
+    for (int l = 0; l < PS_GW; l++)
+        PS_SFX(ps_rot_coeffs_jac_series)(q[l], &c[l], &A[l], &B[l], &C[l]);
+    if (past)
+        for (int l = 0; l < PS_GW; l++)
+            if (!(q[l] < (PS_REAL)PS_SERIES_Q))
+                PS_SFX(ps_rot_coeffs_jac)(q[l], &c[l], &A[l], &B[l], &C[l]);
+    if (g->relax)
+        PS_CFN(group_adjoint_apply)(g, th, c, A, B, C, mprev, lam, gth, 1);
+    else
+        PS_CFN(group_adjoint_apply)(g, th, c, A, B, C, mprev, lam, gth, 0);
+}
+
+/*
+ * Adds step k's dL/du_k, dL/dv_k of each spin (model/design.h, chain rule,
+ * in double) to its lane's accumulator in the layout of x, and r_a gth_z
+ * (dL/dG_k up to dt gamma) to its dL/dG sum, spin after spin: every sum
+ * takes the same terms in the same order as a loop over the spins. When
+ * the group's adding spins share one lane (g->ga1), each sum runs in a
+ * register, its terms computed for the whole group first.
+ */
+static inline void PS_CFN(group_accumulate)(const PS_CFN(group) *g, size_t nt, size_t k,
+                                            const PS_REAL gth[3][PS_GW])
+{
+    double gd[3][PS_GW];
+    for (int l = 0; l < PS_GW; l++)
+        for (int i = 0; i < 3; i++)
+            gd[i][l] = (double)gth[i][l];
+    if (g->ga1) {
+        double *ga = g->ga1, *gg = g->gg1;
+        if (gg) /* theta_z = gdt_k . r + wz: dL/dG_ka = dt gamma r_a gth_z */
+            for (int a = 0; a < 3; a++) {
+                double acc = gg[3 * k + a];
+                for (int l = 0; l < g->n; l++)
+                    if (g->ga[l])
+                        acc += (double)g->r[a][l] * gd[2][l];
+                gg[3 * k + a] = acc;
+            }
+        for (int c = 0; c < g->nc; c++) {
+            double gu[PS_GW], gv[PS_GW];
+            for (int l = 0; l < PS_GW; l++) {
+                const double t[3] = {gd[0][l], gd[1][l], gd[2][l]};
+                ps_design_spin_grad_channel_d((double)g->gS[c][0][l], (double)g->gS[c][1][l], t,
+                                              &gu[l], &gv[l]);
+            }
+            double au = ga[PS_X_U(nt, c, k)], av = ga[PS_X_V(nt, c, k)];
+            for (int l = 0; l < g->n; l++)
+                if (g->ga[l]) {
+                    au += gu[l];
+                    av += gv[l];
+                }
+            ga[PS_X_U(nt, c, k)] = au;
+            ga[PS_X_V(nt, c, k)] = av;
+        }
         return;
     }
-    PS_REAL th[3];
+    for (int l = 0; l < g->n; l++) {
+        double *ga = g->ga[l], *gg = g->gg[l];
+        if (!ga)
+            continue;
+        if (gg)
+            for (int a = 0; a < 3; a++)
+                gg[3 * k + a] += (double)g->r[a][l] * gd[2][l];
+        const double t[3] = {gd[0][l], gd[1][l], gd[2][l]};
+        for (int c = 0; c < g->nc; c++) {
+            double gu, gv;
+            ps_design_spin_grad_channel_d((double)g->gS[c][0][l], (double)g->gS[c][1][l], t, &gu,
+                                          &gv);
+            ga[PS_X_U(nt, c, k)] += gu;
+            ga[PS_X_V(nt, c, k)] += gv;
+        }
+    }
+}
+
+static inline void PS_CFN(group_copy)(PS_REAL dst[3][PS_GW], const PS_REAL src[3][PS_GW])
+{
+    memcpy(dst, src, 3 * PS_GW * sizeof(PS_REAL));
+}
+
+/* M_Nt from m0 (in/out m); if keep, keeps the states for the backward
+ * sweep: every one (K = Nt) or every K-th. */
+static void PS_CFN(group_forward)(const PS_CFN(spin_ws) *ws, const PS_CFN(group) *g,
+                                  size_t nt, size_t K, PS_REAL m[3][PS_GW], int keep)
+{
+    PS_REAL th[3][PS_GW];
+    PS_REAL(*kept)[3][PS_GW] = (PS_REAL(*)[3][PS_GW])(K >= nt ? ws->seg : ws->ckpt);
+    for (size_t k = 0; k < nt; k++) {
+        if (keep && (K >= nt || k % K == 0))
+            PS_CFN(group_copy)(kept[K >= nt ? k : k / K], (const PS_REAL(*)[PS_GW])m);
+        PS_CFN(group_theta)(ws, g, nt, k, th);
+        PS_CFN(group_step)(g, (const PS_REAL(*)[PS_GW])th, m);
+    }
+}
+
+/* Steps [k0, k1) backward from lam = dL/dM_k1 over the states seg[k - k0]. */
+static void PS_CFN(group_sweep)(const PS_CFN(spin_ws) *ws, const PS_CFN(group) *g, size_t nt,
+                                size_t k0, size_t k1, PS_REAL lam[3][PS_GW])
+{
+    PS_REAL th[3][PS_GW], gth[3][PS_GW];
+    const PS_REAL(*seg)[3][PS_GW] = (const PS_REAL(*)[3][PS_GW])ws->seg;
+    for (size_t k = k1; k-- > k0;) {
+        PS_CFN(group_theta)(ws, g, nt, k, th);
+        PS_CFN(group_adjoint)(g, (const PS_REAL(*)[PS_GW])th, seg[k - k0], lam, gth);
+        PS_CFN(group_accumulate)(g, nt, k, (const PS_REAL(*)[PS_GW])gth);
+    }
+}
+
+/*
+ * Backward sweep with lam = dL/dM_Nt over the states group_forward kept
+ * (K = Nt), or over each segment replayed from its checkpoint (K < Nt).
+ */
+static void PS_CFN(group_backward)(const PS_CFN(spin_ws) *ws, const PS_CFN(group) *g,
+                                   size_t nt, size_t K, PS_REAL lam[3][PS_GW])
+{
+    if (K >= nt) {
+        PS_CFN(group_sweep)(ws, g, nt, 0, nt, lam);
+        return;
+    }
+    PS_REAL th[3][PS_GW], m[3][PS_GW];
+    PS_REAL(*ckpt)[3][PS_GW] = (PS_REAL(*)[3][PS_GW])ws->ckpt;
+    PS_REAL(*seg)[3][PS_GW] = (PS_REAL(*)[3][PS_GW])ws->seg;
     size_t nseg = (nt + K - 1) / K;
     for (size_t s = nseg; s-- > 0;) {
         size_t k0 = s * K, k1 = k0 + K < nt ? k0 + K : nt;
-        PS_REAL m[3] = {ws->ckpt[3 * s], ws->ckpt[3 * s + 1],
-                        ws->ckpt[3 * s + 2]};
+        PS_CFN(group_copy)(m, (const PS_REAL(*)[PS_GW])ckpt[s]);
         for (size_t k = k0; k < k1; k++) {
-            PS_REAL *b = ws->seg + 3 * (k - k0);
-            b[0] = m[0];
-            b[1] = m[1];
-            b[2] = m[2];
-            PS_SFX(spin_theta)(ws, sp, nt, k, th);
-            PS_SFX(ps_bloch_step)(th, m, sp->relax, sp->a1, sp->a2);
+            PS_CFN(group_copy)(seg[k - k0], (const PS_REAL(*)[PS_GW])m);
+            PS_CFN(group_theta)(ws, g, nt, k, th);
+            PS_CFN(group_step)(g, (const PS_REAL(*)[PS_GW])th, m);
         }
-        for (size_t k = k1; k-- > k0;)
-            PS_SFX(spin_adjoint)(ws, sp, nt, k, ws->seg + 3 * (k - k0), lam, gacc);
+        PS_CFN(group_sweep)(ws, g, nt, k0, k1, lam);
     }
 }
 
 /*
- * Loss of spins [j0, j1) and, if gacc, their gradient added to gacc[nx].
- * mout[ns][3] (may be NULL) receives M_Nt.
+ * The spins of lanes [L0, L1) of nl (lane i: spins [i ns/nl, (i+1) ns/nl)),
+ * in groups of PS_GW consecutive spins that may span lanes: each spin's
+ * loss is added to lane_loss[its lane] and, if gacc, its gradient to
+ * gacc + its lane nx (and r_a dL/dtheta_z to gaccg + its lane 3 nt, if
+ * gaccg), in spin order. mout[ns][3] (may be NULL) receives M_Nt. u, v
+ * [nc][nt], gdt [nt][3]; ckpt [nseg][3][PS_GW] and seg [K][3][PS_GW] the
+ * states' room (spin_ws). Returns 0, or -1 when out of memory.
  */
 PS_FLUSH_NOINLINE /* called between ps_flush_begin and _end (cpu/fpmode.h) */
-static double PS_SFX(lane_eval)(const ps_problem *p, const PS_SFX(spin_ws) *ws,
-                                size_t K, size_t j0, size_t j1, double *gacc,
-                                double *mout)
+static int PS_CFN(lanes_eval)(const ps_problem *p, const PS_REAL *u, const PS_REAL *v,
+                              const PS_REAL *gdt, PS_REAL *ckpt, PS_REAL *seg, size_t K,
+                              size_t nl, size_t L0, size_t L1, double *gacc, size_t nx,
+                              double *gaccg, double *mout, double *lane_loss)
 {
-    double loss = 0.0;
-    for (size_t j = j0; j < j1; j++) {
-        ps_spin_consts c;
-        ps_design_spin(p, j, &c);
-        PS_SFX(spin_par) sp;
-        for (int i = 0; i < 3; i++)
-            sp.r[i] = (PS_REAL)c.r[i];
-        sp.nc = (int)p->nc;
-        for (int i = 0; i < sp.nc; i++) {
-            sp.gS[i][0] = (PS_REAL)c.gS[i][0];
-            sp.gS[i][1] = (PS_REAL)c.gS[i][1];
+    const size_t ns = p->ns, nt = p->nt, jend = L1 * ns / nl;
+    size_t lane = L0;
+    const PS_CFN(spin_ws) wss = {u, v, gdt, ckpt, seg}, *ws = &wss;
+    PS_CFN(group) *g = malloc(sizeof *g); /* 256 bytes a spin and channel (float, 32 spins) */
+    if (!g)
+        return -1;
+    g->relax = p->t1 || p->t2;
+    g->nc = (int)p->nc;
+    for (size_t j0 = L0 * ns / nl; j0 < jend; j0 += PS_GW) {
+        double w[PS_GW], md[PS_GW][3], lamd[PS_GW][3];
+        size_t lanes[PS_GW];
+        PS_REAL m[3][PS_GW], lam[3][PS_GW];
+        int back = 0;
+        g->n = jend - j0 < PS_GW ? (int)(jend - j0) : PS_GW;
+        for (int l = 0; l < PS_GW; l++) {
+            const size_t j = j0 + (size_t)(l < g->n ? l : g->n - 1);
+            while (j >= (lane + 1) * ns / nl)
+                lane++;
+            lanes[l] = lane;
+            ps_spin_consts c;
+            ps_design_spin(p, j, &c);
+            for (int i = 0; i < 3; i++) {
+                g->r[i][l] = (PS_REAL)c.r[i];
+                m[i][l] = (PS_REAL)c.m0[i];
+            }
+            for (int i = 0; i < g->nc; i++) {
+                g->gS[i][0][l] = (PS_REAL)c.gS[i][0];
+                g->gS[i][1][l] = (PS_REAL)c.gS[i][1];
+            }
+            g->wz[l] = (PS_REAL)c.wz;
+            g->a1[l] = (PS_REAL)c.a1;
+            g->a2[l] = (PS_REAL)c.a2;
+            w[l] = c.w;
+            const int adds = gacc && l < g->n && c.w != 0.0;
+            g->ga[l] = adds ? gacc + lane * nx : NULL;
+            g->gg[l] = adds && gaccg ? gaccg + lane * 3 * nt : NULL;
+            back |= adds;
         }
-        sp.wz = (PS_REAL)c.wz;
-        sp.relax = p->t1 || p->t2;
-        sp.a1 = (PS_REAL)c.a1;
-        sp.a2 = (PS_REAL)c.a2;
-        PS_REAL m[3] = {(PS_REAL)c.m0[0], (PS_REAL)c.m0[1], (PS_REAL)c.m0[2]};
-        PS_SFX(spin_forward)(ws, &sp, p->nt, K, m, gacc != NULL);
-        double md[3] = {m[0], m[1], m[2]}, lamd[3];
-        double w = c.w;
-        loss += ps_spin_loss((int)p->loss, w, md, p->target + 3 * j, lamd);
-        if (mout) {
-            mout[3 * j] = md[0];
-            mout[3 * j + 1] = md[1];
-            mout[3 * j + 2] = md[2];
+        g->ga1 = g->gg1 = NULL; /* one lane for every adding spin? */
+        for (int l = 0; l < g->n; l++)
+            if (g->ga[l] && (!g->ga1 || g->ga[l] == g->ga1)) {
+                g->ga1 = g->ga[l];
+                g->gg1 = g->gg[l];
+            } else if (g->ga[l]) {
+                g->ga1 = g->gg1 = NULL;
+                break;
+            }
+        PS_CFN(group_forward)(ws, g, nt, K, m, gacc != NULL);
+        for (int l = 0; l < g->n; l++) {
+            const size_t j = j0 + (size_t)l;
+            for (int i = 0; i < 3; i++)
+                md[l][i] = m[i][l];
+            lane_loss[lanes[l]] += ps_spin_loss((int)p->loss, w[l], md[l], p->target + 3 * j,
+                                                lamd[l]);
+            if (mout)
+                for (int i = 0; i < 3; i++)
+                    mout[3 * j + i] = md[l][i];
         }
-        if (gacc && w != 0.0) {
-            PS_REAL lam[3] = {(PS_REAL)lamd[0], (PS_REAL)lamd[1],
-                              (PS_REAL)lamd[2]};
-            PS_SFX(spin_backward)(ws, &sp, p->nt, K, lam, gacc);
-        }
+        if (!back)
+            continue;
+        for (int l = 0; l < PS_GW; l++)
+            for (int i = 0; i < 3; i++)
+                lam[i][l] = g->ga[l] ? (PS_REAL)lamd[l][i] : (PS_REAL)0;
+        PS_CFN(group_backward)(ws, g, nt, K, lam);
     }
-    return loss;
+    free(g);
+    return 0;
 }
+
+#undef PS_GW

@@ -18,14 +18,32 @@
 #define PS_SER_C(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(8.22063524662433e-18), (PS_REAL)(-2.8114572543455206e-15)), (PS_REAL)(7.647163731819816e-13)), (PS_REAL)(-1.6059043836821613e-10)), (PS_REAL)(2.505210838544172e-08)), (PS_REAL)(-2.7557319223985893e-06)), (PS_REAL)(0.0001984126984126984)), (PS_REAL)(-0.008333333333333333)), (PS_REAL)(0.16666666666666666)))
 #endif
 
+/* The series branch of ps_rot_coeffs (q < PS_SERIES_Q): no branch and no
+ * call, so that a loop over spins vectorizes (cpu/objective_tmpl.h takes
+ * it for every spin and ps_rot_coeffs for those past it). */
+PS_HD void PS_SFX(ps_rot_coeffs_series)(PS_REAL q, PS_REAL *c, PS_REAL *A, PS_REAL *B)
+{
+    *A = PS_SER_A(q);
+    *B = PS_SER_B(q);
+    *c = PS_FMA(-q, *B, (PS_REAL)1);
+}
+
+/* The same for ps_rot_coeffs_jac. */
+PS_HD void PS_SFX(ps_rot_coeffs_jac_series)(PS_REAL q, PS_REAL *c, PS_REAL *A, PS_REAL *B,
+                                            PS_REAL *C)
+{
+    *A = PS_SER_A(q);
+    *B = PS_SER_B(q);
+    *C = PS_SER_C(q);
+    *c = PS_FMA(-q, *B, (PS_REAL)1);
+}
+
 /* c = cos(phi), A = sin(phi)/phi, B = (1 - cos(phi))/phi^2 at q = phi^2. */
 PS_HD void PS_SFX(ps_rot_coeffs)(PS_REAL q, PS_REAL *c, PS_REAL *A,
                                  PS_REAL *B)
 {
     if (q < (PS_REAL)PS_SERIES_Q) {
-        *A = PS_SER_A(q);
-        *B = PS_SER_B(q);
-        *c = PS_FMA(-q, *B, (PS_REAL)1);
+        PS_SFX(ps_rot_coeffs_series)(q, c, A, B);
     } else {
 #ifdef PS_RECIP_ROOT
         PS_REAL ri = PS_RECIP_ROOT(q), phi = q * ri, s, co;
@@ -49,10 +67,7 @@ PS_HD void PS_SFX(ps_rot_coeffs_jac)(PS_REAL q, PS_REAL *c, PS_REAL *A,
                                      PS_REAL *B, PS_REAL *C)
 {
     if (q < (PS_REAL)PS_SERIES_Q) {
-        *A = PS_SER_A(q);
-        *B = PS_SER_B(q);
-        *C = PS_SER_C(q);
-        *c = PS_FMA(-q, *B, (PS_REAL)1);
+        PS_SFX(ps_rot_coeffs_jac_series)(q, c, A, B, C);
     } else {
 #ifdef PS_RECIP_ROOT
         PS_REAL ri = PS_RECIP_ROOT(q), phi = q * ri, s, co;
@@ -107,11 +122,14 @@ PS_HD void PS_SFX(ps_rotate)(const PS_REAL th[3], PS_REAL m[3])
  * The same map as Mxy *= E2, Mz = E1 Mz + 1 - E1, but a1 and a2 are small
  * and carry their full relative precision, so float32 does not apply a
  * rounded E2 (a systematic error of up to 2^-24) at every step.
+ * ps_bloch_step_coeffs takes the rotation's coefficients (ps_rot_coeffs at
+ * q = theta . theta) as given; ps_bloch_step computes them.
  */
-PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
-                                 int relax, PS_REAL a1, PS_REAL a2)
+PS_HD void PS_SFX(ps_bloch_step_coeffs)(const PS_REAL th[3], PS_REAL c, PS_REAL A,
+                                        PS_REAL B, PS_REAL m[3], int relax, PS_REAL a1,
+                                        PS_REAL a2)
 {
-    PS_SFX(ps_rotate)(th, m);
+    PS_SFX(ps_rot_apply)(th, c, -A, B, m);
     if (relax) {
         m[0] = PS_FMA(-a2, m[0], m[0]);
         m[1] = PS_FMA(-a2, m[1], m[1]);
@@ -119,15 +137,27 @@ PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
     }
 }
 
+PS_HD void PS_SFX(ps_bloch_step)(const PS_REAL th[3], PS_REAL m[3],
+                                 int relax, PS_REAL a1, PS_REAL a2)
+{
+    PS_REAL c, A, B;
+    PS_SFX(ps_rot_coeffs)(PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]), &c,
+                          &A, &B);
+    PS_SFX(ps_bloch_step_coeffs)(th, c, A, B, m, relax, a1, a2);
+}
+
 /*
  * Adjoint of ps_bloch_step. m is M_{k-1} (before the step), lam holds
  * dL/dM_k on entry and dL/dM_{k-1} on exit; gth receives dL/dtheta, from
  * the state before the step (model/bloch_math.h):
  *     lam' = R^T mu,   dL/dtheta = J_- (lam' x M_{k-1})
+ * ps_bloch_adjoint_coeffs takes the coefficients (ps_rot_coeffs_jac at
+ * q = theta . theta) as given; ps_bloch_adjoint computes them.
  */
-PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
-                                    PS_REAL lam[3], int relax, PS_REAL a1,
-                                    PS_REAL a2, PS_REAL gth[3])
+PS_HD void PS_SFX(ps_bloch_adjoint_coeffs)(const PS_REAL th[3], PS_REAL c, PS_REAL A,
+                                           PS_REAL B, PS_REAL C, const PS_REAL m[3],
+                                           PS_REAL lam[3], int relax, PS_REAL a1,
+                                           PS_REAL a2, PS_REAL gth[3])
 {
     PS_REAL mu0 = lam[0], mu1 = lam[1], mu2 = lam[2];
     if (relax) {
@@ -135,9 +165,6 @@ PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
         mu1 = PS_FMA(-a2, mu1, mu1);
         mu2 = PS_FMA(-a1, mu2, mu2);
     }
-    PS_REAL q = PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]);
-    PS_REAL c, A, B, C;
-    PS_SFX(ps_rot_coeffs_jac)(q, &c, &A, &B, &C);
 
     /* dL/dM_{k-1} = R^T mu */
     lam[0] = mu0;
@@ -150,6 +177,16 @@ PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
     gth[1] = PS_FMS(lam[2], m[0], lam[0] * m[2]);
     gth[2] = PS_FMS(lam[0], m[1], lam[1] * m[0]);
     PS_SFX(ps_rot_apply)(th, A, -B, C, gth);
+}
+
+PS_HD void PS_SFX(ps_bloch_adjoint)(const PS_REAL th[3], const PS_REAL m[3],
+                                    PS_REAL lam[3], int relax, PS_REAL a1,
+                                    PS_REAL a2, PS_REAL gth[3])
+{
+    PS_REAL c, A, B, C;
+    PS_SFX(ps_rot_coeffs_jac)(PS_DOT3(th[0], th[0], th[1], th[1], th[2], th[2]), &c, &A, &B,
+                              &C);
+    PS_SFX(ps_bloch_adjoint_coeffs)(th, c, A, B, C, m, lam, relax, a1, a2, gth);
 }
 
 /*

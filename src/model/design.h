@@ -140,13 +140,29 @@ PS_HD void ps_design_from_pulse(const ps_design *d, int c, double u, double v, d
  * sensitivities gS[c] = (gr, gi) and pulse values u[c s], v[c s] (stride
  * s): the first channel's real part as above, then its imaginary part and
  * the other channels added, x += gr u - gi v, y += gr v + gi u, so that
- * one channel with gi = 0 gives the bits of ps_design_theta.
+ * one channel with gi = 0 gives the bits of ps_design_theta. Its two
+ * parts: ps_design_theta_first (the first channel) and ps_design_theta_add
+ * (one more channel added), for a loop that takes the channels outside the
+ * spins (cpu/objective_tmpl.h).
  *
  * ps_design_spin_grad: the spin's share (gu, gv) = gs (gth_x, gth_y) of
  * dL/du_k, dL/dv_k for one real channel; ps_design_spin_grad_channel: that
  * of channel (gr, gi): (gr gth_x + gi gth_y, gr gth_y - gi gth_x), the
  * bits of ps_design_spin_grad when gi = 0.
  */
+/* The first channel's imaginary part, and one more channel, added to th
+ * (macros, so that ps_design_theta_channels and its two parts expand to the
+ * same operations). */
+#define PS_DESIGN_THETA_IMAG(FMA, gi, u, v, th)                                         \
+    do {                                                                                \
+        (th)[0] = FMA(-(gi), (v), (th)[0]);                                             \
+        (th)[1] = FMA((gi), (u), (th)[1]);                                              \
+    } while (0)
+#define PS_DESIGN_THETA_ADD(FMA, gr, gi, u, v, th)                                      \
+    do {                                                                                \
+        (th)[0] = FMA(-(gi), (v), FMA((gr), (u), (th)[0]));                             \
+        (th)[1] = FMA((gi), (u), FMA((gr), (v), (th)[1]));                              \
+    } while (0)
 #define PS_DESIGN_SPIN_MATH(R, SFX, FMA)                                                \
     PS_HD void ps_design_theta_##SFX(R gs, R u, R v, const R gdt[3], const R r[3], R wz, \
                                      R th[3])                                           \
@@ -155,17 +171,25 @@ PS_HD void ps_design_from_pulse(const ps_design *d, int c, double u, double v, d
         th[1] = gs * v;                                                                 \
         th[2] = FMA(gdt[2], r[2], FMA(gdt[1], r[1], FMA(gdt[0], r[0], wz)));            \
     }                                                                                   \
+    PS_HD void ps_design_theta_first_##SFX(R gr, R gi, R u, R v, const R gdt[3],         \
+                                           const R r[3], R wz, R th[3])                 \
+    {                                                                                   \
+        ps_design_theta_##SFX(gr, u, v, gdt, r, wz, th);                                \
+        PS_DESIGN_THETA_IMAG(FMA, gi, u, v, th);                                        \
+    }                                                                                   \
+    PS_HD void ps_design_theta_add_##SFX(R gr, R gi, R u, R v, R th[3])                  \
+    {                                                                                   \
+        PS_DESIGN_THETA_ADD(FMA, gr, gi, u, v, th);                                     \
+    }                                                                                   \
     PS_HD void ps_design_theta_channels_##SFX(int nc, const R (*gS)[2], const R *u,      \
                                               const R *v, size_t s, const R gdt[3],     \
                                               const R r[3], R wz, R th[3])              \
     {                                                                                   \
         ps_design_theta_##SFX(gS[0][0], u[0], v[0], gdt, r, wz, th);                    \
-        th[0] = FMA(-gS[0][1], v[0], th[0]);                                            \
-        th[1] = FMA(gS[0][1], u[0], th[1]);                                             \
+        PS_DESIGN_THETA_IMAG(FMA, gS[0][1], u[0], v[0], th);                            \
         for (int c = 1; c < nc; c++) {                                                  \
             const R uc = u[c * s], vc = v[c * s];                                       \
-            th[0] = FMA(-gS[c][1], vc, FMA(gS[c][0], uc, th[0]));                       \
-            th[1] = FMA(gS[c][1], uc, FMA(gS[c][0], vc, th[1]));                        \
+            PS_DESIGN_THETA_ADD(FMA, gS[c][0], gS[c][1], uc, vc, th);                   \
         }                                                                               \
     }                                                                                   \
     PS_HD void ps_design_spin_grad_##SFX(R gs, const R gth[3], R *gu, R *gv)            \

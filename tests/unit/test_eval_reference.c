@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -473,6 +474,117 @@ static void test_threads_and_m(void **state)
     threads_and_m(400, 260, 4, 43, 0);
 }
 
+/* The problem of spin j of d alone (its arrays point into d's). */
+static ps_problem_desc spin_alone(const ps_problem_desc *d, size_t j)
+{
+    const size_t nc = d->nc ? d->nc : 1;
+    ps_problem_desc o = *d;
+    o.ns = 1;
+    o.r = d->r + 3 * j;
+    o.target = d->target + 3 * j;
+    o.df = d->df ? d->df + j : NULL;
+    o.b1scale = d->b1scale ? d->b1scale + j : NULL;
+    o.w = d->w ? d->w + j : NULL;
+    o.m0 = d->m0 ? d->m0 + 3 * j : NULL;
+    o.t1 = d->t1 ? d->t1 + j : NULL;
+    o.t2 = d->t2 ? d->t2 + j : NULL;
+    o.b1map = d->b1map ? d->b1map + 2 * nc * j : NULL;
+    return o;
+}
+
+/*
+ * The CPU objective simulates groups of spins together, a spin a vector
+ * slot (cpu/objective_tmpl.h), and promises each spin the bits of the spin
+ * simulated alone, summed in the lanes' order. So F, the gradient and M_Nt
+ * of a problem equal, bit for bit, its spins' one-spin problems summed as
+ * the lanes sum them: PS_CPU_LANES lanes of consecutive spins (lane i:
+ * spins [i ns/nl, (i+1) ns/nl), nl = min(ns, PS_CPU_LANES)), each from 0
+ * in spin order, then the lanes in order from 0. Spin counts that leave a
+ * group partial, one lane shorter than a group and groups spanning lanes
+ * (1, 5, 37, 203, 1030), strong relaxation, one and 3 channels, a spin of
+ * weight 0 (ref_problem_random), a pulse twice its size (more steps past
+ * the rotation's series), both precisions, 1 and 2 threads, the spin loops
+ * in the baseline instruction set and in AVX2 where the CPU has it.
+ */
+static void groups_are_spins_alone(size_t ns, size_t nc, uint64_t seed)
+{
+    const size_t nt = 90;
+    ref_problem_opts ro = {.ns = ns,
+                           .nt = nt,
+                           .loss = PS_LOSS_FULL,
+                           .relax = REF_RELAX_STRONG,
+                           .lambda = 0.0,
+                           .b1_max = PS_B1MAX_NONE,
+                           .nc = nc,
+                           .seed = seed};
+    ref_problem rp;
+    assert_int_equal(ref_problem_random(&ro, &rp), 0);
+    const size_t nx = 2 * ref_nc(&rp.d) * nt;
+    for (size_t i = 0; i < nx; i++)
+        rp.x[i] *= 2.0;
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&rp.d, &p), PS_CONVERGED);
+    assert_int_equal(ps_problem_nx(p), nx);
+    const size_t nl = ns < PS_CPU_LANES ? ns : PS_CPU_LANES;
+    double *lg = malloc(nx * sizeof *lg), *fg = malloc(nx * sizeof *fg);
+    double *mw = malloc(3 * ns * sizeof *mw);
+    assert_true(lg && fg && mw);
+    for (int prec = 0; prec < 2; prec++) {
+        /* the spins alone, summed as the lanes sum them (baseline vectors) */
+        ps_cpu_isa_limit(PS_CPU_ISA_BASE);
+        double f = 0.0;
+        memset(fg, 0, nx * sizeof *fg);
+        for (size_t l = 0; l < nl; l++) {
+            double lf = 0.0;
+            memset(lg, 0, nx * sizeof *lg);
+            for (size_t j = l * ns / nl; j < (l + 1) * ns / nl; j++) {
+                const ps_problem_desc dj = spin_alone(&rp.d, j);
+                ps_problem *pj = NULL;
+                assert_int_equal(ps_problem_create(&dj, &pj), PS_CONVERGED);
+                obj_result rj;
+                obj_run(pj, prec, 1, 0, rp.x, &rj);
+                lf += rj.f;
+                for (size_t i = 0; i < nx; i++)
+                    lg[i] += rj.g[i];
+                memcpy(mw + 3 * j, rj.m, 3 * sizeof *mw);
+                obj_free(&rj);
+                ps_problem_free(pj);
+            }
+            f += lf;
+            for (size_t i = 0; i < nx; i++)
+                fg[i] += lg[i];
+        }
+        for (int t = 1; t <= 4; t++) { /* 1 and 2 threads; baseline, then the widest */
+            ps_cpu_isa_limit(t <= 2 ? PS_CPU_ISA_BASE : PS_CPU_ISA_AVX2);
+            obj_result r;
+            obj_run(p, prec, 2 - t % 2, 0, rp.x, &r);
+            assert_true(r.f == f);
+            for (size_t i = 0; i < nx; i++)
+                assert_true(r.g[i] == fg[i]);
+            assert_memory_equal(r.m, mw, 3 * ns * sizeof *mw);
+            obj_free(&r);
+        }
+    }
+    ps_cpu_isa_limit(PS_CPU_ISA_AVX2);
+    free(lg);
+    free(fg);
+    free(mw);
+    ps_problem_free(p);
+    ref_problem_free(&rp);
+}
+
+static void test_groups_are_spins_alone(void **state)
+{
+    (void)state;
+    printf("spin loops: baseline%s\n",
+           ps_cpu_isa() == PS_CPU_ISA_AVX2 ? " and AVX2 (this CPU has it)" : " only");
+    const size_t nss[5] = {1, 5, 37, 203, 1030};
+    for (int i = 0; i < 5; i++) {
+        groups_are_spins_alone(nss[i], 0, 70 + (uint64_t)i);
+        groups_are_spins_alone(nss[i], 3, 80 + (uint64_t)i);
+    }
+}
+
 /*
  * ps_eval works in the physical pulse also when the problem has b1_max:
  * the same F and gradient, bit for bit, as the problem without it.
@@ -555,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_channels_vs_reference),
         cmocka_unit_test(test_checkpoint_accuracy),
         cmocka_unit_test(test_threads_and_m),
+        cmocka_unit_test(test_groups_are_spins_alone),
         cmocka_unit_test(test_eval_ignores_b1max),
         cmocka_unit_test(test_subnormals_flushed),
     };
