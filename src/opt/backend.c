@@ -10,6 +10,7 @@
 #endif
 
 #include "common/log.h"
+#include "cpu/objective.h"
 #include "cuda/gpu.h"
 #include "opt/backend.h"
 
@@ -64,8 +65,7 @@ void ps_cpu_device(const ps_options *o, char *buf, size_t len)
 #ifdef _OPENMP
     nthreads = o->threads > 0 ? o->threads : omp_get_max_threads();
 #endif
-    snprintf(buf, len, "cpu: %d thread%s, %s", nthreads,
-             nthreads == 1 ? "" : "s",
-             o->precision == PS_PRECISION_SINGLE ? "float32 spins"
-                                                 : "float64 spins");
+    snprintf(buf, len, "cpu: %d thread%s, %s, %s", nthreads, nthreads == 1 ? "" : "s",
+             o->precision == PS_PRECISION_SINGLE ? "float32 spins" : "float64 spins",
+             ps_cpu_isa() == PS_CPU_ISA_AVX2 ? "AVX2" : "baseline vectors");
 }

@@ -25,7 +25,8 @@ int ps_pick_backend(const ps_options *o, ps_backend *use, int *fell_back);
 /* GPU statuses after which backend auto may run on the CPU. */
 int ps_gpu_can_fall_back(int st);
 
-/* "cpu: N threads, float32 spins" for ps_result.device. */
+/* "cpu: N threads, float32 spins, AVX2" for ps_result.device (the last: the
+ * spin loops' instruction set, cpu/objective.h). */
 void ps_cpu_device(const ps_options *o, char *buf, size_t len);
 
 #endif /* PS_SRC_BACKEND_H */
