@@ -1,7 +1,8 @@
 /*
- * CPU backend of the objective: OpenMP over fixed lanes of spins, each lane
- * accumulating its own gradient, then a fixed-order sum over lanes, so the
- * result does not depend on the number of threads. Within a thread's lanes,
+ * CPU backend of the objective: OpenMP over items of consecutive fixed
+ * lanes of spins, each lane accumulating its own gradient, then a
+ * fixed-order sum over lanes, so the result does not depend on the number
+ * of threads. Within a thread's lanes,
  * groups of PS_CPU_GROUP spins are simulated together, a spin a vector slot
  * (cpu/objective_tmpl.h), without changing a bit of any spin's terms or of
  * the order in which they are summed.
@@ -49,8 +50,15 @@
 #define LANES_EVAL(P, isa, ...) ((void)(isa), lanes_eval_##P(__VA_ARGS__))
 #endif
 
-/* ps_cpu_isa_limit's limit (objective.h); set by tests before any call */
-static int isa_limit = PS_CPU_ISA_AVX2;
+/* ps_cpu_isa_limit's and ps_cpu_group_limit's limits (objective.h); set by
+ * tests before any call */
+static int isa_limit = PS_CPU_ISA_AVX2, group_limit = PS_CPU_GROUP;
+
+int ps_cpu_group_limit(int limit)
+{
+    group_limit = limit < 1 ? 1 : limit > PS_CPU_GROUP ? PS_CPU_GROUP : limit;
+    return group_limit;
+}
 
 int ps_cpu_isa_limit(int limit)
 {
@@ -61,6 +69,7 @@ int ps_cpu_isa_limit(int limit)
 int ps_cpu_isa(void)
 {
 #ifdef PS_CPU_AVX2
+    __builtin_cpu_init(); /* idempotent; needed if a constructor calls this */
     if (isa_limit >= PS_CPU_ISA_AVX2 && __builtin_cpu_supports("avx2"))
         return PS_CPU_ISA_AVX2;
 #endif
@@ -83,6 +92,30 @@ static size_t segment_length(size_t nt, size_t rs)
     while (K * K < nt)
         K++;
     return K;
+}
+
+/*
+ * Lanes a parallel item takes (consecutive lanes; cpu/objective_tmpl.h
+ * fills groups of gw spins from an item's spins, the last one partial):
+ * the fewest groups over all items, where fewer lanes an item do not cost
+ * 5% more groups, and 2 items a thread at least. Items change only how the
+ * work is shared, not the bits (the lanes sum).
+ */
+static size_t item_lanes(size_t ns, size_t nl, size_t gw, size_t nthreads)
+{
+    size_t best = 1, best_groups = 0, most = nl / (2 * nthreads);
+    for (size_t lpi = 1; lpi == 1 || lpi <= most; lpi++) {
+        size_t groups = 0;
+        for (size_t L0 = 0; L0 < nl; L0 += lpi) {
+            const size_t L1 = L0 + lpi < nl ? L0 + lpi : nl;
+            groups += (L1 * ns / nl - L0 * ns / nl + gw - 1) / gw;
+        }
+        if (lpi == 1 || (double)groups < 0.95 * (double)best_groups) {
+            best = lpi;
+            best_groups = groups;
+        }
+    }
+    return best;
 }
 
 /*
@@ -163,11 +196,13 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
 #endif
 
     if (!oom) {
-        const int isa = ps_cpu_isa();
-        /* parallel items of lanes with a group's spins at least, where there are */
-        size_t lpi = (PS_CPU_GROUP * nl + ns - 1) / ns, nitem;
-        lpi = lpi < 1 ? 1 : lpi > nl ? nl : lpi;
-        nitem = (nl + lpi - 1) / lpi;
+        const int isa = ps_cpu_isa(), gw = group_limit;
+#ifdef _OPENMP
+        const size_t lpi = item_lanes(ns, nl, (size_t)gw, (size_t)nthreads);
+#else
+        const size_t lpi = item_lanes(ns, nl, (size_t)gw, 1);
+#endif
+        const size_t nitem = (nl + lpi - 1) / lpi;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) reduction(|| : oom) if (ns * nt >= PS_CPU_PARALLEL_MIN)
 #endif
@@ -181,11 +216,11 @@ static int objective(const ps_problem *p, const ps_design *des, double mu, int p
             } else if (single) {
                 const unsigned fp = ps_flush_begin(); /* subnormals flushed (cpu/fpmode.h) */
                 oom |= LANES_EVAL(f, isa, p, u, v, gdt, ck, sg, K, nl, L0, L1, gacc, nx, gaccg, m,
-                                  lane_loss) != 0;
+                                  lane_loss, gw) != 0;
                 ps_flush_end(fp);
             } else {
                 oom |= LANES_EVAL(d, isa, p, u, v, gdt, ck, sg, K, nl, L0, L1, gacc, nx, gaccg, m,
-                                  lane_loss) != 0;
+                                  lane_loss, gw) != 0;
             }
             free(ck);
             free(sg);

@@ -16,7 +16,8 @@
 
 /* The instruction set of the spin loops: the build's baseline (SSE2 on
  * x86-64), or AVX2 where the build has that path (x86-64, GCC) and the CPU
- * the instructions. The same bits either way. */
+ * the instructions. The same bits either way (NaNs aside: their sign and
+ * payload follow the order of an operation's operands). */
 enum { PS_CPU_ISA_BASE = 0, PS_CPU_ISA_AVX2 = 1 };
 
 /* The one the next calls take. */
@@ -25,6 +26,11 @@ int ps_cpu_isa(void);
 /* Caps the instruction set of every later call at limit (PS_CPU_ISA_*; for
  * tests, before any call, not while one runs); returns ps_cpu_isa(). */
 int ps_cpu_isa_limit(int limit);
+
+/* Caps the spins simulated together (32) at limit (1: one spin at a time,
+ * as a loop over spins; tests, as ps_cpu_isa_limit): the same bits for
+ * every limit. Returns the cap now in force. */
+int ps_cpu_group_limit(int limit);
 
 /*
  * CPU evaluation. x[nx] is the optimizer's variable: the pulse (u, v)
@@ -60,8 +66,9 @@ int ps_objective_cpu_pulse(const ps_problem *p, int precision, int threads,
                            const double *x, double *f, double *grad, double *m);
 
 /* ps_objective_cpu with the backward sweep's segment length seg (steps;
- * 0: the automatic one, every state kept unless a spin's trajectory passes
- * 16 MiB): seg < nt keeps checkpoints every seg steps and replays each
+ * 0: the automatic one, every state kept unless a group's states pass
+ * 16 MiB, past 43,690 steps in float32 and 21,845 in float64, with groups
+ * of 32 spins): seg < nt keeps checkpoints every seg steps and replays each
  * segment from its own, seg >= nt keeps every state. The same results bit
  * for bit for every seg. */
 int ps_objective_cpu_segments(const ps_problem *p, int precision, int threads, size_t seg,

@@ -294,28 +294,31 @@ static void PS_CFN(group_backward)(const PS_CFN(spin_ws) *ws, const PS_CFN(group
  * gacc + its lane nx (and r_a dL/dtheta_z to gaccg + its lane 3 nt, if
  * gaccg), in spin order. mout[ns][3] (may be NULL) receives M_Nt. u, v
  * [nc][nt], gdt [nt][3]; ckpt [nseg][3][PS_GW] and seg [K][3][PS_GW] the
- * states' room (spin_ws). Returns 0, or -1 when out of memory.
+ * states' room (spin_ws). gw (1..PS_GW) caps the spins of a group (the
+ * same bits for every gw: ps_cpu_group_limit). Returns 0, or -1 when out
+ * of memory.
  */
 PS_FLUSH_NOINLINE /* called between ps_flush_begin and _end (cpu/fpmode.h) */
 static int PS_CFN(lanes_eval)(const ps_problem *p, const PS_REAL *u, const PS_REAL *v,
                               const PS_REAL *gdt, PS_REAL *ckpt, PS_REAL *seg, size_t K,
                               size_t nl, size_t L0, size_t L1, double *gacc, size_t nx,
-                              double *gaccg, double *mout, double *lane_loss)
+                              double *gaccg, double *mout, double *lane_loss, int gw)
 {
     const size_t ns = p->ns, nt = p->nt, jend = L1 * ns / nl;
     size_t lane = L0;
     const PS_CFN(spin_ws) wss = {u, v, gdt, ckpt, seg}, *ws = &wss;
-    PS_CFN(group) *g = malloc(sizeof *g); /* 256 bytes a spin and channel (float, 32 spins) */
+    PS_CFN(group) *g = malloc(sizeof *g); /* 17.7 KB (float; 34.8 KB double) */
     if (!g)
         return -1;
     g->relax = p->t1 || p->t2;
     g->nc = (int)p->nc;
-    for (size_t j0 = L0 * ns / nl; j0 < jend; j0 += PS_GW) {
+    gw = gw < 1 ? 1 : gw > PS_GW ? PS_GW : gw;
+    for (size_t j0 = L0 * ns / nl; j0 < jend; j0 += (size_t)gw) {
         double w[PS_GW], md[PS_GW][3], lamd[PS_GW][3];
         size_t lanes[PS_GW];
         PS_REAL m[3][PS_GW], lam[3][PS_GW];
         int back = 0;
-        g->n = jend - j0 < PS_GW ? (int)(jend - j0) : PS_GW;
+        g->n = jend - j0 < (size_t)gw ? (int)(jend - j0) : gw;
         for (int l = 0; l < PS_GW; l++) {
             const size_t j = j0 + (size_t)(l < g->n ? l : g->n - 1);
             while (j >= (lane + 1) * ns / nl)

@@ -508,7 +508,7 @@ static ps_problem_desc spin_alone(const ps_problem_desc *d, size_t j)
  */
 static void groups_are_spins_alone(size_t ns, size_t nc, uint64_t seed)
 {
-    const size_t nt = 90;
+    const size_t nt = 100; /* 1030 spins: above PS_CPU_PARALLEL_MIN spin-steps */
     ref_problem_opts ro = {.ns = ns,
                            .nt = nt,
                            .loss = PS_LOSS_FULL,
@@ -583,6 +583,132 @@ static void test_groups_are_spins_alone(void **state)
         groups_are_spins_alone(nss[i], 0, 70 + (uint64_t)i);
         groups_are_spins_alone(nss[i], 3, 80 + (uint64_t)i);
     }
+}
+
+/* Every CPU objective entry point's results at one setting (group_cap) */
+typedef struct cap_result {
+    double f[4], viol, *g[4], *m[3], *gg;
+} cap_result;
+
+static void cap_run(const ps_problem *p, int precision, const double *x, const double *xp,
+                    cap_result *r)
+/* x in the optimizer's variables, xp the physical pulse and waveforms */
+{
+    const size_t nx = ps_problem_nx(p), ns = ps_problem_ns(p), nt = ps_problem_nt(p);
+    for (int i = 0; i < 4; i++) {
+        r->g[i] = malloc(nx * sizeof(double));
+        assert_non_null(r->g[i]);
+        tu_poison(r->g[i], nx);
+        if (i < 3) {
+            r->m[i] = malloc(3 * ns * sizeof(double));
+            assert_non_null(r->m[i]);
+            tu_poison(r->m[i], 3 * ns);
+        }
+    }
+    r->gg = malloc(3 * nt * sizeof(double));
+    assert_non_null(r->gg);
+    tu_poison(r->gg, 3 * nt);
+    assert_int_equal(ps_objective_cpu(p, precision, 2, x, &r->f[0], r->g[0], r->m[0]), PS_CONVERGED);
+    assert_int_equal(ps_objective_cpu_segments(p, precision, 2, 7, x, &r->f[1], r->g[1], r->m[1]),
+                     PS_CONVERGED);
+    assert_int_equal(ps_objective_cpu_penalty(p, precision, 2, 1.7, x, &r->f[2], r->g[2], r->m[2],
+                                              &r->viol),
+                     PS_CONVERGED);
+    assert_int_equal(ps_objective_cpu_pulse_g(p, precision, 2, xp, &r->f[3], r->g[3], r->gg),
+                     PS_CONVERGED);
+}
+
+static void cap_same(const ps_problem *p, const cap_result *a, const cap_result *b)
+{
+    const size_t nx = ps_problem_nx(p), ns = ps_problem_ns(p), nt = ps_problem_nt(p);
+    for (int i = 0; i < 4; i++) {
+        assert_memory_equal(&a->f[i], &b->f[i], sizeof(double));
+        assert_memory_equal(a->g[i], b->g[i], nx * sizeof(double));
+        if (i < 3)
+            assert_memory_equal(a->m[i], b->m[i], 3 * ns * sizeof(double));
+    }
+    assert_memory_equal(&a->viol, &b->viol, sizeof(double));
+    assert_memory_equal(a->gg, b->gg, 3 * nt * sizeof(double));
+}
+
+static void cap_free(cap_result *r)
+{
+    for (int i = 0; i < 4; i++) {
+        free(r->g[i]);
+        if (i < 3)
+            free(r->m[i]);
+    }
+    free(r->gg);
+}
+
+/*
+ * ps_cpu_group_limit(1) simulates one spin at a time (the loop over spins
+ * that the groups replace), and every entry point gives the same bits with
+ * groups of 32 and of 7, in the baseline instruction set and in AVX2 where
+ * the CPU has it: ps_objective_cpu, the same with checkpointed segments of
+ * 7 steps, with the penalty (designed axes past gmax, mu 1.7), and dF/dG
+ * of every axis (ps_objective_cpu_pulse_g). Problems with designed x and y
+ * axes (their dF/dG sums through the same lanes), 3 channels, strong
+ * relaxation; 37, 203 and 2100 spins (the last above PS_CPU_PARALLEL_MIN:
+ * 2 threads split it); both precisions.
+ */
+static void groups_cap(size_t ns, uint64_t seed)
+{
+    const size_t nt = 100;
+    ref_problem_opts ro = {.ns = ns,
+                           .nt = nt,
+                           .loss = PS_LOSS_MLS,
+                           .relax = REF_RELAX_STRONG,
+                           .lambda = 0.0,
+                           .b1_max = PS_B1MAX_NONE,
+                           .nc = 3,
+                           .seed = seed};
+    ref_problem rp;
+    assert_int_equal(ref_problem_random(&ro, &rp), 0);
+    ps_problem_desc d = rp.d;
+    d.design_g = PS_AXIS_X | PS_AXIS_Y;
+    d.smax = 15000.0;
+    d.gmax = 0.05; /* below the waveforms' peak (x's slew variables below): the penalty acts */
+    ps_problem *p = NULL;
+    assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+    const size_t nx = ps_problem_nx(p);
+    assert_true(nx > 2 * 3 * nt);
+    double *x = malloc(nx * sizeof *x);
+    assert_non_null(x);
+    assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
+    for (size_t i = 0; i < 2 * 3 * nt; i++)
+        x[i] = 2.0 * rp.x[i]; /* more steps past the rotation's series */
+    for (size_t i = 2 * 3 * nt; i < nx; i++)
+        x[i] = 1.0 + 0.5 * sin(0.1 * (double)i); /* slew variables (xp: G/cm) */
+    for (int prec = 0; prec < 2; prec++) {
+        cap_result ref, r;
+        ps_cpu_isa_limit(PS_CPU_ISA_BASE);
+        assert_int_equal(ps_cpu_group_limit(1), 1);
+        cap_run(p, prec, x, x, &ref);
+        assert_true(ref.viol > 0.0);
+        const int caps[3] = {32, 7, 32}, isas[3] = {PS_CPU_ISA_BASE, PS_CPU_ISA_BASE, PS_CPU_ISA_AVX2};
+        for (int i = 0; i < 3; i++) {
+            ps_cpu_isa_limit(isas[i]);
+            assert_int_equal(ps_cpu_group_limit(caps[i]), caps[i]);
+            cap_run(p, prec, x, x, &r);
+            cap_same(p, &ref, &r);
+            cap_free(&r);
+        }
+        cap_free(&ref);
+    }
+    ps_cpu_isa_limit(PS_CPU_ISA_AVX2);
+    ps_cpu_group_limit(32);
+    free(x);
+    ps_problem_free(p);
+    ref_problem_free(&rp);
+}
+
+static void test_groups_cap(void **state)
+{
+    (void)state;
+    groups_cap(37, 91);
+    groups_cap(203, 92);
+    groups_cap(2100, 93);
 }
 
 /*
@@ -668,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_accuracy),
         cmocka_unit_test(test_threads_and_m),
         cmocka_unit_test(test_groups_are_spins_alone),
+        cmocka_unit_test(test_groups_cap),
         cmocka_unit_test(test_eval_ignores_b1max),
         cmocka_unit_test(test_subnormals_flushed),
     };
