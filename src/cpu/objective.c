@@ -25,9 +25,10 @@
 #define PS_CPU_GROUP 32 /* spins simulated together, one a vector slot (cpu/objective_tmpl.h) */
 
 /* The spin loops of cpu/objective_tmpl.h per precision, in the build's
- * baseline instruction set (SSE2 on x86-64) and, on x86-64 with GCC, once
- * more for AVX2, taken at run time where the CPU has it (ps_cpu_isa): the
- * same operations, so the same bits, in vectors of 8 floats instead of 4. */
+ * baseline instruction set (SSE2 on x86-64) and, on x86-64 with GCC, for
+ * AVX2 and AVX-512 too, the widest the CPU has taken at run time
+ * (ps_cpu_isa): the same operations, so the same bits, in vectors of 8 or
+ * 16 floats instead of 4. */
 #define PS_ISA(name) name
 #include "cpu/objective_isa.h"
 #undef PS_ISA
@@ -40,19 +41,27 @@
 #include "cpu/objective_isa.h"
 #undef PS_ISA
 #pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,prefer-vector-width=512")
+#define PS_ISA(name) name##_avx512
+#include "cpu/objective_isa.h"
+#undef PS_ISA
+#pragma GCC pop_options
 #endif
 
 /* lanes_eval of precision P (f, d) in instruction set isa */
 #ifdef PS_CPU_AVX2
 #define LANES_EVAL(P, isa, ...)                                                           \
-    ((isa) == PS_CPU_ISA_AVX2 ? lanes_eval_##P##_avx2(__VA_ARGS__) : lanes_eval_##P(__VA_ARGS__))
+    ((isa) == PS_CPU_ISA_AVX512 ? lanes_eval_##P##_avx512(__VA_ARGS__)                   \
+     : (isa) == PS_CPU_ISA_AVX2 ? lanes_eval_##P##_avx2(__VA_ARGS__)                     \
+                                : lanes_eval_##P(__VA_ARGS__))
 #else
 #define LANES_EVAL(P, isa, ...) ((void)(isa), lanes_eval_##P(__VA_ARGS__))
 #endif
 
 /* ps_cpu_isa_limit's and ps_cpu_group_limit's limits (objective.h); set by
  * tests before any call */
-static int isa_limit = PS_CPU_ISA_AVX2, group_limit = PS_CPU_GROUP;
+static int isa_limit = PS_CPU_ISA_AVX512, group_limit = PS_CPU_GROUP;
 
 int ps_cpu_group_limit(int limit)
 {
@@ -70,6 +79,9 @@ int ps_cpu_isa(void)
 {
 #ifdef PS_CPU_AVX2
     __builtin_cpu_init(); /* idempotent; needed if a constructor calls this */
+    if (isa_limit >= PS_CPU_ISA_AVX512 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return PS_CPU_ISA_AVX512;
     if (isa_limit >= PS_CPU_ISA_AVX2 && __builtin_cpu_supports("avx2"))
         return PS_CPU_ISA_AVX2;
 #endif

@@ -15,10 +15,11 @@
 #define PS_CPU_LANES 64
 
 /* The instruction set of the spin loops: the build's baseline (SSE2 on
- * x86-64), or AVX2 where the build has that path (x86-64, GCC) and the CPU
- * the instructions. The same bits either way (NaNs aside: their sign and
- * payload follow the order of an operation's operands). */
-enum { PS_CPU_ISA_BASE = 0, PS_CPU_ISA_AVX2 = 1 };
+ * x86-64), or AVX2 or AVX-512 (F, DQ, VL) where the build has those paths
+ * (x86-64, GCC) and the CPU the instructions. The same bits every way
+ * (NaNs aside: their sign and payload follow the order of an operation's
+ * operands). */
+enum { PS_CPU_ISA_BASE = 0, PS_CPU_ISA_AVX2 = 1, PS_CPU_ISA_AVX512 = 2 };
 
 /* The one the next calls take. */
 int ps_cpu_isa(void);

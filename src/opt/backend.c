@@ -67,5 +67,7 @@ void ps_cpu_device(const ps_options *o, char *buf, size_t len)
 #endif
     snprintf(buf, len, "cpu: %d thread%s, %s, %s", nthreads, nthreads == 1 ? "" : "s",
              o->precision == PS_PRECISION_SINGLE ? "float32 spins" : "float64 spins",
-             ps_cpu_isa() == PS_CPU_ISA_AVX2 ? "AVX2" : "baseline vectors");
+             ps_cpu_isa() == PS_CPU_ISA_AVX512 ? "AVX-512"
+             : ps_cpu_isa() == PS_CPU_ISA_AVX2 ? "AVX2"
+                                               : "baseline vectors");
 }

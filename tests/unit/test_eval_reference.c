@@ -504,7 +504,8 @@ static ps_problem_desc spin_alone(const ps_problem_desc *d, size_t j)
  * (1, 5, 37, 203, 1030), strong relaxation, one and 3 channels, a spin of
  * weight 0 (ref_problem_random), a pulse twice its size (more steps past
  * the rotation's series), both precisions, 1 and 2 threads, the spin loops
- * in the baseline instruction set and in AVX2 where the CPU has it.
+ * in the baseline instruction set and in AVX2 and AVX-512 where the CPU
+ * has them.
  */
 static void groups_are_spins_alone(size_t ns, size_t nc, uint64_t seed)
 {
@@ -554,10 +555,10 @@ static void groups_are_spins_alone(size_t ns, size_t nc, uint64_t seed)
             for (size_t i = 0; i < nx; i++)
                 fg[i] += lg[i];
         }
-        for (int t = 1; t <= 4; t++) { /* 1 and 2 threads; baseline, then the widest */
-            ps_cpu_isa_limit(t <= 2 ? PS_CPU_ISA_BASE : PS_CPU_ISA_AVX2);
+        for (int t = 0; t < 6; t++) { /* 1 and 2 threads; baseline, AVX2, AVX-512 */
+            ps_cpu_isa_limit(t / 2);
             obj_result r;
-            obj_run(p, prec, 2 - t % 2, 0, rp.x, &r);
+            obj_run(p, prec, 1 + t % 2, 0, rp.x, &r);
             assert_true(r.f == f);
             for (size_t i = 0; i < nx; i++)
                 assert_true(r.g[i] == fg[i]);
@@ -565,7 +566,7 @@ static void groups_are_spins_alone(size_t ns, size_t nc, uint64_t seed)
             obj_free(&r);
         }
     }
-    ps_cpu_isa_limit(PS_CPU_ISA_AVX2);
+    ps_cpu_isa_limit(PS_CPU_ISA_AVX512);
     free(lg);
     free(fg);
     free(mw);
@@ -576,8 +577,9 @@ static void groups_are_spins_alone(size_t ns, size_t nc, uint64_t seed)
 static void test_groups_are_spins_alone(void **state)
 {
     (void)state;
-    printf("spin loops: baseline%s\n",
-           ps_cpu_isa() == PS_CPU_ISA_AVX2 ? " and AVX2 (this CPU has it)" : " only");
+    printf("spin loops: baseline%s\n", ps_cpu_isa() == PS_CPU_ISA_AVX512 ? ", AVX2 and AVX-512"
+                                        : ps_cpu_isa() == PS_CPU_ISA_AVX2 ? " and AVX2 (no AVX-512 here)"
+                                                                          : " only");
     const size_t nss[5] = {1, 5, 37, 203, 1030};
     for (int i = 0; i < 5; i++) {
         groups_are_spins_alone(nss[i], 0, 70 + (uint64_t)i);
@@ -644,9 +646,10 @@ static void cap_free(cap_result *r)
 /*
  * ps_cpu_group_limit(1) simulates one spin at a time (the loop over spins
  * that the groups replace), and every entry point gives the same bits with
- * groups of 32 and of 7, in the baseline instruction set and in AVX2 where
- * the CPU has it: ps_objective_cpu, the same with checkpointed segments of
- * 7 steps, with the penalty (designed axes past gmax, mu 1.7), and dF/dG
+ * groups of 32 and of 7, in the baseline instruction set and in AVX2 and
+ * AVX-512 where the CPU has them: ps_objective_cpu, the same with
+ * checkpointed segments of 7 steps, with the penalty (designed axes past
+ * gmax, mu 1.7), and dF/dG
  * of every axis (ps_objective_cpu_pulse_g). Problems with designed x and y
  * axes (their dF/dG sums through the same lanes), 3 channels, strong
  * relaxation; 37, 203 and 2100 spins (the last above PS_CPU_PARALLEL_MIN:
@@ -686,8 +689,9 @@ static void groups_cap(size_t ns, uint64_t seed)
         assert_int_equal(ps_cpu_group_limit(1), 1);
         cap_run(p, prec, x, x, &ref);
         assert_true(ref.viol > 0.0);
-        const int caps[3] = {32, 7, 32}, isas[3] = {PS_CPU_ISA_BASE, PS_CPU_ISA_BASE, PS_CPU_ISA_AVX2};
-        for (int i = 0; i < 3; i++) {
+        const int caps[4] = {32, 7, 32, 32},
+                  isas[4] = {PS_CPU_ISA_BASE, PS_CPU_ISA_BASE, PS_CPU_ISA_AVX2, PS_CPU_ISA_AVX512};
+        for (int i = 0; i < 4; i++) {
             ps_cpu_isa_limit(isas[i]);
             assert_int_equal(ps_cpu_group_limit(caps[i]), caps[i]);
             cap_run(p, prec, x, x, &r);
@@ -696,7 +700,7 @@ static void groups_cap(size_t ns, uint64_t seed)
         }
         cap_free(&ref);
     }
-    ps_cpu_isa_limit(PS_CPU_ISA_AVX2);
+    ps_cpu_isa_limit(PS_CPU_ISA_AVX512);
     ps_cpu_group_limit(32);
     free(x);
     ps_problem_free(p);
