@@ -2,10 +2,10 @@
  * CPU backend of the objective: OpenMP over items of consecutive fixed
  * lanes of spins, each lane accumulating its own gradient, then a
  * fixed-order sum over lanes, so the result does not depend on the number
- * of threads. Within a thread's lanes,
- * groups of PS_CPU_GROUP spins are simulated together, a spin a vector slot
- * (cpu/objective_tmpl.h), without changing a bit of any spin's terms or of
- * the order in which they are summed.
+ * of threads. Within a thread's lanes, groups of PS_CPU_GROUP spins are
+ * simulated together, a spin a vector slot (cpu/objective_tmpl.h), without
+ * changing a bit of any spin's terms or of the order in which they are
+ * summed.
  */
 #include <stdlib.h>
 #include <string.h>

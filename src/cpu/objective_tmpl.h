@@ -6,8 +6,9 @@
  *
  * Groups: the spins of a group take every step together, one spin a slot
  * of loops over the PS_GW slots, which the compiler unrolls and vectorizes
- * (GCC -O3: 4 floats or 2 doubles an SSE2 operation, 8 or 4 an AVX2 one), in the shared model
- * math (model/bloch_math.h, model/design.h) written for one spin. A slot
+ * (GCC -O3: 4 floats an SSE2 operation, 8 an AVX2 one, 16 an AVX-512 one),
+ * in the shared model math (model/bloch_math.h, model/design.h) written for
+ * one spin. A slot
  * computes what the one-spin functions compute, operation for operation
  * (no contraction, no reassociation), so every spin's bits are those of a
  * spin simulated alone. The rotation's coefficients take their series for
@@ -45,8 +46,7 @@ typedef struct PS_CFN(group) {
     PS_REAL gS[PS_MAX_CHANNELS][2][PS_GW]; /* dt gamma S_jc */
     double *ga[PS_GW]; /* the spin's lane's dL/dx accumulator; NULL: none (w = 0, padding) */
     double *gg[PS_GW]; /* its sum of r_a dL/dtheta_z per step [nt][3], or NULL */
-    double *ga1, *gg1; /* ga, gg of every adding spin when they share one lane, else NULL */
-    int relax, nc, n;
+    int relax, nc, n, dg; /* dg: the dL/dG sums are asked for (gg) */
 } PS_CFN(group);
 
 /* theta of step k for the group's spins (model/design.h), nt the pulse's
@@ -167,63 +167,67 @@ static inline void PS_CFN(group_adjoint)(const PS_CFN(group) *g, const PS_REAL t
 }
 
 /*
+ * acc[l][iu] += tu[l] (and acc[l][iv] += tv[l] if tv) for slots l < n in
+ * order, skipping slots whose acc is NULL; a run of slots with the same acc
+ * sums in a register.
+ */
+static inline void PS_CFN(group_sums)(double *const acc[PS_GW], int n, size_t iu,
+                                      const double tu[PS_GW], const double *tv, size_t iv)
+{
+    double *cur = NULL, su = 0.0, sv = 0.0;
+    for (int l = 0; l < n; l++) {
+        if (!acc[l])
+            continue;
+        if (acc[l] != cur) {
+            if (cur) {
+                cur[iu] = su;
+                if (tv)
+                    cur[iv] = sv;
+            }
+            cur = acc[l];
+            su = cur[iu];
+            sv = tv ? cur[iv] : 0.0;
+        }
+        su += tu[l];
+        if (tv)
+            sv += tv[l];
+    }
+    if (cur) {
+        cur[iu] = su;
+        if (tv)
+            cur[iv] = sv;
+    }
+}
+
+/*
  * Adds step k's dL/du_k, dL/dv_k of each spin (model/design.h, chain rule,
  * in double) to its lane's accumulator in the layout of x, and r_a gth_z
  * (dL/dG_k up to dt gamma) to its dL/dG sum, spin after spin: every sum
- * takes the same terms in the same order as a loop over the spins. When
- * the group's adding spins share one lane (g->ga1), each sum runs in a
- * register, its terms computed for the whole group first.
+ * takes the same terms in the same order as a loop over the spins. The
+ * terms are computed for the whole group first; each sum then runs in a
+ * register over a run of slots with the same lane (the whole group, unless
+ * it spans lanes).
  */
 static inline void PS_CFN(group_accumulate)(const PS_CFN(group) *g, size_t nt, size_t k,
                                             const PS_REAL gth[3][PS_GW])
 {
-    double gd[3][PS_GW];
+    double gd[3][PS_GW], tu[PS_GW], tv[PS_GW];
     for (int l = 0; l < PS_GW; l++)
         for (int i = 0; i < 3; i++)
             gd[i][l] = (double)gth[i][l];
-    if (g->ga1) {
-        double *ga = g->ga1, *gg = g->gg1;
-        if (gg) /* theta_z = gdt_k . r + wz: dL/dG_ka = dt gamma r_a gth_z */
-            for (int a = 0; a < 3; a++) {
-                double acc = gg[3 * k + a];
-                for (int l = 0; l < g->n; l++)
-                    if (g->ga[l])
-                        acc += (double)g->r[a][l] * gd[2][l];
-                gg[3 * k + a] = acc;
-            }
-        for (int c = 0; c < g->nc; c++) {
-            double gu[PS_GW], gv[PS_GW];
-            for (int l = 0; l < PS_GW; l++) {
-                const double t[3] = {gd[0][l], gd[1][l], gd[2][l]};
-                ps_design_spin_grad_channel_d((double)g->gS[c][0][l], (double)g->gS[c][1][l], t,
-                                              &gu[l], &gv[l]);
-            }
-            double au = ga[PS_X_U(nt, c, k)], av = ga[PS_X_V(nt, c, k)];
-            for (int l = 0; l < g->n; l++)
-                if (g->ga[l]) {
-                    au += gu[l];
-                    av += gv[l];
-                }
-            ga[PS_X_U(nt, c, k)] = au;
-            ga[PS_X_V(nt, c, k)] = av;
-        }
-        return;
+    /* theta_z = gdt_k . r + wz: dL/dG_ka = dt gamma r_a gth_z */
+    for (int a = 0; g->dg && a < 3; a++) {
+        for (int l = 0; l < PS_GW; l++)
+            tu[l] = (double)g->r[a][l] * gd[2][l];
+        PS_CFN(group_sums)(g->gg, g->n, 3 * k + a, tu, NULL, 0);
     }
-    for (int l = 0; l < g->n; l++) {
-        double *ga = g->ga[l], *gg = g->gg[l];
-        if (!ga)
-            continue;
-        if (gg)
-            for (int a = 0; a < 3; a++)
-                gg[3 * k + a] += (double)g->r[a][l] * gd[2][l];
-        const double t[3] = {gd[0][l], gd[1][l], gd[2][l]};
-        for (int c = 0; c < g->nc; c++) {
-            double gu, gv;
-            ps_design_spin_grad_channel_d((double)g->gS[c][0][l], (double)g->gS[c][1][l], t, &gu,
-                                          &gv);
-            ga[PS_X_U(nt, c, k)] += gu;
-            ga[PS_X_V(nt, c, k)] += gv;
+    for (int c = 0; c < g->nc; c++) {
+        for (int l = 0; l < PS_GW; l++) {
+            const double t[3] = {gd[0][l], gd[1][l], gd[2][l]};
+            ps_design_spin_grad_channel_d((double)g->gS[c][0][l], (double)g->gS[c][1][l], t,
+                                          &tu[l], &tv[l]);
         }
+        PS_CFN(group_sums)(g->ga, g->n, PS_X_U(nt, c, k), tu, tv, PS_X_V(nt, c, k));
     }
 }
 
@@ -312,6 +316,7 @@ static int PS_CFN(lanes_eval)(const ps_problem *p, const PS_REAL *u, const PS_RE
         return -1;
     g->relax = p->t1 || p->t2;
     g->nc = (int)p->nc;
+    g->dg = gacc && gaccg;
     gw = gw < 1 ? 1 : gw > PS_GW ? PS_GW : gw;
     for (size_t j0 = L0 * ns / nl; j0 < jend; j0 += (size_t)gw) {
         double w[PS_GW], md[PS_GW][3], lamd[PS_GW][3];
@@ -343,15 +348,6 @@ static int PS_CFN(lanes_eval)(const ps_problem *p, const PS_REAL *u, const PS_RE
             g->gg[l] = adds && gaccg ? gaccg + lane * 3 * nt : NULL;
             back |= adds;
         }
-        g->ga1 = g->gg1 = NULL; /* one lane for every adding spin? */
-        for (int l = 0; l < g->n; l++)
-            if (g->ga[l] && (!g->ga1 || g->ga[l] == g->ga1)) {
-                g->ga1 = g->ga[l];
-                g->gg1 = g->gg[l];
-            } else if (g->ga[l]) {
-                g->ga1 = g->gg1 = NULL;
-                break;
-            }
         PS_CFN(group_forward)(ws, g, nt, K, m, gacc != NULL);
         for (int l = 0; l < g->n; l++) {
             const size_t j = j0 + (size_t)l;
