@@ -620,7 +620,7 @@ static void snapshot_hammer(void **state)
 {
     /* phases long enough for the reader to see most publications */
     reference ref;
-    reference_make(&ref, "slice1d:nz=200,nt=300");
+    reference_make(&ref, "slice1d:nz=1000,nt=300");
     size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     ps_problem_x0(ref.p, x);
