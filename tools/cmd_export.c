@@ -31,6 +31,19 @@ int ps_cmd_export(const ps_cli *cli)
         code = PS_EXIT_SOLVER;
         goto done;
     }
+    for (size_t c = 0; c < nc; c++) { /* every destination, before anything is written */
+        char name[4200], buf[4200];
+        if (ps_pulseq_channel_path(cli->pulseq, c, nc, name, sizeof name) != 0) {
+            ps_cli_error("--pulseq %s: file name too long", cli->pulseq);
+            goto done;
+        }
+        if (ps_cli_output_path(name, NULL, "", 1, buf, sizeof buf) != PS_EXIT_OK)
+            goto done;
+        if (ps_cli_same_file(name, cli->input)) {
+            ps_cli_error("--pulseq %s: is the input result file", name);
+            goto done;
+        }
+    }
     if ((st = ps_h5_read_x_isolated(cli->input, p, 0.0, x, err, sizeof err)) != 0 ||
         (st = ps_pulseq_export(cli->pulseq, p, x, err, sizeof err)) != 0) {
         ps_cli_error("%s", err);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,8 @@ size_t ps_pulseq_raster_count(size_t n, double dt, double raster)
     time_units(dt, raster, &td, &tr);
     double r = (double)n * td / tr;
     double c = ceil(r - 1e-9 * r);
+    if (!(c <= (double)PS_PULSEQ_MAX_SAMPLES)) /* also NaN: checked before the conversion */
+        return 0;
     return c < 1.0 ? 1 : (size_t)c;
 }
 
@@ -187,7 +190,7 @@ static double max_abs(const double *w, size_t n)
 
 /* The text of channel c's file into f. */
 static int write_channel(FILE *f, const ps_problem_desc *d, size_t c, size_t nc,
-                         pulseq_waves *w)
+                         pulseq_waves *w, char *err, size_t errlen)
 {
     const double tau = 2.0 * 3.14159265358979323846;
     double gamma_bar = d->gamma_bar > 0.0 ? d->gamma_bar : PS_GAMMA_BAR_DEFAULT; /* Hz/G */
@@ -213,6 +216,19 @@ static int write_channel(FILE *f, const ps_problem_desc *d, size_t c, size_t nc,
         gid[a] = gamp[a] > 0.0 ? ++next_g : 0;
     }
     int rf = amp > 0.0;
+    /* amplitudes past the double range (finite samples whose magnitude or
+     * mean overflows) would write "inf" and wrapped shape values */
+    if (!isfinite(amp * gamma_bar)) {
+        fail(err, errlen, "export: channel %zu: the RF amplitude (%g G) is past the range of the "
+                          "file's numbers", c, amp);
+        return PS_ERR_NONFINITE;
+    }
+    for (int a = 0; a < 3; a++)
+        if (!isfinite(gamp[a] * gamma_bar * 100.0)) {
+            fail(err, errlen, "export: the gradient amplitude on axis %c (%g G/cm) is past the "
+                              "range of the file's numbers", "xyz"[a], gamp[a]);
+            return PS_ERR_NONFINITE;
+        }
 
     fprintf(f, "# Pulseq sequence file\n# Created by persolve %s\n", ps_version());
     fprintf(f, "# Transmit channel %zu of %zu (Pulseq has no dynamic parallel transmit: one file "
@@ -290,6 +306,13 @@ int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, cha
     memset(&w, 0, sizeof w);
     w.nrf = ps_pulseq_raster_count(nt, d.dt, PS_PULSEQ_RF_RASTER);
     w.ng = ps_pulseq_raster_count(nt, d.dt, PS_PULSEQ_GRAD_RASTER);
+    if (w.nrf == 0 || w.ng == 0) {
+        fail(err, errlen, "export: the pulse (%zu steps of dt = %g s) is longer than the %g s of "
+                          "%zu samples on the %g s RF raster that an exported file may hold",
+             nt, d.dt, (double)PS_PULSEQ_MAX_SAMPLES * PS_PULSEQ_RF_RASTER, PS_PULSEQ_MAX_SAMPLES,
+             PS_PULSEQ_RF_RASTER);
+        return PS_ERR_DT;
+    }
     double *col = malloc(nt * sizeof *col);
     w.u = malloc(w.nrf * sizeof(double));
     w.v = malloc(w.nrf * sizeof(double));
@@ -305,6 +328,24 @@ int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, cha
         goto done;
     }
 
+    /* every destination, before any file is written: replaced, never
+     * written through, so never a link, a device, a FIFO or a directory */
+    for (size_t c = 0; c < nc; c++) {
+        char name[4096];
+        struct stat sb;
+        if (ps_pulseq_channel_path(path, c, nc, name, sizeof name) != 0) {
+            st = PS_ERR_FILE;
+            fail(err, errlen, "%s: file name too long", path);
+            goto done;
+        }
+        if (lstat(name, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            st = PS_ERR_FILE;
+            fail(err, errlen, "%s: cannot write: %s", name,
+                 S_ISLNK(sb.st_mode) ? "is a symbolic link" : "not a regular file");
+            goto done;
+        }
+    }
+
     /* the gradient in effect: the designed axes (in the order x, y, z)
      * from x, the others the problem's */
     size_t designed = 0;
@@ -313,12 +354,20 @@ int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, cha
         for (size_t k = 0; k < nt; k++)
             col[k] = is_designed ? x[PS_X_G(nc, nt, designed, k)] : d.g[3 * k + (size_t)a];
         designed += (size_t)is_designed;
-        ps_pulseq_resample(col, nt, d.dt, PS_PULSEQ_GRAD_RASTER, w.g[a], w.ng);
+        if ((st = ps_pulseq_resample(col, nt, d.dt, PS_PULSEQ_GRAD_RASTER, w.g[a], w.ng)) != 0) {
+            fail(err, errlen, "export: the gradient cannot be resampled (dt = %g s)", d.dt);
+            goto done;
+        }
     }
 
     for (size_t c = 0; c < nc && st == 0; c++) {
-        ps_pulseq_resample(x + PS_X_U(nt, c, 0), nt, d.dt, PS_PULSEQ_RF_RASTER, w.u, w.nrf);
-        ps_pulseq_resample(x + PS_X_V(nt, c, 0), nt, d.dt, PS_PULSEQ_RF_RASTER, w.v, w.nrf);
+        if ((st = ps_pulseq_resample(x + PS_X_U(nt, c, 0), nt, d.dt, PS_PULSEQ_RF_RASTER, w.u,
+                                     w.nrf)) != 0 ||
+            (st = ps_pulseq_resample(x + PS_X_V(nt, c, 0), nt, d.dt, PS_PULSEQ_RF_RASTER, w.v,
+                                     w.nrf)) != 0) {
+            fail(err, errlen, "export: the RF cannot be resampled (dt = %g s)", d.dt);
+            break;
+        }
         char name[4096], tmp[4096 + PS_TEMP_SUFFIX_MAX];
         if (ps_pulseq_channel_path(path, c, nc, name, sizeof name) != 0) {
             st = PS_ERR_FILE;
@@ -333,11 +382,13 @@ int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, cha
             fail(err, errlen, "export: out of memory");
             break;
         }
-        st = write_channel(f, &d, c, nc, &w);
+        st = write_channel(f, &d, c, nc, &w, err, errlen);
         if (fclose(f) != 0 && st == 0)
             st = PS_ERR_NO_MEMORY;
-        if (st != 0) {
+        if (st == PS_ERR_NO_MEMORY) {
             fail(err, errlen, "export: out of memory");
+        } else if (st != 0) {
+            /* write_channel's message */
         } else if (ps_replace_file(name, 0644, text, len, tmp, sizeof tmp) != PS_REPLACE_DONE) {
             st = PS_ERR_FILE;
             fail(err, errlen, "%s: cannot write: %s", name, strerror(errno));

@@ -39,16 +39,23 @@ extern "C" {
 #define PS_PULSEQ_BLOCK_RASTER 1e-5
 #define PS_PULSEQ_ADC_RASTER 1e-7
 
+/* The most samples a waveform of an exported file may have: 16.8 s on
+ * the RF raster (a pulse longer than that is not an RF pulse, and its
+ * arrays would take gigabytes). */
+#define PS_PULSEQ_MAX_SAMPLES ((size_t)1 << 24)
+
 /* Raster intervals that cover n steps of dt: ceil(n dt / raster), a
  * relative 1e-9 of slack against rounding; 0 when dt or raster is not
- * positive and finite or n is 0. */
+ * positive and finite, n is 0, or the count exceeds
+ * PS_PULSEQ_MAX_SAMPLES. */
 size_t ps_pulseq_raster_count(size_t n, double dt, double raster);
 
 /*
  * out[i] = the mean over [i raster, (i+1) raster) of the waveform w that
  * is w[k] on [k dt, (k+1) dt) for k < n and 0 after n dt, for i <
  * nout = ps_pulseq_raster_count(n, dt, raster). PS_ERR_NULL, PS_ERR_DT
- * (dt or raster not positive and finite), PS_ERR_SIZE (nout not that count).
+ * (dt or raster not positive and finite, or the count past
+ * PS_PULSEQ_MAX_SAMPLES), PS_ERR_SIZE (nout not that count).
  */
 int ps_pulseq_resample(const double *w, size_t n, double dt, double raster, double *out,
                        size_t nout);
@@ -64,8 +71,11 @@ int ps_pulseq_channel_path(const char *path, size_t c, size_t nc, char *buf, siz
  * hold them) with the gradient in effect (the problem's, its designed axes
  * from x) as Pulseq files: ps_pulseq_channel_path's names, each replaced
  * atomically. On error a message naming the file and the reason goes into
- * err[errlen]: PS_ERR_NULL, PS_ERR_NONFINITE (x not finite), PS_ERR_FILE
- * (a file that cannot be written), PS_ERR_NO_MEMORY.
+ * err[errlen]: PS_ERR_NULL, PS_ERR_NONFINITE (x not finite, or an
+ * amplitude of the file past the double range), PS_ERR_DT (a pulse of
+ * more than PS_PULSEQ_MAX_SAMPLES on a raster), PS_ERR_FILE (a file that
+ * cannot be written, or a destination that is not a regular file: a
+ * symbolic link, a device, a directory), PS_ERR_NO_MEMORY.
  */
 int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, char *err,
                      size_t errlen);

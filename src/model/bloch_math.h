@@ -205,7 +205,8 @@ PS_HD void ps_reparam_backward(double bm, double zp, double zq, double gu,
 PS_HD void ps_reparam_inverse(double bm, double u, double v, double *zp,
                               double *zq)
 {
-    double a = sqrt(u * u + v * v);
+    double a2 = u * u + v * v;
+    double a = isfinite(a2) ? sqrt(a2) : hypot(u, v); /* |b| past sqrt(DBL_MAX): no overflow */
     if (a == 0.0) {
         *zp = 0.0;
         *zq = 0.0;

@@ -938,16 +938,18 @@ static void test_design_checkpoint_corrupt(void **state)
 /* Runs long enough (0.5 s and more) for a signal to find them running:
  * on the GPU an iteration of SIG_PROBLEM takes about 45 us, so those run
  * without stopping tests; on the CPU, two threads whatever the machine
- * has (40 iterations take about 1.5 s there; with 16 threads they could
- * end before the signal). */
+ * has (200 iterations take 1.1 s and more there: about 5.7 ms an
+ * iteration on a 2-core machine with AVX-512, so that 40 ended before
+ * the signal; with 16 threads they could too), and no tolerance stops
+ * them early. */
 #ifdef PS_TEST_GPU
 #define LONG_ITERS "100000"
 #define STOP_ITERS "30000"
 #define SIG_OPTS "--gtol", "0", "--ftol", "0",
 #else
-#define LONG_ITERS "400"
-#define STOP_ITERS "40"
-#define SIG_OPTS "--threads", "2",
+#define LONG_ITERS "1000"
+#define STOP_ITERS "200"
+#define SIG_OPTS "--threads", "2", "--gtol", "0", "--ftol", "0",
 #endif
 
 /*
@@ -2212,6 +2214,58 @@ static void test_output_unwritable(void **state)
     unlink("cli_full.h5");
 }
 
+static void test_export_refusals(void **state)
+{
+    (void)state;
+    /* a pulse longer than an exported file may hold: refused before any
+     * array is sized (dt = 2.3e13 s made the gradient count 2^61, whose
+     * byte count wrapped to 0; dt = 1e100 past size_t) */
+    run_result *r = run("preset", "spiral2d:n=2,nt=1,dt=23058430115195.371", "-o", "cli_exl.h5", NULL);
+    assert_code(r, 0);
+    r = run("export", "cli_exl.h5", "--pulseq", "cli_exl.seq", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "is longer than the 16.7772 s");
+    assert_one_line(r->err);
+    r = run("preset", "spiral2d:n=2,nt=10,dt=1e100", "-o", "cli_exl.h5", NULL);
+    assert_code(r, 0);
+    r = run("export", "cli_exl.h5", "--pulseq", "cli_exl.seq", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "dt = 1e+100 s");
+    assert_false(prefix_exists("cli_exl.seq"));
+    unlink("cli_exl.h5");
+
+    /* destinations: never a symbolic link, a FIFO or the input itself */
+    r = run("preset", "spiral2d:n=4,nt=20", "-o", "cli_ex.h5", NULL);
+    assert_code(r, 0);
+    unlink("cli_ex_fifo");
+    unlink("cli_ex_lnk");
+    assert_int_equal(mkfifo("cli_ex_fifo", 0644), 0);
+    assert_int_equal(symlink("cli_ex_target", "cli_ex_lnk"), 0);
+    r = run("export", "cli_ex.h5", "--pulseq", "cli_ex_fifo", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_ex_fifo: cannot write: not a regular file");
+    r = run("export", "cli_ex.h5", "--pulseq", "cli_ex_lnk", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "cli_ex_lnk: cannot write: is a symbolic link");
+    r = run("export", "cli_ex.h5", "--pulseq", "cli_ex.h5", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "--pulseq cli_ex.h5: is the input result file");
+    struct stat sb;
+    assert_int_equal(lstat("cli_ex_fifo", &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    assert_int_equal(lstat("cli_ex_lnk", &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    char head[9];
+    slurp("cli_ex.h5", head, sizeof head); /* the input is still an HDF5 file */
+    assert_memory_equal(head, "\x89HDF\r\n\x1a\n", 8);
+    r = run("export", "cli_ex.h5", "--pulseq", "cli_ex.seq", NULL);
+    assert_code(r, 0);
+    unlink("cli_ex.seq");
+    unlink("cli_ex_fifo");
+    unlink("cli_ex_lnk");
+    unlink("cli_ex.h5");
+}
+
 static void test_unknown_names(void **state)
 {
     (void)state;
@@ -2810,6 +2864,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_special_inputs),
         cmocka_unit_test(test_reader_loops),
         cmocka_unit_test(test_output_unwritable),
+        cmocka_unit_test(test_export_refusals),
         cmocka_unit_test(test_unknown_names),
         cmocka_unit_test(test_bad_limits_and_types),
         cmocka_unit_test(test_zero_start),

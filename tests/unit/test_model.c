@@ -12,6 +12,7 @@
  */
 #include <complex.h>
 #include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -587,6 +588,25 @@ static double ulps_d(double a, double b)
  * Each side is also compared with long double evaluations of the exact
  * functions (each branch is accurate where it is used).
  */
+/* The start point of a pulse past sqrt(DBL_MAX) under b1_max: clipped to
+ * 0.9 b1_max in the pulse's direction, not zeroed by |b|^2 overflowing. */
+static void test_reparam_inverse_huge(void **state)
+{
+    (void)state;
+    const double bm = 0.05, z09 = atanh(0.9);
+    const double cases[][2] = {{1e160, 0.0}, {-3e200, 4e200}, {1e308, 1e308}, {0.03, -0.04}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double u = cases[i][0], v = cases[i][1], zp, zq;
+        ps_reparam_inverse(bm, u, v, &zp, &zq);
+        double a = hypot(u, v), r = fmin(a / bm, 0.9);
+        assert_true(isfinite(zp) && isfinite(zq));
+        assert_true(fabs(hypot(zp, zq) - atanh(r)) <= 1e-12);
+        assert_true(zp * u >= 0.0 && zq * v >= 0.0); /* the pulse's direction */
+        if (a > bm)
+            assert_true(fabs(hypot(zp, zq) - z09) <= 1e-12);
+    }
+}
+
 static void test_series_switch(void **state)
 {
     (void)state;
@@ -1031,6 +1051,7 @@ int main(void)
         cmocka_unit_test(test_small_tip_fourier),
         cmocka_unit_test(test_relaxation_recovery),
         cmocka_unit_test(test_identity_zero_field),
+        cmocka_unit_test(test_reparam_inverse_huge),
         cmocka_unit_test(test_series_switch),
         cmocka_unit_test(test_step_vs_reference),
         cmocka_unit_test(test_adjoint_vs_fd),
