@@ -536,6 +536,7 @@ static int parse_overrides(const char *name, const char *list,
                            preset_param *prm, char *err, size_t errlen)
 {
     const char *p = list;
+    unsigned long long seen = 0; /* the keys given so far, by index */
     while (*p) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
@@ -564,6 +565,12 @@ static int parse_overrides(const char *name, const char *list,
             return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': unknown key '%s' (keys: %s)",
                         name, key, keys);
         }
+        const unsigned idx = (unsigned)(q - prm);
+        if (idx < 64 && (seen >> idx) & 1u)
+            return ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': key '%s' given twice",
+                                 name, key);
+        if (idx < 64)
+            seen |= 1ull << idx;
         if (strcmp(key, "design_g") == 0) { /* the one value that is a name */
             unsigned axes;
             if (ps_design_g_parse(val, &axes) != PS_CONVERGED)

@@ -1077,6 +1077,8 @@ static void test_bad_gradient_keys(void **state)
     /* inversion has no gradient to design */
     bad("inversion:design_g=x,smax=1e4", "unknown key 'design_g'");
     bad("inversion:smax=1e4", "unknown key 'smax'");
+    bad("spiral2d:nt=20,n=4,nt=30", "key 'nt' given twice");
+    bad("ptx2d:design_g=xy,smax=1e4,design_g=x", "key 'design_g' given twice");
 }
 
 int main(void)
