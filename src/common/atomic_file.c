@@ -4,9 +4,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+
+const char *ps_replace_refusal(const char *path)
+{
+    struct stat ls;
+    if (!path || lstat(path, &ls) != 0 || S_ISREG(ls.st_mode))
+        return NULL;
+    return S_ISLNK(ls.st_mode) ? "is a symbolic link" : "not a regular file";
+}
 
 int ps_create_temp_beside(const char *path, int mode, char *tmp, size_t len)
 {

@@ -13,6 +13,11 @@
 /* The most characters a temporary name adds to its path (".tmp-PID-N"). */
 #define PS_TEMP_SUFFIX_MAX 40
 
+/* Why path cannot be replaced (the rename replaces the path itself, so
+ * only a regular file or no file is): "is a symbolic link", "not a
+ * regular file", or NULL when it can. */
+const char *ps_replace_refusal(const char *path);
+
 /*
  * A new, empty file beside `path`, for a write that is renamed over it:
  * path.tmp-PID-N, never an existing file (O_EXCL), created with `mode`

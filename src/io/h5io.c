@@ -1531,11 +1531,9 @@ static int h5_begin(const h5ctx *c, h5out *o)
 {
     char why[200];
     o->file = -1;
-    /* the rename replaces the path itself: only a regular file (or none) */
-    struct stat ls;
-    if (lstat(c->path, &ls) == 0 && !S_ISREG(ls.st_mode))
-        return h5_fail(c, PS_ERR_FILE, "cannot write: %s",
-                       S_ISLNK(ls.st_mode) ? "is a symbolic link" : "not a regular file");
+    const char *refused = ps_replace_refusal(c->path);
+    if (refused)
+        return h5_fail(c, PS_ERR_FILE, "cannot write: %s", refused);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl >= 0 && H5Pset_fapl_core(fapl, H5_CORE_INCREMENT, 0) >= 0)
         o->file = H5Fcreate(c->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);

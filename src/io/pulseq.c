@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,16 +331,15 @@ int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, cha
      * written through, so never a link, a device, a FIFO or a directory */
     for (size_t c = 0; c < nc; c++) {
         char name[4096];
-        struct stat sb;
+        const char *refused;
         if (ps_pulseq_channel_path(path, c, nc, name, sizeof name) != 0) {
             st = PS_ERR_FILE;
             fail(err, errlen, "%s: file name too long", path);
             goto done;
         }
-        if (lstat(name, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        if ((refused = ps_replace_refusal(name)) != NULL) {
             st = PS_ERR_FILE;
-            fail(err, errlen, "%s: cannot write: %s", name,
-                 S_ISLNK(sb.st_mode) ? "is a symbolic link" : "not a regular file");
+            fail(err, errlen, "%s: cannot write: %s", name, refused);
             goto done;
         }
     }
@@ -369,11 +367,7 @@ int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, cha
             break;
         }
         char name[4096], tmp[4096 + PS_TEMP_SUFFIX_MAX];
-        if (ps_pulseq_channel_path(path, c, nc, name, sizeof name) != 0) {
-            st = PS_ERR_FILE;
-            fail(err, errlen, "%s: file name too long", path);
-            break;
-        }
+        ps_pulseq_channel_path(path, c, nc, name, sizeof name); /* its length checked above */
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
@@ -387,9 +381,7 @@ int ps_pulseq_export(const char *path, const ps_problem *p, const double *x, cha
             st = PS_ERR_NO_MEMORY;
         if (st == PS_ERR_NO_MEMORY) {
             fail(err, errlen, "export: out of memory");
-        } else if (st != 0) {
-            /* write_channel's message */
-        } else if (ps_replace_file(name, 0644, text, len, tmp, sizeof tmp) != PS_REPLACE_DONE) {
+        } else if (st == 0 && ps_replace_file(name, 0644, text, len, tmp, sizeof tmp) != PS_REPLACE_DONE) {
             st = PS_ERR_FILE;
             fail(err, errlen, "%s: cannot write: %s", name, strerror(errno));
         }
