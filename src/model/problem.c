@@ -121,6 +121,9 @@ static int gradient_validate(const ps_problem_desc *d, char *msg, size_t len)
                                  d->smax != 0.0 ? "smax" : d->gmax != 0.0 ? "gmax" : "g_end");
         return PS_CONVERGED;
     }
+    if (d->smax == 0.0)
+        return ps_status_msg(msg, len, PS_ERR_GRADIENT,
+                             "smax is missing: design_g needs the slew-rate limit (G/cm/s: 150 T/m/s is 15000)");
     if (!isfinite(d->smax) || !(d->smax > 0.0))
         return ps_status_msg(msg, len, PS_ERR_GRADIENT, "smax = %g must be finite and > 0 (G/cm/s) with design_g",
                              d->smax);

@@ -1907,7 +1907,7 @@ static void test_gradient_design(void **state)
     assert_contains(r->err, "attribute design_g: 'yx'");
     r = run("eval", "spiral2d:n=8,nt=20,design_g=xy", NULL);
     assert_code(r, 3);
-    assert_contains(r->err, "smax = 0 must be finite and > 0");
+    assert_contains(r->err, "smax is missing: design_g needs the slew-rate limit");
     r = run("preset", "slice1d:design_g=q,smax=1e4", "-o", "cli_gd_x.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "design_g='q'");

@@ -1069,7 +1069,7 @@ static void test_bad_gradient_keys(void **state)
     bad("slice1d:design_g=z,smax=1e4,gmax=4,g_end=2", "g_end=2 must be 0 or 1");
     bad("slice1d:design_g=z,smax=1e4,gmax=4,g_end=0.5", "g_end=0.5 must be 0 or 1");
     /* combinations the problem refuses, named with the parameters given */
-    bad("spiral2d:design_g=xy", "smax = 0 must be finite and > 0");
+    bad("spiral2d:design_g=xy", "smax is missing: design_g needs the slew-rate limit");
     bad("spiral2d:smax=15000", "smax given without design_g");
     bad("ptx2d:gmax=4", "gmax given without design_g");
     bad("slice1d:design_g=z,smax=1e4,g_end=1", "g_end needs gmax");

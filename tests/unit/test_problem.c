@@ -301,12 +301,13 @@ static void test_designed_axes_fields(void **state)
         const char *msg;
     } bad[] = {
         {PS_ERR_GRADIENT, "design_g = 9 has bits beyond"},
-        {PS_ERR_GRADIENT, "smax = 0 must be finite and > 0"},
+        {PS_ERR_GRADIENT, "smax is missing: design_g needs the slew-rate limit"},
         {PS_ERR_NONFINITE, "gmax is NaN"},
         {PS_ERR_GRADIENT, "gmax = -1 must be finite"},
         {PS_ERR_GRADIENT, "g_end needs gmax"},
         {PS_ERR_GRADIENT, "g_end = 2 must be 0 or 1"},
         {PS_ERR_GRADIENT, "gmax given without design_g"},
+        {PS_ERR_GRADIENT, "smax = -5 must be finite and > 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         base g;
@@ -320,6 +321,7 @@ static void test_designed_axes_fields(void **state)
         case 3: g.d.gmax = -1.0; break;
         case 4: g.d.g_end = 1; break;
         case 5: g.d.g_end = 2; break;
+        case 7: g.d.smax = -5.0; break;
         default: g.d.design_g = 0; g.d.smax = 0.0; g.d.gmax = 4.0; break;
         }
         int st = ps_problem_validate(&g.d, msg, sizeof msg);
