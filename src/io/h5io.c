@@ -58,6 +58,7 @@ typedef struct h5ctx {
     char *err;
     size_t errlen;
     const ps_h5_read_opts *opts; /* reading: --strict and the warnings (NULL: none) */
+    size_t held;                 /* reading: bytes of the arrays read so far */
 } h5ctx;
 
 #if defined(__GNUC__)
@@ -221,6 +222,13 @@ static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms
         snprintf(buf + n, len - n, "]");
 }
 
+/* The machine's physical memory in bytes (0: unknown). */
+static double h5_memory_bytes(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
+}
+
 /*
  * Read the float64 dataset `name` of shape [rows] (cols == 0) or
  * [rows,cols], with the transmit channels of `channels`
@@ -235,7 +243,7 @@ static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms
  * from, for messages). A missing optional dataset gives *out = NULL and
  * status 0.
  */
-static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
+static int h5_read_array(hid_t file, h5ctx *c, const char *name,
                          int required, size_t rows, const char *rows_sym,
                          size_t cols, int channels, size_t *nc,
                          const char *nc_from, double **out, size_t *rows_out)
@@ -401,7 +409,27 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         goto done;
     }
     total *= nch;
-    double *buf = malloc(total * sizeof(double));
+    /* a small file can declare arrays of many GB (chunks never written
+     * read as the fill value): refused when they cannot fit twice (the
+     * arrays read, and the problem made from them) in this machine's
+     * memory, before the library spends minutes filling them */
+    const size_t bytes = total * sizeof(double);
+    const double mem = h5_memory_bytes();
+    if (mem > 0.0 && 2.0 * ((double)c->held + (double)bytes) > mem) {
+        char shape[96], before[64] = "";
+        h5_shape_str(shape, sizeof shape, rank, dims);
+        if (c->held)
+            snprintf(before, sizeof before, ", %.3g GB with the arrays read before it",
+                     ((double)c->held + (double)bytes) / 1e9);
+        status = h5_fail(c, PS_ERR_NO_MEMORY,
+                         "%s: %s is %.3g GB%s; a problem's arrays are held twice while it "
+                         "is read, and this machine has %.3g GB of memory",
+                         name, shape, (double)bytes / 1e9, before, mem / 1e9);
+        goto done;
+    }
+    if (c->opts && c->opts->reading)
+        c->opts->reading(c->opts->warn_user, (uint64_t)bytes);
+    double *buf = malloc(bytes);
     if (!buf) {
         status = h5_fail(c, PS_ERR_NO_MEMORY, "%s: out of memory for %zu values",
                          name, total);
@@ -415,6 +443,7 @@ static int h5_read_array(hid_t file, const h5ctx *c, const char *name,
         goto done;
     }
     *out = buf;
+    c->held += bytes;
     if (rows_out)
         *rows_out = n;
     if (channels == PS_CH_INNER)
@@ -1050,7 +1079,7 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
 int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_problem **out,
                           char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, opts};
+    h5ctx c = {path, err, errlen, opts, 0};
     double *arrays[H5_NDATASETS] = {NULL};
     double b1max[PS_MAX_CHANNELS]; /* the limits of attribute b1_max [Nc] */
     ps_problem_desc d;
@@ -1161,7 +1190,7 @@ done:
 int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *err,
                      size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL};
+    h5ctx c = {path, err, errlen, NULL, 0};
     double *b1 = NULL;
     int st = 0;
 
@@ -1206,7 +1235,7 @@ int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *er
 
 int ps_h5_read_x(const char *path, const ps_problem *p, double *x, char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL};
+    h5ctx c = {path, err, errlen, NULL, 0};
     ps_problem_desc d;
     double *g = NULL;
     if (err && errlen)
@@ -1612,7 +1641,7 @@ static int h5_write_prepare(const h5ctx *c, const ps_problem *p,
 int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
                         size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL};
+    h5ctx c = {path, err, errlen, NULL, 0};
     ps_problem_desc d;
     h5out o;
     int st = h5_write_prepare(&c, p, &d);
@@ -1767,7 +1796,7 @@ int ps_h5_write_result_info(const char *path, const ps_problem *p, const double 
                             const double *m, const ps_result *r,
                             const ps_h5_result_info *info, char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL};
+    h5ctx c = {path, err, errlen, NULL, 0};
     ps_problem_desc d;
     h5out o;
     double *hist = NULL;
@@ -1854,7 +1883,7 @@ int ps_h5_write_eval_info(const char *path, const ps_problem *p, const double *x
                           const double *grad, const double *grad_g, const double *m,
                           const ps_h5_result_info *info, char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL};
+    h5ctx c = {path, err, errlen, NULL, 0};
     ps_problem_desc d;
     h5out o;
     double *rows = NULL;

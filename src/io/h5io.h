@@ -14,6 +14,7 @@
 #define PS_SRC_H5IO_H
 
 #include <signal.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include "persolve.h"
@@ -38,6 +39,10 @@ typedef struct ps_h5_read_opts {
      * handler's flag) the reading child is killed and the read returns
      * PS_CANCELLED (NULL: never) */
     const volatile sig_atomic_t *cancel;
+    /* told, with warn_user, the bytes of each array before it is read
+     * (ps_h5_read_problem_isolated: its time limit grows by them) (NULL:
+     * not told) */
+    void (*reading)(void *user, uint64_t bytes);
 } ps_h5_read_opts;
 
 /* ps_h5_read_problem with names checked: every top-level group, dataset

@@ -49,6 +49,7 @@ enum {
     ISO_ARRAY,       /* u32 index in PS_PROBLEM_ARRAYS, doubles */
     ISO_B1MAX,       /* the per-channel limits [nc] */
     ISO_X,           /* a pulse x[nx] */
+    ISO_READING,     /* u64 bytes of the array the child reads next */
     ISO_END,
 };
 
@@ -110,6 +111,11 @@ static void iso_warn(void *user, const char *msg)
     iso_send(*(int *)user, ISO_WARNING, msg, strlen(msg), NULL, 0);
 }
 
+static void iso_reading(void *user, uint64_t bytes)
+{
+    iso_send(*(int *)user, ISO_READING, &bytes, sizeof bytes, NULL, 0);
+}
+
 typedef struct iso_problem_job {
     const char *path;
     const ps_h5_read_opts *opts;
@@ -118,11 +124,12 @@ typedef struct iso_problem_job {
 static int iso_child_problem(int fd, void *ctx)
 {
     const iso_problem_job *job = ctx;
-    ps_h5_read_opts o = {0, NULL, NULL, NULL};
+    ps_h5_read_opts o = {0, NULL, NULL, NULL, NULL};
     if (job->opts)
         o = *job->opts;
     o.warn = job->opts && job->opts->warn ? iso_warn : NULL;
     o.warn_user = &fd;
+    o.reading = iso_reading;
     char err[1024];
     ps_problem *p = NULL;
     int st = ps_h5_read_problem_ex(job->path, &o, &p, err, sizeof err);
@@ -189,14 +196,18 @@ static int iso_fail(const char *path, char *err, size_t errlen, int st, const ch
 /*
  * Run fn(fd, ctx) in a child and collect what it writes to fd into *b.
  * Returns 0 when the child ended normally (exit 0), else the error with
- * its message in err.
+ * its message in err. With the default time limit (timeout_s <= 0), each
+ * ISO_READING record received adds its bytes at PS_H5_READ_RATE: the
+ * limit is for a reader that loops, and a file may declare (as unwritten
+ * chunks) more data than it holds.
  */
 static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double timeout_s,
                    const volatile sig_atomic_t *cancel, iso_buf *b, char *err, size_t errlen)
 {
     int fds[2];
     struct stat st_file;
-    if (timeout_s <= 0.0)
+    const int grows = timeout_s <= 0.0;
+    if (grows)
         timeout_s = PS_H5_READ_TIMEOUT + (stat(path, &st_file) == 0
                                               ? (double)st_file.st_size / PS_H5_READ_RATE
                                               : 0.0);
@@ -228,7 +239,8 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
         _exit(fn(fds[1], ctx));
     }
     close(fds[1]);
-    const double deadline = ps_monotonic_seconds() + timeout_s;
+    double deadline = ps_monotonic_seconds() + timeout_s;
+    size_t scanned = 0; /* where the next record not yet looked at starts */
     int timed_out = 0, st = 0;
     for (;;) {
         double left = deadline - ps_monotonic_seconds();
@@ -264,6 +276,21 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
         if (k <= 0)
             break; /* EOF: the child has ended (or closed) */
         b->len += (size_t)k;
+        uint32_t kind;
+        uint64_t n;
+        while (b->len - scanned >= 12) {
+            memcpy(&kind, b->data + scanned, 4);
+            memcpy(&n, b->data + scanned + 4, 8);
+            if (n > b->len - scanned - 12)
+                break;
+            if (grows && kind == ISO_READING && n == sizeof n) {
+                uint64_t bytes;
+                memcpy(&bytes, b->data + scanned + 12, sizeof bytes);
+                deadline += (double)bytes / PS_H5_READ_RATE;
+                timeout_s += (double)bytes / PS_H5_READ_RATE;
+            }
+            scanned += 12 + (size_t)n;
+        }
     }
     close(fds[0]);
     int ws = 0;
@@ -374,6 +401,8 @@ int ps_h5_read_problem_isolated(const char *path, const ps_h5_read_opts *opts, d
             break;
         }
         switch (kind) {
+        case ISO_READING:
+            break;
         case ISO_WARNING:
             if (opts && opts->warn) {
                 char msg[1024];
@@ -471,7 +500,7 @@ int ps_h5_read_x_isolated(const char *path, const ps_problem *p, double timeout_
             got = 1;
         } else if (kind == ISO_END) {
             ended = 1;
-        } else {
+        } else if (kind != ISO_READING) {
             st = iso_fail(path, err, errlen, PS_ERR_FILE, "%s",
                           "the reading process sent a malformed record");
         }

@@ -1957,7 +1957,7 @@ static void test_gradient_malformed(void **state)
     expect_read_error(path, PS_ERR_FILE, "attribute smax: wrong shape", "2 values");
     write_designed(path);
     delete_attr(path, "/", "smax");
-    expect_read_error(path, PS_ERR_GRADIENT, "attribute smax", "smax = 0 must be finite and > 0");
+    expect_read_error(path, PS_ERR_GRADIENT, "attribute smax", "smax is missing");
     /* values the validation refuses, named by their attribute */
     static const struct {
         const char *attr;
@@ -2174,7 +2174,7 @@ static void test_unreadable_attribute(void **state)
     assert_true(at > 0);
     /* strict: a changed name is an unknown attribute (without --strict a
      * warning names it) */
-    const ps_h5_read_opts strict = {1, NULL, NULL, NULL};
+    const ps_h5_read_opts strict = {1, NULL, NULL, NULL, NULL};
     int ok = 0, failed = 0;
     /* the value 0.125 (float64, little-endian) ends the attribute's bytes */
     const unsigned char value[8] = {0, 0, 0, 0, 0, 0, 0xc0, 0x3f};
@@ -2209,6 +2209,56 @@ static void test_unreadable_attribute(void **state)
     assert_true(failed > 0);
 }
 
+static void count_reading(void *user, uint64_t bytes)
+{
+    *(uint64_t *)user += bytes;
+}
+
+/* A small file that declares arrays larger than this machine can hold
+ * twice is refused before they are filled, by the reader and by the
+ * isolated reader (whose time limit grows with the bytes each array
+ * declares; here told through opts->reading). */
+static void test_declared_too_large(void **state)
+{
+    (void)state;
+    const char *path = "io_declared_large.h5";
+    write_full(path);
+    ps_h5_read_opts o = {0, NULL, NULL, NULL, NULL};
+    uint64_t told = 0;
+    o.reading = count_reading;
+    o.warn_user = &told;
+    char err[512];
+    ps_problem *p = NULL;
+    assert_int_equal(ps_h5_read_problem_ex(path, &o, &p, err, sizeof err), 0);
+    ps_problem_desc d;
+    assert_int_equal(ps_problem_describe(p, &d), 0);
+    /* every array of the file, as doubles: r, target, w, b1, g of
+     * make_full and its optional ones */
+    uint64_t want = 0;
+    want += (uint64_t)d.ns * 3 * 8; /* r */
+    assert_true(told >= want);
+    assert_true(told % 8 == 0);
+    printf("arrays told: %llu bytes\n", (unsigned long long)told);
+    ps_problem_free(p);
+
+    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    const hsize_t rows = (hsize_t)1 << 31; /* the Ns limit: 51.5 GB as [Ns,3] */
+    if (mem <= 0.0 || mem >= 2.0 * (double)rows * 24.0) {
+        printf("%.3g GB of memory: a [2^31,3] array fits twice, not read\n", mem / 1e9);
+        return;
+    }
+    huge_dset(path, "/spins/r", rows, 3);
+    expect_read_error(path, PS_ERR_NO_MEMORY, "/spins/r: [2147483648,3] is 51.5 GB",
+                      "held twice");
+    told = 0;
+    memset(err, 'x', sizeof err);
+    int st = ps_h5_read_problem_isolated(path, &o, 0.0, &p, err, sizeof err);
+    printf("isolated -> %d: %s\n", st, err);
+    assert_int_equal(st, PS_ERR_NO_MEMORY);
+    assert_null(p);
+    assert_msg(err, "/spins/r: [2147483648,3] is 51.5 GB");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2220,6 +2270,7 @@ int main(void)
         cmocka_unit_test(test_wrong_shape),
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_unreadable_attribute),
+        cmocka_unit_test(test_declared_too_large),
         cmocka_unit_test(test_missing_attribute),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_truncated),
