@@ -60,24 +60,25 @@ int ps_cmd_eval(const ps_cli *cli)
     ps_cli_constraints k;
     if (ps_cli_constraint_values(p, NULL, &k) == 0 && k.has_limit) {
         size_t over = 0, worst = 0;
-        double excess = 0.0; /* the largest |b_ck| / limit_c */
+        double excess = 0.0, peak = 0.0; /* the largest |b_ck| / limit_c, and its |b_ck| */
         for (size_t c = 0; c < k.nc; c++)
             for (size_t t = 0; t < nt; t++) {
                 double a = hypot(x[PS_X_U(nt, c, t)], x[PS_X_V(nt, c, t)]);
                 over += a > k.limit[c];
                 if (a / k.limit[c] > excess) {
                     excess = a / k.limit[c];
+                    peak = a;
                     worst = c;
                 }
             }
         if (over && k.nc == 1)
             ps_cli_error("warning: the pulse exceeds b1_max = %g G at %zu of %zu steps (peak %g "
                          "G); F is evaluated at the pulse as given", k.limit[0], over, nt,
-                         excess * k.limit[0]);
+                         peak);
         else if (over)
             ps_cli_error("warning: the pulse exceeds b1_max at %zu of %zu steps of its channels "
                          "(channel %zu: peak %g G, limit %g G); F is evaluated at the pulse as "
-                         "given", over, k.nc * nt, worst, excess * k.limit[worst],
+                         "given", over, k.nc * nt, worst, peak,
                          k.limit[worst]);
     }
 
