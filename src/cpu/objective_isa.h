@@ -8,11 +8,13 @@
 #define PS_SFX(name) name##_f
 #define PS_CFN(name) PS_ISA(name##_f)
 #define PS_FMA PS_FMA_F
+#define PS_MID_Q PS_MID_Q_F
 #include "cpu/objective_tmpl.h"
 #undef PS_REAL
 #undef PS_SFX
 #undef PS_CFN
 #undef PS_FMA
+#undef PS_MID_Q
 
 #define PS_REAL double
 #define PS_SFX(name) name##_d

@@ -12,9 +12,11 @@
  * computes what the one-spin functions compute, operation for operation
  * (no contraction, no reassociation), so every spin's bits are those of a
  * spin simulated alone. The rotation's coefficients take their series for
- * every slot (no branch in the loop); the slots past it (phi^2 >= 0.25)
- * then take ps_rot_coeffs one by one (sine, cosine and divisions from
- * libm, which has no vector form of the same bits). The gradient's double
+ * every slot (no branch in the loop); in float32, when the slots past it
+ * (phi^2 >= 0.25) are all below PS_MID_Q (phi^2 < 4), every slot takes
+ * the polynomials there too and those slots keep them; otherwise the
+ * slots past the series take ps_rot_coeffs one by one (sine, cosine and
+ * divisions from libm, which has no vector form of the same bits). The gradient's double
  * accumulation stays one spin at a time in spin order: each sum over spins
  * adds the same terms in the same order as a loop over spins would.
  *
@@ -88,6 +90,22 @@ static inline int PS_CFN(group_q)(const PS_REAL th[3][PS_GW], PS_REAL q[PS_GW])
     return past;
 }
 
+/* Whether every slot is below PS_MID_Q (float32: the slots past the
+ * series then all take the polynomials, vectorized; 0 in float64, which
+ * has none, and for NaN, which ps_rot_coeffs passes on). */
+static inline int PS_CFN(group_mid)(const PS_REAL q[PS_GW])
+{
+#ifdef PS_MID_Q
+    int below = 1;
+    for (int l = 0; l < PS_GW; l++)
+        below &= q[l] < (PS_REAL)PS_MID_Q;
+    return below;
+#else
+    (void)q;
+    return 0;
+#endif
+}
+
 /* The step with its coefficients (ps_bloch_step_coeffs per slot); relax a
  * constant where it is called, so that the loop has no branch. */
 static inline void PS_CFN(group_step_apply)(const PS_CFN(group) *g, const PS_REAL th[3][PS_GW],
@@ -113,10 +131,23 @@ static inline void PS_CFN(group_step)(const PS_CFN(group) *g, const PS_REAL th[3
     const int past = PS_CFN(group_q)(th, q);
     for (int l = 0; l < PS_GW; l++)
         PS_SFX(ps_rot_coeffs_series)(q[l], &c[l], &A[l], &B[l]);
-    if (past)
+    if (past && PS_CFN(group_mid)(q)) {
+#ifdef PS_MID_Q
+        PS_REAL cm[PS_GW], Am[PS_GW], Bm[PS_GW];
+        for (int l = 0; l < PS_GW; l++)
+            PS_SFX(ps_rot_coeffs_mid)(q[l], &cm[l], &Am[l], &Bm[l]);
+        for (int l = 0; l < PS_GW; l++) {
+            const int mid = !(q[l] < (PS_REAL)PS_SERIES_Q);
+            c[l] = mid ? cm[l] : c[l];
+            A[l] = mid ? Am[l] : A[l];
+            B[l] = mid ? Bm[l] : B[l];
+        }
+#endif
+    } else if (past) {
         for (int l = 0; l < PS_GW; l++)
             if (!(q[l] < (PS_REAL)PS_SERIES_Q))
                 PS_SFX(ps_rot_coeffs)(q[l], &c[l], &A[l], &B[l]);
+    }
     if (g->relax)
         PS_CFN(group_step_apply)(g, th, c, A, B, m, 1);
     else
@@ -156,10 +187,24 @@ static inline void PS_CFN(group_adjoint)(const PS_CFN(group) *g, const PS_REAL t
     const int past = PS_CFN(group_q)(th, q);
     for (int l = 0; l < PS_GW; l++)
         PS_SFX(ps_rot_coeffs_jac_series)(q[l], &c[l], &A[l], &B[l], &C[l]);
-    if (past)
+    if (past && PS_CFN(group_mid)(q)) {
+#ifdef PS_MID_Q
+        PS_REAL cm[PS_GW], Am[PS_GW], Bm[PS_GW], Cm[PS_GW];
+        for (int l = 0; l < PS_GW; l++)
+            PS_SFX(ps_rot_coeffs_jac_mid)(q[l], &cm[l], &Am[l], &Bm[l], &Cm[l]);
+        for (int l = 0; l < PS_GW; l++) {
+            const int mid = !(q[l] < (PS_REAL)PS_SERIES_Q);
+            c[l] = mid ? cm[l] : c[l];
+            A[l] = mid ? Am[l] : A[l];
+            B[l] = mid ? Bm[l] : B[l];
+            C[l] = mid ? Cm[l] : C[l];
+        }
+#endif
+    } else if (past) {
         for (int l = 0; l < PS_GW; l++)
             if (!(q[l] < (PS_REAL)PS_SERIES_Q))
                 PS_SFX(ps_rot_coeffs_jac)(q[l], &c[l], &A[l], &B[l], &C[l]);
+    }
     if (g->relax)
         PS_CFN(group_adjoint_apply)(g, th, c, A, B, C, mprev, lam, gth, 1);
     else

@@ -43,6 +43,9 @@
 
 /* Below this q = phi^2 the rotation coefficients use their series. */
 #define PS_SERIES_Q 0.25
+/* float32: below this q (and from PS_SERIES_Q) they are polynomials
+ * (model/bloch_math_tmpl.h, PS_MID_A); past it sine and cosine. */
+#define PS_MID_Q_F 4.0
 
 /*
  * Multiply-adds. On the GPU they are explicit fused multiply-adds and the
@@ -87,6 +90,7 @@ static __device__ __forceinline__ float ps_recip_root_f(float q)
 #define PS_RSQRT sqrtf
 #define PS_FMA PS_FMA_F
 #define PS_SERIES_TERMS 4
+#define PS_MID_Q PS_MID_Q_F
 #include "model/bloch_math_tmpl.h"
 
 #define PS_REAL double

@@ -2,7 +2,7 @@
  * Precision template for model/bloch_math.h: included once per PS_REAL (float,
  * double) with PS_SFX naming the functions. No include guard on purpose.
  * It #undefs its parameters (PS_REAL, PS_SFX, PS_RSQRT, PS_RECIP_ROOT,
- * PS_RSINCOS, PS_FMA, PS_SERIES_TERMS) at its end, so the includer only defines them.
+ * PS_RSINCOS, PS_FMA, PS_SERIES_TERMS, PS_MID_Q) at its end, so the includer only defines them.
  * The formulas are documented in model/bloch_math.h.
  */
 
@@ -16,6 +16,38 @@
 #define PS_SER_A(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(2.8114572543455206e-15), (PS_REAL)(-7.6471637318198164e-13)), (PS_REAL)(1.6059043836821613e-10)), (PS_REAL)(-2.505210838544172e-08)), (PS_REAL)(2.7557319223985893e-06)), (PS_REAL)(-0.00019841269841269841)), (PS_REAL)(0.0083333333333333332)), (PS_REAL)(-0.16666666666666666)), (PS_REAL)(1)))
 #define PS_SER_B(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(1.5619206968586225e-16), (PS_REAL)(-4.7794773323873853e-14)), (PS_REAL)(1.1470745597729725e-11)), (PS_REAL)(-2.08767569878681e-09)), (PS_REAL)(2.7557319223985888e-07)), (PS_REAL)(-2.4801587301587302e-05)), (PS_REAL)(0.0013888888888888889)), (PS_REAL)(-0.041666666666666664)), (PS_REAL)(0.5)))
 #define PS_SER_C(q) (PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, PS_FMA(q, (PS_REAL)(8.22063524662433e-18), (PS_REAL)(-2.8114572543455206e-15)), (PS_REAL)(7.647163731819816e-13)), (PS_REAL)(-1.6059043836821613e-10)), (PS_REAL)(2.505210838544172e-08)), (PS_REAL)(-2.7557319223985893e-06)), (PS_REAL)(0.0001984126984126984)), (PS_REAL)(-0.008333333333333333)), (PS_REAL)(0.16666666666666666)))
+#endif
+
+/* float32 between PS_SERIES_Q and PS_MID_Q (1/4 <= phi^2 < 4): A, B and
+ * C as polynomials in t = q - PS_MID_T0, cos(phi/2) and sin(phi/2)/phi in
+ * q - PS_MID_H0 (the subtractions exact for q >= 1.06). Each is the
+ * weighted least-squares fit over [1/4, 4] with its coefficients rounded
+ * to float32 one at a time and the later ones refitted (degree 5 for A
+ * and B, 4 for the others; below 5e-10 relative before rounding). The
+ * two centres are floats where A and B (cos(phi/2) and sin(phi/2)/phi)
+ * are within 0.012 ulp of floats, so that the constant terms are exact:
+ * a rounded constant shifts every step near the centre the same way (a
+ * Chebyshev interpolant with rounded coefficients moves the step's norm
+ * c^2 + q A^2, which must be 1, by -2e-8 a step: -2e-5 over 1,000
+ * steps). tools/rotation_poly.py makes them and checks them. Evaluated with fused
+ * multiply-adds, every float32 q of the range (2^25, against float64)
+ * gives A, B, C, cos(phi/2) and sin(phi/2)/phi within 1.3 units of 2^-24
+ * relative and c = 1 - q B within 1.5 units absolute; c^2 + q A^2 - 1
+ * has mean 7e-11, rms 4.2e-8 and no 1/8-wide stretch of q with a mean
+ * past 5e-10 (sine and cosine: 3e-11, 7.3e-8, 1.1e-9), and the half
+ * angle's rotation is unbiased likewise (5e-10 relative). That is as
+ * close as sinf and cosf of a rounded phi (C = (1 - A)/q was up to 67
+ * units off near q = 1/4), in a third of their operations and without
+ * the slow path of a range reduction. tests/unit/test_model.c
+ * (test_mid_range) samples 2^17 q against long double on the CPU. */
+#ifdef PS_MID_Q
+#define PS_MID_T0 2.1085867881774902
+#define PS_MID_H0 2.077481985092163
+#define PS_MID_A(t) (PS_FMA(t, PS_FMA(t, PS_FMA(t, PS_FMA(t, PS_FMA(t, (PS_REAL)(-2.2916156083852002e-08), (PS_REAL)(2.5026647563208826e-06)), (PS_REAL)(-0.0001762548490660265)), (PS_REAL)(0.007149434182792902)), (PS_REAL)(-0.13406915962696075)), (PS_REAL)(0.6838133335113525)))
+#define PS_MID_B(t) (PS_FMA(t, PS_FMA(t, PS_FMA(t, PS_FMA(t, PS_FMA(t, (PS_REAL)(-1.8000740897861078e-09), (PS_REAL)(2.543167454405193e-07)), (PS_REAL)(-2.256865809613373e-05)), (PS_REAL)(0.001239159144461155)), (PS_REAL)(-0.036130163818597794)), (PS_REAL)(0.41809025406837463)))
+#define PS_MID_C(t) (PS_FMA(t, PS_FMA(t, PS_FMA(t, PS_FMA(t, (PS_REAL)(2.3741520749354095e-08), (PS_REAL)(-2.5521042061882326e-06)), (PS_REAL)(0.0001816327712731436)), (PS_REAL)(-0.007532425224781036)), (PS_REAL)(0.14995193481445312)))
+#define PS_MID_QC(t) (PS_FMA(t, PS_FMA(t, PS_FMA(t, PS_FMA(t, (PS_REAL)(9.384183385918732e-08), (PS_REAL)(-2.090855014102999e-05)), (PS_REAL)(0.0024713994935154915)), (PS_REAL)(-0.11445731669664383)), (PS_REAL)(0.7513613700866699)))
+#define PS_MID_QH(t) (PS_FMA(t, PS_FMA(t, PS_FMA(t, PS_FMA(t, (PS_REAL)(5.163292016163723e-09), (PS_REAL)(-1.5057529481055099e-06)), (PS_REAL)(0.0002508943434804678)), (PS_REAL)(-0.019771190360188484)), (PS_REAL)(0.4578292667865753)))
 #endif
 
 /* The series branch of ps_rot_coeffs (q < PS_SERIES_Q): no branch and no
@@ -38,12 +70,36 @@ PS_HD void PS_SFX(ps_rot_coeffs_jac_series)(PS_REAL q, PS_REAL *c, PS_REAL *A, P
     *c = PS_FMA(-q, *B, (PS_REAL)1);
 }
 
+#ifdef PS_MID_Q
+/* The polynomial branch of ps_rot_coeffs (PS_SERIES_Q <= q < PS_MID_Q),
+ * branch-free like the series for the CPU's vectorized loops. */
+PS_HD void PS_SFX(ps_rot_coeffs_mid)(PS_REAL q, PS_REAL *c, PS_REAL *A, PS_REAL *B)
+{
+    PS_REAL t = q - (PS_REAL)PS_MID_T0;
+    *A = PS_MID_A(t);
+    *B = PS_MID_B(t);
+    *c = PS_FMA(-q, *B, (PS_REAL)1);
+}
+
+/* The same for ps_rot_coeffs_jac. */
+PS_HD void PS_SFX(ps_rot_coeffs_jac_mid)(PS_REAL q, PS_REAL *c, PS_REAL *A, PS_REAL *B,
+                                         PS_REAL *C)
+{
+    PS_SFX(ps_rot_coeffs_mid)(q, c, A, B);
+    *C = PS_MID_C(q - (PS_REAL)PS_MID_T0);
+}
+#endif
+
 /* c = cos(phi), A = sin(phi)/phi, B = (1 - cos(phi))/phi^2 at q = phi^2. */
 PS_HD void PS_SFX(ps_rot_coeffs)(PS_REAL q, PS_REAL *c, PS_REAL *A,
                                  PS_REAL *B)
 {
     if (q < (PS_REAL)PS_SERIES_Q) {
         PS_SFX(ps_rot_coeffs_series)(q, c, A, B);
+#ifdef PS_MID_Q
+    } else if (q < (PS_REAL)PS_MID_Q) {
+        PS_SFX(ps_rot_coeffs_mid)(q, c, A, B);
+#endif
     } else {
 #ifdef PS_RECIP_ROOT
         PS_REAL ri = PS_RECIP_ROOT(q), phi = q * ri, s, co;
@@ -68,6 +124,10 @@ PS_HD void PS_SFX(ps_rot_coeffs_jac)(PS_REAL q, PS_REAL *c, PS_REAL *A,
 {
     if (q < (PS_REAL)PS_SERIES_Q) {
         PS_SFX(ps_rot_coeffs_jac_series)(q, c, A, B, C);
+#ifdef PS_MID_Q
+    } else if (q < (PS_REAL)PS_MID_Q) {
+        PS_SFX(ps_rot_coeffs_jac_mid)(q, c, A, B, C);
+#endif
     } else {
 #ifdef PS_RECIP_ROOT
         PS_REAL ri = PS_RECIP_ROOT(q), phi = q * ri, s, co;
@@ -297,6 +357,12 @@ PS_HD void PS_SFX(ps_half_coeffs)(PS_REAL q, PS_REAL *C, PS_REAL *H)
         PS_REAL u = (PS_REAL)0.25 * q;
         *C = PS_SER_QC(u);
         *H = PS_SER_QH(u);
+#ifdef PS_MID_Q
+    } else if (q < (PS_REAL)PS_MID_Q) {
+        PS_REAL t = q - (PS_REAL)PS_MID_H0;
+        *C = PS_MID_QC(t);
+        *H = PS_MID_QH(t);
+#endif
     } else {
 #ifdef PS_RECIP_ROOT
         PS_REAL ri = PS_RECIP_ROOT(q), s, co;
@@ -353,6 +419,15 @@ PS_HD void PS_SFX(ps_quat_to_affine)(const PS_REAL Qt[4], PS_REAL T[12])
 #undef PS_SER_A
 #undef PS_SER_B
 #undef PS_SER_C
+
+#undef PS_MID_Q
+#undef PS_MID_T0
+#undef PS_MID_H0
+#undef PS_MID_A
+#undef PS_MID_B
+#undef PS_MID_C
+#undef PS_MID_QC
+#undef PS_MID_QH
 
 #undef PS_REAL
 #undef PS_SFX

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -673,6 +674,76 @@ static void test_series_switch(void **state)
     }
 }
 
+/*
+ * The float32 rotation coefficients between the series and the
+ * trigonometric branch (1/4 <= q < 4: polynomials in q - 2) against long
+ * double at 2^17 float32 q spread over the range and at its ends: A, B,
+ * C, cos(phi/2) and sin(phi/2)/phi within 2 ulps, c = cos(phi) within
+ * 1.5e-7 absolute (it crosses 0 at phi = pi/2). At q = 4 the branch past
+ * it takes over within a few ulps.
+ */
+static void test_mid_range(void **state)
+{
+    (void)state;
+    uint32_t lo, hi;
+    float f = (float)PS_SERIES_Q;
+    memcpy(&lo, &f, 4);
+    f = 4.0f;
+    memcpy(&hi, &f, 4);
+    double worst[6] = {0}, bsum[30] = {0}, bn[30] = {0};
+    const char *names[6] = {"c (abs)", "A", "B", "C", "cos(phi/2)", "sin(phi/2)/phi"};
+    for (uint32_t bits = lo; bits < hi; bits += (hi - lo) >> 17) {
+        float q;
+        memcpy(&q, &bits, 4);
+        float v[6];
+        ps_rot_coeffs_jac_f(q, &v[0], &v[1], &v[2], &v[3]);
+        ps_half_coeffs_f(q, &v[4], &v[5]);
+        float c1, A1, B1;
+        ps_rot_coeffs_f(q, &c1, &A1, &B1);
+        assert_true(c1 == v[0] && A1 == v[1] && B1 == v[2]);
+        long double ql = q, ph = sqrtl(ql), ex[6];
+        ex[0] = cosl(ph);
+        ex[1] = sinl(ph) / ph;
+        ex[2] = (1.0L - cosl(ph)) / ql;
+        ex[3] = (ph - sinl(ph)) / (ql * ph);
+        ex[4] = cosl(ph / 2);
+        ex[5] = sinl(ph / 2) / ph;
+        /* the step's norm c^2 + q A^2 (1 exactly), by stretch of q */
+        const int b = (int)((q - 0.25) / 3.75 * 30);
+        bsum[b] += (double)v[0] * v[0] + (double)q * v[1] * v[1] - 1.0;
+        bn[b] += 1;
+        for (int k = 0; k < 6; k++) {
+            double e = (double)fabsl((long double)v[k] - ex[k]);
+            if (k > 0) /* in ulps of the exact value (2^-23 relative at most) */
+                e /= (double)nextafterf((float)ex[k], INFINITY) - (double)(float)ex[k];
+            if (e > worst[k])
+                worst[k] = e;
+        }
+    }
+    for (int k = 0; k < 6; k++)
+        printf("float32 %-15s for 1/4 <= q < 4: worst %.3g%s\n", names[k], worst[k],
+               k ? " ulps" : "");
+    for (int k = 0; k < 6; k++)
+        assert_true(k ? worst[k] <= 2.0 : worst[k] <= 2e-7);
+    /* no drift: the mean of c^2 + q A^2 - 1 over each 1/8 of the range
+     * stays at the rounding's noise (a rounded constant term gave 2e-8) */
+    double bias = 0.0;
+    for (int b = 0; b < 30; b++)
+        bias = fmax(bias, fabs(bsum[b] / bn[b]));
+    printf("float32 c^2 + q A^2 - 1: largest mean over 30 stretches of q %.3g\n", bias);
+    assert_true(bias <= 4e-9);
+    /* the switch at q = 4: both sides close to each other */
+    float qs[2] = {nextafterf(4.0f, 0.0f), 4.0f}, v[2][4];
+    for (int i = 0; i < 2; i++)
+        ps_rot_coeffs_jac_f(qs[i], &v[i][0], &v[i][1], &v[i][2], &v[i][3]);
+    for (int k = 0; k < 4; k++) {
+        double u = k ? ulps_f(v[0][k], v[1][k]) : fabs((double)v[0][k] - (double)v[1][k]);
+        printf("switch at q = 4, %-7s: %.9g / %.9g (%.3g%s)\n", names[k], v[0][k], v[1][k], u,
+               k ? " ulps" : "");
+        assert_true(k ? u <= 8.0 : u <= 4e-7);
+    }
+}
+
 /* Random theta of length len in a random direction. */
 static void theta_of_length(uint64_t *seed, double len, double th[3])
 {
@@ -1053,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_identity_zero_field),
         cmocka_unit_test(test_reparam_inverse_huge),
         cmocka_unit_test(test_series_switch),
+        cmocka_unit_test(test_mid_range),
         cmocka_unit_test(test_step_vs_reference),
         cmocka_unit_test(test_adjoint_vs_fd),
         cmocka_unit_test(test_reverse_adjoint),
