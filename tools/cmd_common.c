@@ -167,7 +167,7 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
     if (stat(arg, &st) == 0) {
         /* read in a child process: no file can crash or hang this one; a
          * FIFO, device or directory is refused before it is opened */
-        ps_h5_read_opts ro = {cli_strict, cli_read_warning, NULL, cli_cancel, NULL};
+        ps_h5_read_opts ro = {.strict = cli_strict, .warn = cli_read_warning, .cancel = cli_cancel};
         int s = ps_h5_read_problem_isolated(arg, &ro, 0.0, out, ferr, sizeof ferr);
         if (s == PS_CANCELLED) {
             ps_cli_error("%s", ferr);

@@ -222,11 +222,33 @@ static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms
         snprintf(buf + n, len - n, "]");
 }
 
-/* The machine's physical memory in bytes (0: unknown). */
-static double h5_memory_bytes(void)
+/* A control group's memory limit from its file (0: none or unreadable). */
+static double h5_cgroup_limit(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    double v = 0.0;
+    if (f) {
+        char buf[64];
+        if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9')
+            v = strtod(buf, NULL);
+        fclose(f);
+    }
+    return v;
+}
+
+double ps_h5_memory_bytes(void)
 {
     const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
+    double mem = pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
+    /* cgroup v2, then v1 (an unlimited v1 group reads as about 2^63) */
+    const char *const limits[] = {"/sys/fs/cgroup/memory.max",
+                                  "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        const double lim = h5_cgroup_limit(limits[i]);
+        if (lim > 0.0 && (mem == 0.0 || lim < mem))
+            mem = lim;
+    }
+    return mem;
 }
 
 /*
@@ -414,17 +436,19 @@ static int h5_read_array(hid_t file, h5ctx *c, const char *name,
      * arrays read, and the problem made from them) in this machine's
      * memory, before the library spends minutes filling them */
     const size_t bytes = total * sizeof(double);
-    const double mem = h5_memory_bytes();
-    if (mem > 0.0 && 2.0 * ((double)c->held + (double)bytes) > mem) {
+    const double mem = c->opts && c->opts->memory > 0.0 ? c->opts->memory : ps_h5_memory_bytes();
+    const int copies = c->opts && c->opts->copies > 2 ? c->opts->copies : 2;
+    if (mem > 0.0 && copies * ((double)c->held + (double)bytes) > mem) {
         char shape[96], before[64] = "";
         h5_shape_str(shape, sizeof shape, rank, dims);
         if (c->held)
             snprintf(before, sizeof before, ", %.3g GB with the arrays read before it",
                      ((double)c->held + (double)bytes) / 1e9);
         status = h5_fail(c, PS_ERR_NO_MEMORY,
-                         "%s: %s is %.3g GB%s; a problem's arrays are held twice while it "
-                         "is read, and this machine has %.3g GB of memory",
-                         name, shape, (double)bytes / 1e9, before, mem / 1e9);
+                         "%s: %s is %.3g GB%s; a problem's arrays are held %s while it "
+                         "is read, and %.3g GB of memory is available",
+                         name, shape, (double)bytes / 1e9, before,
+                         copies == 2 ? "twice" : "four times", mem / 1e9);
         goto done;
     }
     if (c->opts && c->opts->reading)

@@ -40,10 +40,24 @@ typedef struct ps_h5_read_opts {
      * PS_CANCELLED (NULL: never) */
     const volatile sig_atomic_t *cancel;
     /* told, with warn_user, the bytes of each array before it is read
-     * (ps_h5_read_problem_isolated: its time limit grows by them) (NULL:
-     * not told) */
+     * (ps_h5_read_problem_isolated: in the calling process once the
+     * reading child has ended, as it reported them; its default time
+     * limit grows by them as they come) (NULL: not told) */
     void (*reading)(void *user, uint64_t bytes);
+    /* the memory the arrays may take, bytes (0: ps_h5_memory_bytes()):
+     * arrays whose copies held at once would pass it are refused before
+     * they are read (PS_ERR_NO_MEMORY) */
+    double memory;
+    /* those copies: 0 or 2 for ps_h5_read_problem_ex (the arrays read and
+     * the problem made from them); ps_h5_read_problem_isolated's child
+     * reads with 4 (its two, the pipe's buffer and the calling process's
+     * problem) */
+    int copies;
 } ps_h5_read_opts;
+
+/* The memory a process here may use, bytes: the machine's physical
+ * memory, or the control group's limit where it is lower (0: unknown). */
+double ps_h5_memory_bytes(void);
 
 /* ps_h5_read_problem with names checked: every top-level group, dataset
  * of /spins, /pulse and /sar, root attribute and attribute of /sar/vop

@@ -22,6 +22,7 @@
 #include "io/h5io.h"
 
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -124,12 +125,13 @@ typedef struct iso_problem_job {
 static int iso_child_problem(int fd, void *ctx)
 {
     const iso_problem_job *job = ctx;
-    ps_h5_read_opts o = {0, NULL, NULL, NULL, NULL};
+    ps_h5_read_opts o = {0};
     if (job->opts)
         o = *job->opts;
     o.warn = job->opts && job->opts->warn ? iso_warn : NULL;
     o.warn_user = &fd;
     o.reading = iso_reading;
+    o.copies = 4;
     char err[1024];
     ps_problem *p = NULL;
     int st = ps_h5_read_problem_ex(job->path, &o, &p, err, sizeof err);
@@ -197,12 +199,14 @@ static int iso_fail(const char *path, char *err, size_t errlen, int st, const ch
  * Run fn(fd, ctx) in a child and collect what it writes to fd into *b.
  * Returns 0 when the child ended normally (exit 0), else the error with
  * its message in err. With the default time limit (timeout_s <= 0), each
- * ISO_READING record received adds its bytes at PS_H5_READ_RATE: the
+ * ISO_READING record received adds its bytes at PS_H5_READ_RATE, up to
+ * grow_cap bytes in all (the child's counts are not trusted further): the
  * limit is for a reader that loops, and a file may declare (as unwritten
  * chunks) more data than it holds.
  */
 static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double timeout_s,
-                   const volatile sig_atomic_t *cancel, iso_buf *b, char *err, size_t errlen)
+                   double grow_cap, const volatile sig_atomic_t *cancel, iso_buf *b, char *err,
+                   size_t errlen)
 {
     int fds[2];
     struct stat st_file;
@@ -283,11 +287,13 @@ static int iso_run(const char *path, int (*fn)(int, void *), void *ctx, double t
             memcpy(&n, b->data + scanned + 4, 8);
             if (n > b->len - scanned - 12)
                 break;
-            if (grows && kind == ISO_READING && n == sizeof n) {
+            if (grows && kind == ISO_READING && n == sizeof n && grow_cap > 0.0) {
                 uint64_t bytes;
                 memcpy(&bytes, b->data + scanned + 12, sizeof bytes);
-                deadline += (double)bytes / PS_H5_READ_RATE;
-                timeout_s += (double)bytes / PS_H5_READ_RATE;
+                const double add = fmin((double)bytes, grow_cap) / PS_H5_READ_RATE;
+                grow_cap -= fmin((double)bytes, grow_cap);
+                deadline += add;
+                timeout_s += add;
             }
             scanned += 12 + (size_t)n;
         }
@@ -384,8 +390,9 @@ int ps_h5_read_problem_isolated(const char *path, const ps_h5_read_opts *opts, d
         return iso_fail("(null)", err, errlen, PS_ERR_NULL, "%s", "no file name");
     iso_problem_job job = {path, opts};
     iso_buf b = {NULL, 0, 0};
-    int st = iso_run(path, iso_child_problem, &job, timeout_s, opts ? opts->cancel : NULL, &b,
-                     err, errlen);
+    const double cap = opts && opts->memory > 0.0 ? opts->memory : ps_h5_memory_bytes();
+    int st = iso_run(path, iso_child_problem, &job, timeout_s, cap > 0.0 ? cap : 1e12,
+                     opts ? opts->cancel : NULL, &b, err, errlen);
     ps_problem_desc d;
     double *arrays[ISO_NARRAYS] = {NULL};
     double b1max[PS_MAX_CHANNELS];
@@ -402,6 +409,11 @@ int ps_h5_read_problem_isolated(const char *path, const ps_h5_read_opts *opts, d
         }
         switch (kind) {
         case ISO_READING:
+            if (len == sizeof(uint64_t) && opts && opts->reading) {
+                uint64_t bytes;
+                memcpy(&bytes, data, sizeof bytes);
+                opts->reading(opts->warn_user, bytes);
+            }
             break;
         case ISO_WARNING:
             if (opts && opts->warn) {
@@ -483,7 +495,7 @@ int ps_h5_read_x_isolated(const char *path, const ps_problem *p, double timeout_
         return iso_fail("(null)", err, errlen, PS_ERR_NULL, "%s", "no file name");
     iso_x_job job = {path, p, x};
     iso_buf b = {NULL, 0, 0};
-    int st = iso_run(path, iso_child_x, &job, timeout_s, NULL, &b, err, errlen);
+    int st = iso_run(path, iso_child_x, &job, timeout_s, 0.0, NULL, &b, err, errlen);
     size_t pos = 0, nx = ps_problem_nx(p);
     int ended = 0, got = 0;
     while (!st && !ended) {

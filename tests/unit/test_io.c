@@ -2174,7 +2174,7 @@ static void test_unreadable_attribute(void **state)
     assert_true(at > 0);
     /* strict: a changed name is an unknown attribute (without --strict a
      * warning names it) */
-    const ps_h5_read_opts strict = {1, NULL, NULL, NULL, NULL};
+    const ps_h5_read_opts strict = {.strict = 1};
     int ok = 0, failed = 0;
     /* the value 0.125 (float64, little-endian) ends the attribute's bytes */
     const unsigned char value[8] = {0, 0, 0, 0, 0, 0, 0xc0, 0x3f};
@@ -2214,49 +2214,63 @@ static void count_reading(void *user, uint64_t bytes)
     *(uint64_t *)user += bytes;
 }
 
-/* A small file that declares arrays larger than this machine can hold
- * twice is refused before they are filled, by the reader and by the
- * isolated reader (whose time limit grows with the bytes each array
- * declares; here told through opts->reading). */
+/* A small file that declares arrays larger than the memory can hold
+ * (twice; four times through the isolated reader) is refused before they
+ * are filled; the reader tells opts->reading the bytes of each array,
+ * the isolated one too (from the child's reports, whose time limit grows
+ * by them). */
 static void test_declared_too_large(void **state)
 {
     (void)state;
     const char *path = "io_declared_large.h5";
     write_full(path);
-    ps_h5_read_opts o = {0, NULL, NULL, NULL, NULL};
-    uint64_t told = 0;
-    o.reading = count_reading;
-    o.warn_user = &told;
+    uint64_t told = 0, told_iso = 0;
+    ps_h5_read_opts o = {.reading = count_reading, .warn_user = &told};
     char err[512];
     ps_problem *p = NULL;
     assert_int_equal(ps_h5_read_problem_ex(path, &o, &p, err, sizeof err), 0);
     ps_problem_desc d;
     assert_int_equal(ps_problem_describe(p, &d), 0);
-    /* every array of the file, as doubles: r, target, w, b1, g of
-     * make_full and its optional ones */
-    uint64_t want = 0;
-    want += (uint64_t)d.ns * 3 * 8; /* r */
-    assert_true(told >= want);
-    assert_true(told % 8 == 0);
-    printf("arrays told: %llu bytes\n", (unsigned long long)told);
+    assert_true(told >= (uint64_t)d.ns * 3 * 8 && told % 8 == 0); /* /spins/r and the rest */
     ps_problem_free(p);
+    p = NULL;
+    o.warn_user = &told_iso;
+    assert_int_equal(ps_h5_read_problem_isolated(path, &o, 0.0, &p, err, sizeof err), 0);
+    printf("arrays told: %llu bytes, %llu through the isolated reader\n",
+           (unsigned long long)told, (unsigned long long)told_iso);
+    assert_true(told_iso == told);
+    ps_problem_free(p);
+    p = NULL;
 
-    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    const hsize_t rows = (hsize_t)1 << 31; /* the Ns limit: 51.5 GB as [Ns,3] */
-    if (mem <= 0.0 || mem >= 2.0 * (double)rows * 24.0) {
-        printf("%.3g GB of memory: a [2^31,3] array fits twice, not read\n", mem / 1e9);
-        return;
-    }
-    huge_dset(path, "/spins/r", rows, 3);
-    expect_read_error(path, PS_ERR_NO_MEMORY, "/spins/r: [2147483648,3] is 51.5 GB",
-                      "held twice");
-    told = 0;
+    /* [2^20,3] = 25.2 MB of unwritten chunks, against 60 MB of memory:
+     * refused where four copies are held (the isolated reader), read
+     * where two are */
+    huge_dset(path, "/spins/r", (hsize_t)1 << 20, 3);
+    o.memory = 60e6;
+    told_iso = 0;
     memset(err, 'x', sizeof err);
     int st = ps_h5_read_problem_isolated(path, &o, 0.0, &p, err, sizeof err);
     printf("isolated -> %d: %s\n", st, err);
     assert_int_equal(st, PS_ERR_NO_MEMORY);
     assert_null(p);
-    assert_msg(err, "/spins/r: [2147483648,3] is 51.5 GB");
+    assert_msg(err, "/spins/r: [1048576,3] is 0.0252 GB; a problem's arrays are held four times");
+    assert_msg(err, "0.06 GB of memory is available");
+    st = ps_h5_read_problem_ex(path, &o, &p, err, sizeof err);
+    printf("in the process -> %d: %s\n", st, err);
+    assert_int_equal(st, PS_ERR_FILE); /* read; then /spins/target has 7 rows, not 2^20 */
+    assert_msg(err, "/spins/target");
+    /* 20 MB: refused at /spins/r, two copies */
+    o.memory = 20e6;
+    st = ps_h5_read_problem_ex(path, &o, &p, err, sizeof err);
+    printf("in the process, 20 MB -> %d: %s\n", st, err);
+    assert_int_equal(st, PS_ERR_NO_MEMORY);
+    assert_msg(err, "is 0.0252 GB; a problem's arrays are held twice");
+    assert_no_open_handles();
+
+    /* this machine's memory, as the default */
+    const double mem = ps_h5_memory_bytes();
+    printf("ps_h5_memory_bytes: %.4g GB\n", mem / 1e9);
+    assert_true(mem > 1e8);
 }
 
 int main(void)
