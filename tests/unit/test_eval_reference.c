@@ -653,9 +653,14 @@ static void cap_free(cap_result *r)
  * of every axis (ps_objective_cpu_pulse_g). Problems with designed x and y
  * axes (their dF/dG sums through the same lanes), 3 channels, strong
  * relaxation; 37, 203 and 2100 spins (the last above PS_CPU_PARALLEL_MIN:
- * 2 threads split it); both precisions.
+ * 2 threads split it); both precisions. The pulse is the reference's
+ * scaled by `scale`: 2 puts many float32 steps past the series (1/4 <=
+ * phi^2 < 4: the polynomials, every slot of a group at once), 40 puts
+ * groups' slots on both sides of phi^2 = 4, where the slots past the
+ * series take ps_rot_coeffs one by one, the polynomials too, and must
+ * give the bits of the vectorized ones that a spin alone takes.
  */
-static void groups_cap(size_t ns, uint64_t seed)
+static void groups_cap(size_t ns, uint64_t seed, double scale)
 {
     const size_t nt = 100;
     ref_problem_opts ro = {.ns = ns,
@@ -680,7 +685,7 @@ static void groups_cap(size_t ns, uint64_t seed)
     assert_non_null(x);
     assert_int_equal(ps_problem_x0(p, x), PS_CONVERGED);
     for (size_t i = 0; i < 2 * 3 * nt; i++)
-        x[i] = 2.0 * rp.x[i]; /* more steps past the rotation's series */
+        x[i] = scale * rp.x[i]; /* steps past the rotation's series */
     for (size_t i = 2 * 3 * nt; i < nx; i++)
         x[i] = 1.0 + 0.5 * sin(0.1 * (double)i); /* slew variables (xp: G/cm) */
     for (int prec = 0; prec < 2; prec++) {
@@ -710,9 +715,10 @@ static void groups_cap(size_t ns, uint64_t seed)
 static void test_groups_cap(void **state)
 {
     (void)state;
-    groups_cap(37, 91);
-    groups_cap(203, 92);
-    groups_cap(2100, 93);
+    groups_cap(37, 91, 2.0);
+    groups_cap(203, 92, 2.0);
+    groups_cap(2100, 93, 2.0);
+    groups_cap(203, 94, 40.0);
 }
 
 /*

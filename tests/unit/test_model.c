@@ -676,11 +676,13 @@ static void test_series_switch(void **state)
 
 /*
  * The float32 rotation coefficients between the series and the
- * trigonometric branch (1/4 <= q < 4: polynomials in q - 2) against long
- * double at 2^17 float32 q spread over the range and at its ends: A, B,
- * C, cos(phi/2) and sin(phi/2)/phi within 2 ulps, c = cos(phi) within
- * 1.5e-7 absolute (it crosses 0 at phi = pi/2). At q = 4 the branch past
- * it takes over within a few ulps.
+ * trigonometric branch (1/4 <= q < 4: the polynomials PS_MID_*) as the
+ * CPU computes them (separate multiplies and adds) against long double at
+ * 2^17 float32 q spread over the range: A, B, C, cos(phi/2) and
+ * sin(phi/2)/phi within 2 ulps, c = cos(phi) within 2e-7 absolute (it
+ * crosses 0 at phi = pi/2), and the step's norm without drift. At q = 4
+ * the branch past it takes over within a few ulps. (Every float32 q, in
+ * both arithmetics: tools/rotation_poly.py --check.)
  */
 static void test_mid_range(void **state)
 {
@@ -725,8 +727,9 @@ static void test_mid_range(void **state)
                k ? " ulps" : "");
     for (int k = 0; k < 6; k++)
         assert_true(k ? worst[k] <= 2.0 : worst[k] <= 2e-7);
-    /* no drift: the mean of c^2 + q A^2 - 1 over each 1/8 of the range
-     * stays at the rounding's noise (a rounded constant term gave 2e-8) */
+    /* no drift: the mean of c^2 + q A^2 - 1 over each of 30 stretches of q
+     * (1/8 wide) stays at the rounding's noise (a rounded constant term
+     * gave 2e-8) */
     double bias = 0.0;
     for (int b = 0; b < 30; b++)
         bias = fmax(bias, fabs(bsum[b] / bn[b]));
