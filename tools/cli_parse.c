@@ -743,6 +743,16 @@ static const struct {
     {"PG", "ptx2d:" PS_BENCH_DESIGN_G},
 };
 
+const char *ps_cli_bench_size_names(void)
+{
+    static char names[64];
+    if (!names[0])
+        for (size_t i = 0; i < sizeof bench_named / sizeof bench_named[0]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     bench_named[i].label);
+    return names;
+}
+
 int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
                        size_t errlen)
 {

@@ -120,6 +120,9 @@ typedef struct ps_bench_size {
 int ps_cli_bench_sizes(const char *list, ps_bench_size *out, int max, char *err,
                        size_t errlen);
 
+/* The bench's size names, "S, M, L, T, P, U, SG, MG, PG". */
+const char *ps_cli_bench_size_names(void);
+
 /* ps_cli_parse() return values. */
 enum {
     PS_CLI_OK = 0,    /* run cli->command (or print help/version) */

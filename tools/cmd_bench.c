@@ -739,6 +739,9 @@ int ps_cmd_bench(const ps_cli *cli)
         char base[256];
         sizes[s].sz = list[s];
         code = ps_cli_load_problem(list[s].spec, &sizes[s].p, base, sizeof base);
+        if (code == PS_EXIT_INPUT && !strchr(list[s].spec, ':'))
+            ps_cli_error("bench: --sizes takes the sizes %s, problem files and preset specs",
+                         ps_cli_bench_size_names());
     }
     if (code != PS_EXIT_OK) {
         for (int s = 0; s < nsizes; s++)

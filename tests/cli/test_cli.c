@@ -1251,6 +1251,11 @@ static void test_bench(void **state)
     r = run("bench", "--json", NULL);
     assert_code(r, 2);
     assert_contains(r->err, "--json: missing value");
+    /* an unknown size name: the names are listed */
+    r = run("bench", "--backend", "cpu", "--sizes", "S,Q", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "'Q' is neither a file");
+    assert_contains(r->err, "--sizes takes the sizes S, M, L, T, P, U, SG, MG, PG");
 
     /* the CPU row runs everywhere */
     unlink("cli_bench_cpu.json");
