@@ -59,6 +59,7 @@ typedef struct h5ctx {
     size_t errlen;
     const ps_h5_read_opts *opts; /* reading: --strict and the warnings (NULL: none) */
     size_t held;                 /* reading: bytes of the arrays read so far */
+    double memory;               /* reading: the memory they may take (0: not yet known, -1: unknown) */
 } h5ctx;
 
 #if defined(__GNUC__)
@@ -432,11 +433,18 @@ static int h5_read_array(hid_t file, h5ctx *c, const char *name,
     }
     total *= nch;
     /* a small file can declare arrays of many GB (chunks never written
-     * read as the fill value): refused when they cannot fit twice (the
-     * arrays read, and the problem made from them) in this machine's
-     * memory, before the library spends minutes filling them */
+     * read as the fill value): refused when the copies held at once (the
+     * arrays read and the problem made from them; more through the
+     * isolated reader, opts->copies) cannot fit in the memory, before the
+     * library spends minutes filling them; the memory looked up once a
+     * read */
     const size_t bytes = total * sizeof(double);
-    const double mem = c->opts && c->opts->memory > 0.0 ? c->opts->memory : ps_h5_memory_bytes();
+    if (c->memory == 0.0) {
+        c->memory = c->opts && c->opts->memory > 0.0 ? c->opts->memory : ps_h5_memory_bytes();
+        if (!(c->memory > 0.0))
+            c->memory = -1.0;
+    }
+    const double mem = c->memory;
     const int copies = c->opts && c->opts->copies > 2 ? c->opts->copies : 2;
     if (mem > 0.0 && copies * ((double)c->held + (double)bytes) > mem) {
         char shape[96], before[64] = "";
@@ -1103,7 +1111,7 @@ int ps_h5_read_problem(const char *path, ps_problem **out, char *err,
 int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_problem **out,
                           char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, opts, 0};
+    h5ctx c = {path, err, errlen, opts, 0, 0.0};
     double *arrays[H5_NDATASETS] = {NULL};
     double b1max[PS_MAX_CHANNELS]; /* the limits of attribute b1_max [Nc] */
     ps_problem_desc d;
@@ -1214,7 +1222,7 @@ done:
 int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *err,
                      size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL, 0};
+    h5ctx c = {path, err, errlen, NULL, 0, 0.0};
     double *b1 = NULL;
     int st = 0;
 
@@ -1259,7 +1267,7 @@ int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *er
 
 int ps_h5_read_x(const char *path, const ps_problem *p, double *x, char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL, 0};
+    h5ctx c = {path, err, errlen, NULL, 0, 0.0};
     ps_problem_desc d;
     double *g = NULL;
     if (err && errlen)
@@ -1665,7 +1673,7 @@ static int h5_write_prepare(const h5ctx *c, const ps_problem *p,
 int ps_h5_write_problem(const char *path, const ps_problem *p, char *err,
                         size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL, 0};
+    h5ctx c = {path, err, errlen, NULL, 0, 0.0};
     ps_problem_desc d;
     h5out o;
     int st = h5_write_prepare(&c, p, &d);
@@ -1820,7 +1828,7 @@ int ps_h5_write_result_info(const char *path, const ps_problem *p, const double 
                             const double *m, const ps_result *r,
                             const ps_h5_result_info *info, char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL, 0};
+    h5ctx c = {path, err, errlen, NULL, 0, 0.0};
     ps_problem_desc d;
     h5out o;
     double *hist = NULL;
@@ -1907,7 +1915,7 @@ int ps_h5_write_eval_info(const char *path, const ps_problem *p, const double *x
                           const double *grad, const double *grad_g, const double *m,
                           const ps_h5_result_info *info, char *err, size_t errlen)
 {
-    h5ctx c = {path, err, errlen, NULL, 0};
+    h5ctx c = {path, err, errlen, NULL, 0, 0.0};
     ps_problem_desc d;
     h5out o;
     double *rows = NULL;
