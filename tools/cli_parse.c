@@ -832,9 +832,8 @@ static void usage_exit_codes(FILE *f)
           "       refused checkpoint)\n"
           "  4    solver error (line-search failure, non-finite objective), or out\n"
           "       of memory\n"
-          "  5    backend unavailable (--backend gpu and no usable GPU; bench\n"
-          "       without a GPU unless --backend cpu; eval --backend gpu, whose\n"
-          "       dF/dG only the CPU computes)\n"
+          "  5    backend unavailable (--backend gpu and no usable GPU; eval\n"
+          "       --backend gpu, whose dF/dG only the CPU computes)\n"
           "  6    tune without a usable GPU (nothing to measure on)\n"
           "  130  cancelled by SIGINT or SIGTERM (the best point is still written)\n",
           f);
@@ -1110,8 +1109,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "being steerable). On the first size it also times steering a\n"
                 "running solve: pause (request to the kernel's PAUSED), resume,\n"
                 "yield (request to the kernel's exit) and relaunch, medians and\n"
-                "99th percentiles. Without a usable GPU it exits 5, unless\n"
-                "--backend cpu.\n"
+                "99th percentiles. --backend cpu times the CPU backend instead; so\n"
+                "does --backend auto (the default) without a usable GPU, saying so;\n"
+                "--backend gpu without one exits 5.\n"
                 "\n", f);
         fputs("--batch N SIZE instead times N copies of one size (S, T, ... or a\n"
                 "spec; copy k starts from x0 scaled by 1 + 0.01 k) solved three ways,\n"

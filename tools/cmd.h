@@ -197,6 +197,26 @@ int ps_cli_save_checkpoint(const char *path, int st, void *buf, size_t len);
 int ps_cli_read_checkpoint(const char *path, void **buf, size_t *len);
 /* Whether a and b name the same file (the same name, or one inode). */
 int ps_cli_same_file(const char *a, const char *b);
+
+/*
+ * A file a command reads or writes: the option that names it ("-o",
+ * "--json"), its path (NULL: none) and what it is, for the message
+ * ("the input problem file", "the result file (-o)").
+ */
+typedef struct {
+    const char *opt;
+    const char *path;
+    const char *role;
+} ps_cli_file;
+
+/*
+ * Refuses (PS_EXIT_USAGE, message printed: "OPT PATH: is ROLE") an output
+ * that is one of the inputs (those that exist) or an earlier output, so
+ * that nothing a command writes replaces a file it reads or another file
+ * it writes. Outputs are compared in order.
+ */
+int ps_cli_check_distinct(const ps_cli_file *in, size_t nin, const ps_cli_file *out,
+                          size_t nout);
 /* "backend B unavailable: ..." for a GPU selection status. */
 void ps_cli_backend_error(const ps_options *o, int st, const ps_cli_log *log,
                           const char *what);

@@ -25,6 +25,7 @@
 #include "cmd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -115,9 +116,13 @@ static int add_item(batch_cmd *c, const char *input, int line)
  */
 static int read_list(batch_cmd *c, const char *path)
 {
-    FILE *f = fopen(path, "r");
+    /* O_NONBLOCK: a FIFO is refused below instead of blocking the open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
         ps_cli_error("--batch %s: cannot read: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return PS_EXIT_INPUT;
     }
     struct stat st;
@@ -325,6 +330,17 @@ static int check_collisions(batch_cmd *c)
                          cli->checkpoint, j);
             code = PS_EXIT_USAGE;
         }
+    /* nor the list of problems, nor the checkpoint resumed (which the new
+     * checkpoint may replace: it is read whole first) */
+    const ps_cli_file reads[] = {{"", cli->batch_list, "the list of problems (--batch)"},
+                                 {"", cli->resume, "the checkpoint to resume (--resume)"}};
+    const ps_cli_file ck = {"--checkpoint", cli->checkpoint, "the checkpoint"};
+    if (code == PS_EXIT_OK)
+        code = ps_cli_check_distinct(reads, 1, &ck, 1);
+    for (size_t j = 0; j < c->n && code == PS_EXIT_OK && (cli->batch_list || cli->resume); j++) {
+        const ps_cli_file res = {"-o", c->items[j].out, "a result file"};
+        code = ps_cli_check_distinct(reads, 2, &res, 1);
+    }
     return code;
 }
 

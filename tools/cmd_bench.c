@@ -705,16 +705,22 @@ int ps_cmd_bench(const ps_cli *cli)
         return code;
     ps_cli_bench_limits(&o, cli->iters);
 
-    /* which rows: the GPU variants unless there is no GPU and the CPU is asked for */
+    /* which rows: the GPU variants if there is a GPU and the CPU is not
+     * asked for; the CPU backend's if asked for, or (auto) without a GPU */
     int run_cpu = o.backend == PS_BACKEND_CPU;
     int gpu_st = ps_gpu_usable(&o);
     int run_gpu = gpu_st == 0;
     if (!run_gpu && !run_cpu) {
         const char *why = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : NULL;
-        ps_cli_error("bench: no usable GPU%s%s%s: the GPU variants cannot run; "
-                     "--backend cpu benchmarks the CPU backend alone",
+        if (o.backend == PS_BACKEND_GPU) {
+            ps_cli_error("bench: no usable GPU%s%s%s: the GPU variants cannot run; "
+                         "--backend cpu benchmarks the CPU backend alone",
+                         why ? " (" : "", why ? why : "", why ? ")" : "");
+            return PS_EXIT_BACKEND;
+        }
+        ps_cli_error("bench: no usable GPU%s%s%s: the CPU backend alone (--backend auto)",
                      why ? " (" : "", why ? why : "", why ? ")" : "");
-        return PS_EXIT_BACKEND;
+        run_cpu = 1;
     }
     gpu_name[0] = '\0';
     if (run_gpu && ps_gpu_describe(0, gpu_name, sizeof gpu_name) != 0)
@@ -742,6 +748,12 @@ int ps_cmd_bench(const ps_cli *cli)
         if (code == PS_EXIT_INPUT && !strchr(list[s].spec, ':'))
             ps_cli_error("bench: --sizes takes the sizes %s, problem files and preset specs",
                          ps_cli_bench_size_names());
+    }
+    /* the report never replaces a problem file it benchmarks */
+    for (int s = 0; s < nsizes && code == PS_EXIT_OK && cli->json_file; s++) {
+        const ps_cli_file in = {"", list[s].spec, "a problem file of --sizes"};
+        const ps_cli_file out = {"--json", json_path, "the report"};
+        code = ps_cli_check_distinct(&in, 1, &out, 1);
     }
     if (code != PS_EXIT_OK) {
         for (int s = 0; s < nsizes; s++)
@@ -817,6 +829,7 @@ int ps_cmd_bench(const ps_cli *cli)
             bench_row *row = &b->rows[b->nrows++];
             row->name = "cpu";
             ps_options oc = o;
+            oc.backend = PS_BACKEND_CPU;
             int warm = 0;
             b->cpu_iters = cli->iters;
             if (cli->cpu_iters > 0 && cli->cpu_iters < cli->iters)

@@ -341,6 +341,12 @@ int ps_cmd_bench_batch(const ps_cli *cli)
     }
     if ((code = ps_cli_load_problem(sz.spec, &p, base, sizeof base)) != PS_EXIT_OK)
         return code;
+    const ps_cli_file in = {"", sz.spec, "the problem file benchmarked"};
+    const ps_cli_file out = {"--json", cli->json_file ? json_path : NULL, "the report"};
+    if ((code = ps_cli_check_distinct(&in, 1, &out, 1)) != PS_EXIT_OK) {
+        ps_problem_free(p);
+        return code;
+    }
 
     bb.p = p;
     bb.o = &o;

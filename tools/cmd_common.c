@@ -255,6 +255,38 @@ int ps_cli_output_path(const char *given, const char *base, const char *suffix,
     return PS_EXIT_OK;
 }
 
+/* Whether paths a and b name the same file (the same name, or both exist
+ * and are one inode). */
+int ps_cli_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (strcmp(a, b) == 0)
+        return 1;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+int ps_cli_check_distinct(const ps_cli_file *in, size_t nin, const ps_cli_file *out,
+                          size_t nout)
+{
+    struct stat st;
+    for (size_t j = 0; j < nout; j++) {
+        if (!out[j].path)
+            continue;
+        for (size_t i = 0; i < nin; i++)
+            if (in[i].path && stat(in[i].path, &st) == 0 && ps_cli_same_file(out[j].path, in[i].path)) {
+                ps_cli_error("%s %s: is %s", out[j].opt, out[j].path, in[i].role);
+                return PS_EXIT_USAGE;
+            }
+        for (size_t i = 0; i < j; i++)
+            if (out[i].path && ps_cli_same_file(out[j].path, out[i].path)) {
+                ps_cli_error("%s %s: is also %s", out[j].opt, out[j].path, out[i].role);
+                return PS_EXIT_USAGE;
+            }
+    }
+    return PS_EXIT_OK;
+}
+
 FILE *ps_cli_memfile_open(ps_cli_memfile *m)
 {
     m->buf = NULL;

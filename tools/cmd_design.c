@@ -605,17 +605,6 @@ int ps_cli_design_save(const ps_cli *cli, const ps_options *o, const char *input
     return PS_EXIT_OK;
 }
 
-/* Whether paths a and b name the same file (the same name, or both exist
- * and are one inode). */
-int ps_cli_same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (strcmp(a, b) == 0)
-        return 1;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 void ps_cli_backend_error(const ps_options *o, int st, const ps_cli_log *log,
                           const char *what)
 {
@@ -660,24 +649,15 @@ int ps_cmd_design(const ps_cli *cli)
         (code = ps_cli_output_path(cli->checkpoint, base, "", 1, ckpt,
                                    sizeof ckpt)) != PS_EXIT_OK)
         goto done;
-    /* the files written never replace the input problem or each other */
-    struct stat ist;
-    int input_file = stat(cli->input, &ist) == 0;
-    if (input_file && ps_cli_same_file(out, cli->input)) {
-        ps_cli_error("-o %s: is the input problem file", out);
-        code = PS_EXIT_USAGE;
+    /* the files written never replace a file read or each other */
+    const ps_cli_file reads[] = {{"", cli->input, "the input problem file"},
+                                 {"", cli->resume, "the checkpoint to resume (--resume)"}};
+    const ps_cli_file writes[] = {{"-o", out, "the result file (-o)"},
+                                  {"--checkpoint", cli->checkpoint ? ckpt : NULL, "the checkpoint"}};
+    /* (the checkpoint may be the one resumed: it is read whole first) */
+    if ((code = ps_cli_check_distinct(reads, 2, writes, 1)) != PS_EXIT_OK ||
+        (code = ps_cli_check_distinct(reads, 1, writes, 2)) != PS_EXIT_OK)
         goto done;
-    }
-    if (cli->checkpoint && input_file && ps_cli_same_file(ckpt, cli->input)) {
-        ps_cli_error("--checkpoint %s: is the input problem file", ckpt);
-        code = PS_EXIT_USAGE;
-        goto done;
-    }
-    if (cli->checkpoint && ps_cli_same_file(ckpt, out)) {
-        ps_cli_error("--checkpoint %s: is also the result file (-o)", ckpt);
-        code = PS_EXIT_USAGE;
-        goto done;
-    }
     if (cli->resume &&
         (code = ps_cli_read_checkpoint(cli->resume, &in_blob, &in_len)) != PS_EXIT_OK)
         goto done;

@@ -31,6 +31,11 @@ int ps_cmd_eval(const ps_cli *cli)
     if ((code = ps_cli_output_path(cli->output, base, "_eval.h5", 1, out,
                                    sizeof out)) != PS_EXIT_OK)
         goto done;
+    const ps_cli_file reads[] = {{"", cli->input, "the input problem file"},
+                                 {"", cli->x_file, "the pulse's file (--x)"}};
+    const ps_cli_file writes[] = {{"-o", out, "the eval file (-o)"}};
+    if ((code = ps_cli_check_distinct(reads, 2, writes, 1)) != PS_EXIT_OK)
+        goto done;
 
     size_t ns = ps_problem_ns(p), nt = ps_problem_nt(p), nx = ps_problem_nx(p);
     x = malloc(nx * sizeof(double));

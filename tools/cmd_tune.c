@@ -336,6 +336,12 @@ int ps_cmd_tune(const ps_cli *cli)
         snprintf(sz.spec, sizeof sz.spec, "%s", cli->input);
     if ((code = ps_cli_load_problem(sz.spec, &p, base, sizeof base)) != PS_EXIT_OK)
         return code;
+    const ps_cli_file in = {"", sz.spec, "the problem file tuned on"};
+    const ps_cli_file out = {"--json", cli->json_file ? json_path : NULL, "the report"};
+    if ((code = ps_cli_check_distinct(&in, 1, &out, 1)) != PS_EXIT_OK) {
+        ps_problem_free(p);
+        return code;
+    }
     int st = ps_gpu_usable(&o);
     if (st != 0) {
         const char *reason = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st);

@@ -34,8 +34,7 @@
  *        refused checkpoint)
  *   4    solver error (line-search failure, non-finite objective), or out of
  *        memory
- *   5    backend unavailable (--backend gpu and no usable GPU; bench without
- *        a GPU unless --backend cpu)
+ *   5    backend unavailable (--backend gpu and no usable GPU)
  *   6    tune without a usable GPU (nothing to measure the launch shapes on)
  *   130  cancelled by SIGINT or SIGTERM (the best point is still written)
  */

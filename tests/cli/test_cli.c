@@ -1142,6 +1142,39 @@ static void test_output_paths(void **state)
             "cli_same.out", "-o", "cli_same.out", NULL);
     assert_code(r, 2);
     assert_contains(r->err, "--checkpoint cli_same.out: is also the result file (-o)");
+    /* nor the checkpoint resumed (the next checkpoint may replace it), the
+     * --x file, or a problem that bench or tune reads */
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--max-iters", "2", "--checkpoint",
+            "cli_in.ck", "-o", "cli_in_r.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--max-iters", "3", "--resume",
+            "cli_in.ck", "-o", "cli_in.ck", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "-o cli_in.ck: is the checkpoint to resume (--resume)");
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--max-iters", "3", "--resume",
+            "cli_in.ck", "--checkpoint", "cli_in.ck", "-o", "cli_in_r.h5", "--quiet", NULL);
+    assert_code(r, 1);
+    r = run("eval", "cli_in.h5", "--backend", "cpu", "--x", "cli_in_r.h5", "-o", "cli_in_r.h5",
+            NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "-o cli_in_r.h5: is the pulse's file (--x)");
+    r = run("eval", "cli_in.h5", "--backend", "cpu", "-o", "cli_in.h5", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "-o cli_in.h5: is the input problem file");
+    r = run("bench", "--backend", "cpu", "--sizes", "cli_in.h5", "--iters", "1", "--json",
+            "cli_in.h5", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--json cli_in.h5: is a problem file of --sizes");
+    r = run("bench", "--backend", "cpu", "--batch", "2", "cli_in.h5", "--iters", "1", "--json",
+            "cli_in.h5", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--json cli_in.h5: is the problem file benchmarked");
+    r = run("design", "cli_in.h5", "--backend", "cpu", "--max-iters", "4", "--resume",
+            "cli_in.ck", "-o", "cli_in_r2.h5", "--quiet", NULL); /* the checkpoint rewritten */
+    assert_true(r->code == 0 || r->code == 1);
+    unlink("cli_in.ck");
+    unlink("cli_in_r.h5");
+    unlink("cli_in_r2.h5");
     r = run("eval", "cli_in.h5", "--backend", "cpu", NULL); /* the problem is intact */
     assert_code(r, 0);
 
@@ -1277,14 +1310,19 @@ static void test_bench(void **state)
     r = run("bench", "--sizes", "spiral2d:n=8,nt=40", "--iters", "3", "--repeats", "1", "--json",
             "cli_bench.json", NULL);
     if (!gpu) {
-        /* no GPU: a clear message and "backend unavailable" */
+        /* no GPU: auto benchmarks the CPU backend, saying why; --backend
+         * gpu is "backend unavailable" */
+        assert_code(r, 0);
+        assert_contains(r->err, "no usable GPU");
+        assert_contains(r->err, "the CPU backend alone (--backend auto)");
+        assert_contains(r->out, "none (GPU variants skipped)");
+        slurp("cli_bench.json", json, sizeof json);
+        assert_contains(json, "\"variant\": \"cpu\"");
+        r = run("bench", "--backend", "gpu", "--sizes", "spiral2d:n=8,nt=40", NULL);
         assert_code(r, 5);
         assert_contains(r->err, "no usable GPU");
         assert_contains(r->err, "--backend cpu");
         assert_string_equal(r->out, "");
-        r = run("bench", "--backend", "gpu", NULL);
-        assert_code(r, 5);
-        assert_contains(r->err, "no usable GPU");
         return;
     }
     assert_code(r, 0);
@@ -2609,6 +2647,19 @@ static void test_batch_list_and_errors(void **state)
     assert_code(r, 2);
     assert_contains(r->err, "is also the result file of problem 1");
     assert_int_equal(count_files("cli_bcol"), 1);
+    /* nor the list of problems; and a FIFO as the list is refused, not opened */
+    FILE *lf = fopen("cli_bcol/list.txt", "w");
+    assert_non_null(lf);
+    fprintf(lf, "%s\n%s\n", BATCH_A, BATCH_B);
+    fclose(lf);
+    r = run("design", "--batch", "cli_bcol/list.txt", "-o", "cli_bcol2", "--checkpoint",
+            "cli_bcol/list.txt", NULL);
+    assert_code(r, 2);
+    assert_contains(r->err, "--checkpoint cli_bcol/list.txt: is the list of problems (--batch)");
+    assert_int_equal(mkfifo("cli_bcol/list.fifo", 0600), 0);
+    r = run("design", "--batch", "cli_bcol/list.fifo", "-o", "cli_bcol2", NULL);
+    assert_code(r, 3);
+    assert_contains(r->err, "--batch cli_bcol/list.fifo: cannot read: not a regular file");
     remove_dir("cli_bcol");
     remove_dir("cli_bcol2");
     r = run("design", "--help", NULL);
