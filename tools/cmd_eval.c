@@ -61,6 +61,26 @@ int ps_cmd_eval(const ps_cli *cli)
         goto done;
     }
 
+    /* the steps the RF mask holds are zero in the pulse evaluated, and so
+     * in the pulse written */
+    ps_problem_desc desc;
+    if (ps_problem_describe(p, &desc) == 0 && desc.rf_mask) {
+        size_t held = 0, nonzero = 0, nc = ps_problem_nc(p);
+        for (size_t t = 0; t < nt; t++)
+            if (desc.rf_mask[t] == 0.0) {
+                held++;
+                for (size_t c = 0; c < nc; c++) {
+                    double *u = &x[PS_X_U(nt, c, t)], *v = &x[PS_X_V(nt, c, t)];
+                    nonzero += *u != 0.0 || *v != 0.0;
+                    *u = *v = 0.0;
+                }
+            }
+        if (nonzero)
+            ps_cli_error("warning: the pulse has RF at %zu of the %zu samples (steps x channels) "
+                         "that /pulse/rf_mask holds at zero; F is evaluated, and the pulse "
+                         "written, with those samples zero", nonzero, held * nc);
+    }
+
     /* a pulse past the problem's peak constraint is evaluated as given */
     ps_cli_constraints k;
     if (ps_cli_constraint_values(p, NULL, &k) == 0 && k.has_limit) {

@@ -2038,6 +2038,22 @@ static void test_rf_mask(void **state)
     r = run("eval", res, "-o", "cli_mask_e.h5", NULL);
     assert_code(r, 0);
     assert_contains(r->out, "RF free   30 of 40 steps");
+    assert_null(strstr(r->err, "rf_mask holds"));
+    /* a pulse (--x) with RF at held steps: evaluated and written with them zero */
+    r = run("preset", "slice1d:nz=30,nt=40", "-o", "cli_mask_free.h5", NULL);
+    assert_code(r, 0);
+    r = run("eval", prob, "--x", "cli_mask_free.h5", "-o", "cli_mask_e2.h5", NULL);
+    assert_code(r, 0);
+    assert_contains(r->err, "warning: the pulse has RF at");
+    assert_contains(r->err, "of the 10 samples (steps x channels) that /pulse/rf_mask holds at zero");
+    b1 = h5_read("cli_mask_e2.h5", "/pulse/b1", nt, 2);
+    double *b1free = h5_read("cli_mask_free.h5", "/pulse/b1", nt, 2);
+    for (size_t k = 0; k < nt; k++) {
+        assert_true(b1[2 * k] == (mask[k] == 0.0 ? 0.0 : b1free[2 * k]));
+        assert_true(b1[2 * k + 1] == (mask[k] == 0.0 ? 0.0 : b1free[2 * k + 1]));
+    }
+    free(b1);
+    free(b1free);
 
     mask[3] = 0.5;
     f = H5Fopen(prob, H5F_ACC_RDWR, H5P_DEFAULT);
