@@ -140,6 +140,60 @@ static int h5_exists(hid_t file, const char *path)
     return 1;
 }
 
+/* Whether a proper prefix of path ("/spins" of "/spins/r") is an object
+ * other than a group (a dataset where the group belongs), which makes
+ * H5Lexists fail for the path; then pre holds the prefix and kind what
+ * it is. */
+static int h5_nongroup_prefix(hid_t file, const char *path, char *pre, size_t len,
+                              const char **kind)
+{
+    size_t n = strlen(path);
+    if (n >= len)
+        return 0;
+    memcpy(pre, path, n + 1);
+    for (size_t i = 1; i < n; i++) {
+        if (pre[i] != '/')
+            continue;
+        pre[i] = '\0';
+        hid_t obj = H5Lexists(file, pre, H5P_DEFAULT) > 0 ? H5Oopen(file, pre, H5P_DEFAULT) : -1;
+        if (obj < 0)
+            return 0;
+        H5I_type_t type = H5Iget_type(obj);
+        H5Oclose(obj);
+        if (type != H5I_GROUP) {
+            *kind = type == H5I_DATASET ? "a dataset" : "not a group";
+            return 1;
+        }
+        pre[i] = '/';
+    }
+    return 0;
+}
+
+/* Whether dataset dset is stored through a filter (a compression) this
+ * HDF5 library does not have; then why names it. Asked once a read has
+ * failed: chunks an optional filter skipped read without it. */
+static int h5_missing_filter(hid_t dset, char *why, size_t whylen)
+{
+    hid_t dcpl = H5Dget_create_plist(dset);
+    int missing = 0, n = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    for (int i = 0; i < n && !missing; i++) {
+        unsigned flags = 0, info = 0;
+        size_t nelem = 0;
+        char fname[64] = "";
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nelem, NULL,
+                                         sizeof fname, fname, &info);
+        if (id >= 0 && H5Zfilter_avail(id) <= 0) {
+            missing = 1;
+            snprintf(why, whylen, "it is compressed with HDF5 filter %d%s%s%s, which this "
+                     "HDF5 library does not have (install its plugin, or write the dataset "
+                     "without it)", (int)id, fname[0] ? " (" : "", fname, fname[0] ? ")" : "");
+        }
+    }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return missing;
+}
+
 static const char *h5_class_name(H5T_class_t cls)
 {
     switch (cls) {
@@ -260,7 +314,7 @@ double ps_h5_memory_bytes(void)
  * is that too), PS_CH_SQUARE [rows,Nc,Nc,cols] (whatever Nc). rows == 0
  * on entry accepts any row count and returns it in *rows_out; `rows_sym`
  * names the expected row count in messages ("Ns", "Nt" or "Nq", which
- * also says its limit). *nc is the channel count: for PS_CH_INNER 0 on
+ * also says its limit), and rows_from (NULL: none) what set it. *nc is the channel count: for PS_CH_INNER 0 on
  * entry accepts any (1..PS_MAX_CHANNELS) and returns it, for PS_CH_OUTER
  * and PS_CH_SQUARE it is the count expected (nc_from says where it comes
  * from, for messages). A missing optional dataset gives *out = NULL and
@@ -268,7 +322,7 @@ double ps_h5_memory_bytes(void)
  */
 static int h5_read_array(hid_t file, h5ctx *c, const char *name,
                          int required, size_t rows, const char *rows_sym,
-                         size_t cols, int channels, size_t *nc,
+                         const char *rows_from, size_t cols, int channels, size_t *nc,
                          const char *nc_from, double **out, size_t *rows_out)
 {
     int status = 0;
@@ -277,6 +331,11 @@ static int h5_read_array(hid_t file, h5ctx *c, const char *name,
     *out = NULL;
 
     int there = h5_exists(file, name);
+    char pre[256];
+    const char *kind = "";
+    if (there < 0 && h5_nongroup_prefix(file, name, pre, sizeof pre, &kind))
+        return h5_fail(c, PS_ERR_FILE, "%s: %s is %s where the group that holds %s belongs",
+                       name, pre, kind, name);
     if (there < 0)
         return h5_fail(c, PS_ERR_FILE, "%s: cannot tell whether it exists (corrupted file?): %s",
                        name, h5_reason(why));
@@ -310,7 +369,12 @@ static int h5_read_array(hid_t file, h5ctx *c, const char *name,
     space = H5Dget_space(dset);
     int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     hsize_t dims[H5S_MAX_RANK] = {0};
-    if (rank < 0 || H5Sget_simple_extent_type(space) == H5S_NULL) {
+    if (rank >= 0 && H5Sget_simple_extent_type(space) == H5S_NULL) {
+        status = h5_fail(c, PS_ERR_FILE, "%s: empty: the dataset has no values (a null "
+                         "dataspace)", name);
+        goto done;
+    }
+    if (rank < 0) {
         status = h5_fail(c, PS_ERR_FILE, "%s: cannot read its shape: %s",
                          name, h5_reason(why));
         goto done;
@@ -385,9 +449,14 @@ static int h5_read_array(hid_t file, h5ctx *c, const char *name,
                      "the other way round, as a column-major writer such as MATLAB stores "
                      "it; write its transpose)", (unsigned long long)dims[0],
                      (unsigned long long)dims[1], colsym, rows_sym);
+        /* rows that differ from those another dataset set: say which */
+        char from[200] = "";
+        if (rows && rows_from && rank == want_rank && dims[row] != rows)
+            snprintf(from, sizeof from, "; %s = %zu is the rows of %s", rows_sym, rows,
+                     rows_from);
         status = h5_fail(c, PS_ERR_FILE,
-                         "%s: wrong shape: expected %s, got %s%s", name, want,
-                         got, note);
+                         "%s: wrong shape: expected %s, got %s%s%s", name, want,
+                         got, note, from);
         goto done;
     }
     if (dims[row] == 0) {
@@ -469,6 +538,10 @@ static int h5_read_array(hid_t file, h5ctx *c, const char *name,
     }
     if (H5Dread(dset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
         free(buf);
+        if (h5_missing_filter(dset, why, sizeof why)) {
+            status = h5_fail(c, PS_ERR_FILE, "%s: cannot read data: %s", name, why);
+            goto done;
+        }
         status = h5_fail(c, PS_ERR_FILE,
                          "%s: cannot read data (truncated or corrupted file?): %s",
                          name, h5_reason(why));
@@ -1140,6 +1213,7 @@ int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_prob
      * before the channel-major start pulse and the VOPs (read in the
      * second pass, [Nq,Nc,Nc,2], any Nq); without it, one channel */
     int taken[H5_NDATASETS] = {0};
+    const char *rows_from[3] = {NULL, NULL, NULL}; /* the datasets that set Ns, Nt, Nq */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < H5_NDATASETS; i++) {
             const h5_dataset *ds = &h5_problem_datasets[i];
@@ -1147,15 +1221,18 @@ int ps_h5_read_problem_ex(const char *path, const ps_h5_read_opts *opts, ps_prob
             if (taken[i] || (pass == 0 && (*rows != 0 || ds->channels == PS_CH_SQUARE)))
                 continue;
             taken[i] = 1;
-            const char *sym = ds->rows == offsetof(ps_problem_desc, nt)   ? "Nt"
-                              : ds->rows == offsetof(ps_problem_desc, nq) ? "Nq"
-                                                                          : "Ns";
+            const int dim = ds->rows == offsetof(ps_problem_desc, nt)   ? 1
+                            : ds->rows == offsetof(ps_problem_desc, nq) ? 2
+                                                                        : 0;
+            const char *sym = dim == 1 ? "Nt" : dim == 2 ? "Nq" : "Ns";
             size_t nc = ds->channels == PS_CH_INNER ? 0 : PS_NC_OF(&d);
             if ((st = h5_read_array(file, &c, ds->path, ds->required, *rows,
-                                    sym, ds->cols, ds->channels, &nc,
+                                    sym, rows_from[dim], ds->cols, ds->channels, &nc,
                                     d.b1map ? "those of /spins/b1map" : "no /spins/b1map",
                                     &arrays[i], rows)))
                 goto done;
+            if (arrays[i] && !rows_from[dim])
+                rows_from[dim] = ds->path;
             *(const double **)((char *)&d + ds->field) = arrays[i];
             if (ds->channels == PS_CH_INNER && arrays[i])
                 d.nc = nc;
@@ -1242,8 +1319,8 @@ int ps_h5_read_pulse(const char *path, size_t nc, size_t nt, double *x, char *er
     if (file < 0)
         return st;
     size_t want = nc;
-    st = h5_read_array(file, &c, "/pulse/b1", 1, nt, "Nt", 2, PS_CH_OUTER, &want,
-                       "the problem's", &b1, NULL);
+    st = h5_read_array(file, &c, "/pulse/b1", 1, nt, "Nt", "the problem", 2, PS_CH_OUTER,
+                       &want, "the problem's", &b1, NULL);
     if (st == 0) {
         /* [nc][nt][2] rows; one channel's messages name the row alone */
         for (size_t i = 0; i < nc * nt && !st; i++)
@@ -1284,8 +1361,8 @@ int ps_h5_read_x(const char *path, const ps_problem *p, double *x, char *err, si
     if (file < 0)
         return st;
     size_t one = 1;
-    st = h5_read_array(file, &c, "/pulse/g", 1, d.nt, "Nt", 3, PS_CH_NONE, &one,
-                       "the problem's", &g, NULL);
+    st = h5_read_array(file, &c, "/pulse/g", 1, d.nt, "Nt", "the problem", 3, PS_CH_NONE,
+                       &one, "the problem's", &g, NULL);
     for (size_t a = 0, i = 0; a < 3 && !st; a++) {
         if (!(d.design_g >> a & 1u))
             continue;

@@ -633,19 +633,61 @@ static void replace_dset(const char *path, const char *name, hid_t type,
     replace_dset_n(path, name, type, rank, dims, fill, 0.0);
 }
 
-/* Replace dataset `name` by a chunked float64 one of shape [d0,d1] that is
- * never written (a few bytes on disk whatever its size). */
+/* Replace dataset `name` by a chunked float64 one of shape [d0,d1] (d1 0:
+ * [d0]) in chunks of `rows` rows, behind the optional filter `filter` (0:
+ * none). Left open for the caller's writes (it closes it, and f). */
+static hid_t chunked_dset(const char *path, hid_t *f, const char *name, hsize_t d0, hsize_t d1,
+                          hsize_t rows, int filter)
+{
+    *f = open_rw(path);
+    assert_true(H5Ldelete(*f, name, H5P_DEFAULT) >= 0);
+    const int rank = d1 ? 2 : 1;
+    hsize_t dims[2] = {d0, d1}, chunk[2] = {rows, d1};
+    hid_t sp = H5Screate_simple(rank, dims, NULL), pl = H5Pcreate(H5P_DATASET_CREATE);
+    assert_true(H5Pset_chunk(pl, rank, chunk) >= 0);
+    if (filter)
+        assert_true(H5Pset_filter(pl, (H5Z_filter_t)filter, H5Z_FLAG_OPTIONAL, 0, NULL) >= 0);
+    hid_t ds = H5Dcreate2(*f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    return ds;
+}
+
+/* ... never written (a few bytes on disk whatever its size). */
 static void huge_dset(const char *path, const char *name, hsize_t d0, hsize_t d1)
+{
+    hid_t f, ds = chunked_dset(path, &f, name, d0, d1, 1024, 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+}
+
+/* ... [d0] behind filter 32000 (LZF, which this HDF5 library lacks), its
+ * one chunk written raw as if filtered. */
+static void filtered_dset(const char *path, const char *name, hsize_t d0)
+{
+    hid_t f, ds = chunked_dset(path, &f, name, d0, 0, d0, 32000);
+    unsigned char raw[64] = {1, 2, 3};
+    const hsize_t at[1] = {0};
+    assert_true(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, at, sizeof raw, raw) >= 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+}
+
+/* Replace the group `name` by a float64 dataset [3], or dataset `name` by
+ * one without values (null: a null dataspace). */
+static void dataset_for(const char *path, const char *name, int null)
 {
     hid_t f = open_rw(path);
     assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
-    hsize_t dims[2] = {d0, d1}, chunk[2] = {1024, d1};
-    hid_t sp = H5Screate_simple(2, dims, NULL), pl = H5Pcreate(H5P_DATASET_CREATE);
-    assert_true(H5Pset_chunk(pl, 2, chunk) >= 0);
-    hid_t ds = H5Dcreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    const hsize_t dims[1] = {3};
+    const double v[3] = {0.0, 0.0, 0.0};
+    hid_t sp = null ? H5Screate(H5S_NULL) : H5Screate_simple(1, dims, NULL);
+    hid_t ds = H5Dcreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     assert_true(ds >= 0);
+    if (!null)
+        assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
     H5Dclose(ds);
-    H5Pclose(pl);
     H5Sclose(sp);
     H5Fclose(f);
 }
@@ -813,6 +855,31 @@ static void test_wrong_shape(void **state)
     write_full(path);
     huge_dset(path, "/pulse/g", ((hsize_t)1 << 26) + 1, 3);
     expect_read_error(path, PS_ERR_SIZE, "/pulse/g", "more than the Nt limit of 2^26");
+
+    /* a row count that differs from the one an earlier dataset set: that
+     * one is named */
+    write_full(path);
+    replace_dset(path, "/pulse/g", H5T_IEEE_F64LE, 2, NT - 1, 3, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "/pulse/b1: wrong shape: expected [Nt,2] = [4,2], got [5,2]",
+                      "; Nt = 4 is the rows of /pulse/g");
+    write_full(path);
+    replace_dset(path, "/spins/r", H5T_IEEE_F64LE, 2, NS - 2, 3, 0.0);
+    expect_read_error(path, PS_ERR_FILE, "wrong shape", "; Ns = 5 is the rows of /spins/r");
+
+    /* no values, a dataset where a group belongs, a filter the library lacks */
+    write_full(path);
+    dataset_for(path, "/spins/df", 1);
+    expect_read_error(path, PS_ERR_FILE, "/spins/df: empty: the dataset has no values", NULL);
+    write_full(path);
+    dataset_for(path, "/spins", 0);
+    expect_read_error(path, PS_ERR_FILE, "/spins is a dataset where the group that holds", NULL);
+    write_full(path);
+    dataset_for(path, "/pulse", 0);
+    expect_read_error(path, PS_ERR_FILE, "/pulse is a dataset where the group that holds", NULL);
+    write_full(path);
+    filtered_dset(path, "/spins/df", NS);
+    expect_read_error(path, PS_ERR_FILE, "/spins/df: cannot read data: it is compressed with HDF5 "
+                      "filter 32000", "which this HDF5 library does not have");
 
     /* read_pulse with the wrong Nt */
     write_full(path);
