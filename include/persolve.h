@@ -80,6 +80,9 @@ typedef enum ps_status {
     PS_ERR_GRADIENT         = -24, ///< gradient design malformed: design_g with smax not positive,
                                    ///< gmax or g_end without design_g, g_end without gmax
     PS_ERR_RF_MASK          = -25, ///< rf_mask holds a value other than 0 or 1
+    PS_ERR_SCALE            = -26, ///< values each finite whose products leave float32's range: a
+                                   ///< step's rotation above 1e30 rad or a peak limit's below
+                                   ///< 1e-30 rad, lambda's penalty or the gmax ratio overflowing
 } ps_status;
 
 /** Static English text for a status (never NULL). */
@@ -300,8 +303,8 @@ typedef struct ps_options {
                              ///< (1 + constraint_tol), |g| <= gmax (1 + constraint_tol),
                              ///< |g(T)| <= constraint_tol gmax; >= 0, 0 = the default 1e-3
     double penalty_mu;       ///< penalty weight of the first round in units of the loss's scale
-                             ///< (mu = penalty_mu sum_j w_j; x10 per round), > 0; 0 = the
-                             ///< default 1
+                             ///< (mu = penalty_mu sum_j w_j; x10 per round), > 0 and at most
+                             ///< 1e30; 0 = the default 1
     int64_t reserved[12];    ///< must be zero
 } ps_options;
 

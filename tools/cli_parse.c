@@ -222,6 +222,7 @@ int ps_cli_exit_code(int status)
     case PS_ERR_SAR:
     case PS_ERR_GRADIENT:
     case PS_ERR_RF_MASK:
+    case PS_ERR_SCALE:
         return PS_EXIT_INPUT;
     case PS_ERR_NO_GPU:
     case PS_ERR_GPU_UNSUPPORTED:

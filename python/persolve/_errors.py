@@ -42,6 +42,7 @@ class Status(enum.IntEnum):
     ERR_SAR = -23
     ERR_GRADIENT = -24
     ERR_RF_MASK = -25
+    ERR_SCALE = -26
 
     @property
     def message(self):
@@ -76,7 +77,7 @@ class Error(Exception):
 
 class InputError(Error, ValueError):
     """A bad argument: a problem, an array, an option, a preset (statuses
-    ERR_NULL .. ERR_OPTION, ERR_PRESET, ERR_CHANNELS .. ERR_RF_MASK)."""
+    ERR_NULL .. ERR_OPTION, ERR_PRESET, ERR_CHANNELS .. ERR_SCALE)."""
 
 
 class FileError(Error, OSError):

@@ -2,6 +2,7 @@
  * Problem creation: validation of every field of a ps_problem_desc and a
  * private copy of its arrays.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,7 @@ static int check_array(const char *name, const double *a, size_t n, size_t mid, 
 /* The SAR constraint: nq and vop together, positive sar_max and tr; each
  * VOP (once finite) Hermitian and positive semidefinite. */
 static int check_vops(const ps_problem_desc *d, char *msg, size_t len);
+static int check_scales(const ps_problem_desc *d, char *msg, size_t len);
 
 /* The designed gradient axes and their limits. */
 static int gradient_validate(const ps_problem_desc *d, char *msg, size_t len)
@@ -227,7 +229,102 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
         return st;
     PS_PROBLEM_ARRAYS(CHECK)
 #undef CHECK
+    if ((st = check_scales(d, msg, len)))
+        return st;
     return d->nq ? check_vops(d, msg, len) : PS_CONVERGED;
+}
+
+/*
+ * The model's scales within float32's range (the spin loops' default
+ * arithmetic), so that a problem whose numbers are each finite cannot
+ * overflow the model or make its pulse vanish: a step's rotation (rad) by
+ * the pulse at its peak (the peak limit, else the start pulse's peak,
+ * times the largest B1 sensitivity), by the gradient at the farthest spin
+ * (the start waveform's) and by the largest off-resonance at most
+ * PS_MAX_STEP_ROTATION; a peak limit's rotation at least
+ * PS_MIN_STEP_ROTATION; the designed axes' start waveform at most
+ * PS_MAX_GMAX_RATIO times gmax (the limit's penalty grows with the square
+ * of the ratio). Physical problems are 20 and more orders of magnitude
+ * inside these bounds.
+ */
+#define PS_MAX_STEP_ROTATION 1e30
+#define PS_MIN_STEP_ROTATION 1e-30
+#define PS_MAX_GMAX_RATIO 1e15
+static int check_scales(const ps_problem_desc *d, char *msg, size_t len)
+{
+    const size_t ns = d->ns, nt = d->nt, nc = PS_NC_OF(d);
+    const double gb = d->gamma_bar > 0.0 ? d->gamma_bar : PS_GAMMA_BAR_DEFAULT;
+    const double turn = 2.0 * 3.14159265358979323846 * gb * d->dt; /* rad a step per G */
+    double smax = d->b1map ? 0.0 : 1.0, rmax[3] = {0.0, 0.0, 0.0}, dfmax = 0.0;
+    for (size_t j = 0; j < ns; j++) {
+        for (size_t c = 0; d->b1map && c < nc; c++)
+            smax = fmax(smax, hypot(d->b1map[2 * (j * nc + c)], d->b1map[2 * (j * nc + c) + 1]));
+        if (d->b1scale)
+            smax = j ? fmax(smax, fabs(d->b1scale[j])) : fabs(d->b1scale[j]);
+        for (int a = 0; a < 3; a++)
+            rmax[a] = fmax(rmax[a], fabs(d->r[3 * j + a]));
+        if (d->df)
+            dfmax = fmax(dfmax, fabs(d->df[j]));
+    }
+    /* the peak: the limits' largest, else the start pulse's */
+    double peak = 0.0, lowest = HUGE_VAL;
+    const char *peak_of = "the start pulse's peak |b1|";
+    if (d->b1_max_channel || isfinite(d->b1_max)) {
+        for (size_t c = 0; c < nc; c++) {
+            const double bm = d->b1_max_channel ? d->b1_max_channel[c] : d->b1_max;
+            peak = fmax(peak, bm);
+            lowest = fmin(lowest, bm);
+        }
+        peak_of = d->b1_max_channel ? "the largest b1_max_channel" : "b1_max";
+    } else {
+        for (size_t i = 0; d->b1 && i < nc * nt; i++)
+            peak = fmax(peak, hypot(d->b1[2 * i], d->b1[2 * i + 1]));
+    }
+    double gr = 0.0, gpeak = 0.0;
+    for (size_t k = 0; k < nt; k++) {
+        double s = 0.0;
+        for (int a = 0; a < 3; a++) {
+            s += fabs(d->g[3 * k + a]) * rmax[a];
+            if (d->design_g >> a & 1u)
+                gpeak = fmax(gpeak, fabs(d->g[3 * k + a]));
+        }
+        gr = fmax(gr, s);
+    }
+    const double rf = turn * peak * smax, grad = turn * gr, off = 2.0 * 3.14159265358979323846 * d->dt * dfmax;
+    if (!(rf <= PS_MAX_STEP_ROTATION))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "dt = %g s, gamma_bar = %g Hz/G, %s %g G: the pulse's rotation a step, 2 pi "
+                             "gamma_bar dt |b1| |S| = %g rad, is above %g rad (float32 overflows)",
+                             d->dt, gb, peak_of, peak, rf, PS_MAX_STEP_ROTATION);
+    if (!(grad <= PS_MAX_STEP_ROTATION))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "dt = %g s, gamma_bar = %g Hz/G: the gradient's rotation a step at the "
+                             "farthest spin, 2 pi gamma_bar dt |g.r| = %g rad, is above %g rad (float32 "
+                             "overflows)", d->dt, gb, grad, PS_MAX_STEP_ROTATION);
+    if (!(off <= PS_MAX_STEP_ROTATION))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "dt = %g s: the off-resonance's rotation a step, 2 pi dt |df| = %g rad, is "
+                             "above %g rad (float32 overflows)", d->dt, off, PS_MAX_STEP_ROTATION);
+    /* the power penalty and its gradient 2 lambda b at the peak (1 G where
+     * the start pulse is zero and there is no limit) within float64 */
+    const double bp = peak > 0.0 ? peak : 1.0;
+    if (!(d->lambda * bp * bp * (double)(nc * nt) <= 1e300 && 2.0 * d->lambda * bp <= 1e300))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "lambda = %g: the power penalty lambda sum |b|^2 at %s %g G over %zu "
+                             "samples overflows", d->lambda,
+                             peak > 0.0 ? peak_of : "a nominal peak of", bp, nc * nt);
+    if (isfinite(lowest) && turn * lowest < PS_MIN_STEP_ROTATION)
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "%s = %g G: its rotation a step, 2 pi gamma_bar dt %g G = %g rad, is below "
+                             "%g rad (a pulse so weak vanishes in float32)",
+                             d->b1_max_channel ? "b1_max_channel" : "b1_max", lowest, lowest,
+                             turn * lowest, PS_MIN_STEP_ROTATION);
+    if (d->design_g && d->gmax > 0.0 && !(gpeak <= PS_MAX_GMAX_RATIO * d->gmax))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "gmax = %g G/cm is %g times below the designed axes' start waveform (peak "
+                             "%g G/cm): more than %g, where the limit's penalty overflows",
+                             d->gmax, gpeak / d->gmax, gpeak, PS_MAX_GMAX_RATIO);
+    return PS_CONVERGED;
 }
 
 /*

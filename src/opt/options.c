@@ -91,6 +91,10 @@ int ps_options_validate(const ps_options *o)
     OPT_CHECK(isfinite(o->penalty_mu) && o->penalty_mu >= 0.0,
               "options.penalty_mu: %g is not a finite value >= 0 (0: the default %g)",
               o->penalty_mu, PS_DEFAULT_PENALTY_MU);
+    /* x10 a round for up to 64 rounds: past this the penalty overflows */
+    OPT_CHECK(o->penalty_mu <= 1e30,
+              "options.penalty_mu: %g is above 1e30 (the penalty's first weight in units of the "
+              "loss's scale; the default is %g)", o->penalty_mu, PS_DEFAULT_PENALTY_MU);
     for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
         OPT_CHECK(o->reserved[i] == 0, "options.reserved[%zu] is not zero", i);
     return PS_CONVERGED;

@@ -544,7 +544,7 @@ static void test_exit_codes(void **state)
                                 PS_ERR_DT, PS_ERR_NEGATIVE, PS_ERR_RELAXATION,
                                 PS_ERR_LOSS, PS_ERR_B1MAX, PS_ERR_PRESET,
                                 PS_ERR_FILE, PS_ERR_CHANNELS, PS_ERR_SAR,
-                                PS_ERR_GRADIENT, PS_ERR_RF_MASK};
+                                PS_ERR_GRADIENT, PS_ERR_RF_MASK, PS_ERR_SCALE};
     for (size_t i = 0; i < sizeof input / sizeof input[0]; i++)
         assert_int_equal(ps_cli_exit_code(input[i]), 3);
     assert_int_equal(ps_cli_exit_code(PS_ERR_CHECKPOINT), 3);

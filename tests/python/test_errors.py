@@ -53,6 +53,7 @@ CASES = [
     (Status.ERR_GRADIENT, dict(smax=0.0), None),
     (Status.ERR_GRADIENT, dict(design_g="zx"), "design_g"),
     (Status.ERR_RF_MASK, dict(rf_mask=np.full(80, 0.5)), "rf_mask"),
+    (Status.ERR_SCALE, dict(dt=1e40), "dt = 1e+40 s"),
 ]
 
 

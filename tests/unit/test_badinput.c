@@ -221,6 +221,53 @@ static void test_dt_and_gamma(void **state)
     expect_desc(&b.d, PS_ERR_DT, (const char *const[]){"gamma", NULL});
 }
 
+/* Values each finite whose products overflow float32 (or float64), or
+ * make the pulse vanish: the one to blame is named. */
+static void test_scales(void **state)
+{
+    (void)state;
+    base b;
+    printf("dt = 1e30: the gradient's rotation a step\n");
+    base_init(&b);
+    b.d.dt = 1e30;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"dt = 1e+30 s", NULL});
+    /* at the edge: 2 pi gamma_bar dt |b1_max| just inside 1e30 rad, the
+     * gradient and off-resonance zero */
+    base_init(&b);
+    memset(b.g, 0, sizeof b.g);
+    b.d.df = NULL;
+    b.d.b1scale = NULL;
+    b.d.dt = 0.999e30 / (2.0 * 3.14159265358979323846 * PS_GAMMA_BAR_DEFAULT * b.d.b1_max);
+    expect_desc(&b.d, PS_CONVERGED, NULL);
+    b.d.dt *= 1.002;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1_max 0.2 G: the pulse's rotation", NULL});
+    printf("df 1e35 Hz\n");
+    base_init(&b);
+    b.df[2] = 1e35;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"off-resonance", NULL});
+    printf("b1_max 1e-200 G\n");
+    base_init(&b);
+    b.d.b1_max = 1e-200;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1_max = 1e-200 G", NULL});
+    printf("no limit, a start pulse of 1e200 G\n");
+    base_init(&b);
+    b.d.b1_max = PS_B1MAX_NONE;
+    b.b1[5] = 1e200;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"the start pulse's peak |b1| 1e+200 G", NULL});
+    printf("lambda 1e305\n");
+    base_init(&b);
+    b.d.lambda = 1e305;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"lambda = 1e+305", NULL});
+    printf("gmax 1e-20 G/cm under a designed start waveform of about 1 G/cm\n");
+    base_init(&b);
+    b.d.design_g = PS_AXIS_X;
+    b.d.smax = 15000.0;
+    b.d.gmax = 1e-20;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"gmax = 1e-20 G/cm is", NULL});
+    b.d.gmax = 1e-14;
+    expect_desc(&b.d, PS_CONVERGED, NULL);
+}
+
 static void test_negative(void **state)
 {
     (void)state;
@@ -465,6 +512,7 @@ static void test_options(void **state)
     BAD(o.constraint_tol = NAN, "constraint_tol");
     BAD(o.penalty_mu = -1.0, "penalty_mu");
     BAD(o.penalty_mu = INFINITY, "penalty_mu");
+    BAD(o.penalty_mu = 1.01e30, "above 1e30");
     BAD(o.reserved[0] = 1, "reserved");
     BAD(o.reserved[sizeof o.reserved / sizeof o.reserved[0] - 1] = -7, "reserved");
 #undef BAD
@@ -775,7 +823,7 @@ static void test_strerror(void **state)
     (void)state;
     const char *texts[64];
     int n = 0;
-    for (int s = PS_ERR_CHECKPOINT; s <= PS_RUNNING; s++) {
+    for (int s = PS_ERR_SCALE; s <= PS_RUNNING; s++) { /* the lowest status to the highest */
         const char *t = ps_strerror(s);
         assert_non_null(t);
         assert_true(t[0] != '\0');
@@ -786,7 +834,7 @@ static void test_strerror(void **state)
         }
         texts[n++] = t;
     }
-    const int unknown[] = {PS_RUNNING + 1, 100,     PS_ERR_CHECKPOINT - 1,
+    const int unknown[] = {PS_RUNNING + 1, 100,     PS_ERR_SCALE - 1,
                            -1000,          INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *t = ps_strerror(unknown[i]);
@@ -813,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_arrays),
         cmocka_unit_test(test_nonfinite_scalars),
         cmocka_unit_test(test_dt_and_gamma),
+        cmocka_unit_test(test_scales),
         cmocka_unit_test(test_negative),
         cmocka_unit_test(test_relaxation),
         cmocka_unit_test(test_loss),
