@@ -645,10 +645,6 @@ static int parse_command(ps_cli *cli, size_t ci, int argc, char **argv,
         cli->iters = PS_TUNE_BATCH_ITERS;
     if (cli->every > 0.0 && !cli->checkpoint)
         return ps_status_msg(err, errlen, PS_CLI_USAGE, "--every: requires --checkpoint FILE");
-    if (ps_cli_is_batch(cli) && !cli->output)
-        return ps_status_msg(err, errlen, PS_CLI_USAGE,
-                             "design: several problems need -o DIR, the directory of their "
-                             "result files");
     if (cli->command == PS_CMD_BENCH && cli->input && !cli->bench_batch)
         return ps_status_msg(err, errlen, PS_CLI_USAGE,
                              "bench: unexpected argument '%s' (a SIZE goes with --batch N; "
@@ -880,7 +876,7 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "\n"
               "commands:\n"
               "  design PRESET|FILE   optimize the pulse, write the result file (several\n"
-              "                       problems: one batch, -o DIR)\n"
+              "                       problems: one batch)\n"
               "  eval PROBLEM         objective F and its gradient at a pulse\n"
               "  preset NAME          write a preset problem to an HDF5 file\n"
               "  info                 version, build features and GPUs\n"
@@ -901,8 +897,8 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
         break;
     case PS_CMD_DESIGN:
         fputs("usage: persolve design PRESET|FILE [OPTIONS]\n"
-                "       persolve design PRESET|FILE PRESET|FILE... -o DIR [OPTIONS]\n"
-                "       persolve design --batch LIST -o DIR [OPTIONS]\n"
+                "       persolve design PRESET|FILE PRESET|FILE... [-o DIR] [OPTIONS]\n"
+                "       persolve design --batch LIST [-o DIR] [OPTIONS]\n"
                 "\n"
                 "Minimize the Bloch loss over the RF pulse with L-BFGS, from the\n"
                 "problem's start pulse (/pulse/b1 of FILE, or the preset's x0), and\n"
@@ -928,7 +924,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "a solo design writes, goes into the directory -o DIR (created if\n"
                 "missing) as NNN_NAME.h5: NNN its number in the batch from 000, NAME\n"
                 "the preset spec or the file's base name, ':' ',' and other\n"
-                "characters a file name trips on replaced by '_'. Its iterates equal\n"
+                "characters a file name trips on replaced by '_'; without -o, where\n"
+                "a solo design writes it (NAME_result.h5 here; two problems of one\n"
+                "name are refused). Its iterates equal\n"
                 "those of a solo design of that problem with --threads 1 (CPU), or\n"
                 "with the team's launch shape (GPU). The progress line counts the\n"
                 "problems done, running, paused and queued and shows the slowest\n"

@@ -231,12 +231,15 @@ static int load_items(batch_cmd *c, ps_options *o, ps_cli_log *log)
             return code;
         }
         ps_cli_preset_base(base, name, sizeof name);
+        /* -o DIR: DIR/NNN_NAME.h5; without: NAME_result.h5 here, as a solo design */
         char path[4096];
-        int len = snprintf(path, sizeof path, "%s%s%0*zu_%s.h5", cli->output,
-                           cli->output[strlen(cli->output) - 1] == '/' ? "" : "/", width, i,
-                           name);
+        int len = cli->output ? snprintf(path, sizeof path, "%s%s%0*zu_%s.h5", cli->output,
+                                         cli->output[strlen(cli->output) - 1] == '/' ? "" : "/",
+                                         width, i, name)
+                              : snprintf(path, sizeof path, "%s_result.h5", base);
         if (len < 0 || (size_t)len >= sizeof path) {
-            ps_cli_error("-o %s: result file name too long", cli->output);
+            ps_cli_error("%s%s: result file name too long", cli->output ? "-o " : "",
+                         cli->output ? cli->output : path);
             return PS_EXIT_INPUT;
         }
         if ((code = ps_cli_output_path(path, "", "", 1, it->out, sizeof it->out)) != PS_EXIT_OK)
@@ -288,12 +291,48 @@ static const file_id *input_file_of(const file_id *inputs, size_t n, const char 
     return bsearch(&key, inputs, n, sizeof key, file_id_cmp);
 }
 
+static const batch_cmd *sort_cmd; /* the batch whose results out_cmp compares */
+static int out_cmp(const void *a, const void *b)
+{
+    const size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const int d = strcmp(sort_cmd->items[i].out, sort_cmd->items[j].out);
+    return d ? d : (i > j) - (i < j);
+}
+
+/* Without -o DIR, two problems of one name would write one result file. */
+static int check_result_names(const batch_cmd *c)
+{
+    size_t *order = malloc((c->n ? c->n : 1) * sizeof *order);
+    if (!order) {
+        ps_cli_error("out of memory");
+        return PS_EXIT_SOLVER;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        order[i] = i;
+    sort_cmd = c;
+    qsort(order, c->n, sizeof *order, out_cmp);
+    int code = PS_EXIT_OK;
+    for (size_t k = 1; k < c->n && code == PS_EXIT_OK; k++)
+        if (strcmp(c->items[order[k - 1]].out, c->items[order[k]].out) == 0) {
+            ps_cli_error("problems %zu and %zu would both write %s: give -o DIR (numbered "
+                         "result files in DIR)", order[k - 1], order[k], c->items[order[k]].out);
+            code = PS_EXIT_USAGE;
+        }
+    free(order);
+    return code;
+}
+
 /* The files written never replace an input problem file (a result file
  * or the checkpoint), and the checkpoint is no result file. Inputs are
  * found by their inode, in n log n. */
 static int check_collisions(batch_cmd *c)
 {
     const ps_cli *cli = c->cli;
+    if (!cli->output) {
+        int code = check_result_names(c);
+        if (code != PS_EXIT_OK)
+            return code;
+    }
     file_id *inputs = malloc((c->n ? c->n : 1) * sizeof *inputs);
     size_t m = 0;
     int code = PS_EXIT_OK;
@@ -310,8 +349,10 @@ static int check_collisions(batch_cmd *c)
     for (size_t j = 0; j < c->n && code == PS_EXIT_OK; j++) {
         const file_id *in = input_file_of(inputs, m, c->items[j].out);
         if (in) {
-            ps_cli_error("-o %s: the result file %s of problem %zu is the input problem "
-                         "file of problem %zu", cli->output, c->items[j].out, j, in->item);
+            ps_cli_error("%s%s%sthe result file %s of problem %zu is the input problem "
+                         "file of problem %zu", cli->output ? "-o " : "",
+                         cli->output ? cli->output : "", cli->output ? ": " : "",
+                         c->items[j].out, j, in->item);
             code = PS_EXIT_USAGE;
         }
     }
@@ -646,7 +687,7 @@ static void print_text(const batch_cmd *c, const ps_options *o, const item_outco
                 t->teams, t->team_blocks, t->block, ps_cli_team_barrier_name(t->team_barrier), t->setup_seconds, t->kernel_seconds);
     else if (t->teams > 0) /* CPU workers */
         fprintf(f, "workers      %d\n", t->teams);
-    fprintf(f, "output       %s\n", c->cli->output);
+    fprintf(f, "output       %s\n", c->cli->output ? c->cli->output : ". (NAME_result.h5)");
     if (c->cli->resume)
         fprintf(f, "resumed from %s\n", c->cli->resume);
     if (c->cli->checkpoint)
@@ -683,7 +724,7 @@ static void print_json(const batch_cmd *c, const ps_options *o, const char *obje
     fputs(",\n    \"list\": ", f);
     json_or_null(f, c->cli->batch_list);
     fputs(",\n    \"output_dir\": ", f);
-    ps_json_string(f, c->cli->output);
+    json_or_null(f, c->cli->output);
     fputs(",\n    \"checkpoint\": ", f);
     json_or_null(f, c->cli->checkpoint);
     fputs(",\n    \"resumed_from\": ", f);
@@ -782,7 +823,7 @@ int ps_cmd_design_batch(const ps_cli *cli)
     if (code == PS_EXIT_OK && cli->batch_list)
         code = read_list(&c, cli->batch_list);
     if (code == PS_EXIT_OK)
-        code = make_dir(cli->output);
+        code = cli->output ? make_dir(cli->output) : PS_EXIT_OK;
     if (code == PS_EXIT_OK)
         code = load_items(&c, &o, &log);
     if (code == PS_EXIT_OK && cli->checkpoint) {

@@ -187,7 +187,9 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
             ps_cli_error("%s: out of memory", arg);
             return PS_EXIT_SOLVER;
         }
-        if (strstr(perr, " is Inf") || strstr(perr, " is NaN"))
+        if (strstr(perr, "float32")) /* the spec parsed; its problem's scales are out of range */
+            ps_cli_error("'%s': the problem it makes leaves float32's range: %s", arg, perr);
+        else if (strstr(perr, " is Inf") || strstr(perr, " is NaN"))
             /* the spec parsed, but the problem it makes holds Inf or NaN */
             ps_cli_error("'%s': a parameter overflows: the problem it makes is not finite "
                          "(%s); choose smaller values", arg, perr);

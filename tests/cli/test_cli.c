@@ -2616,13 +2616,23 @@ static void test_batch_list_and_errors(void **state)
     assert_int_equal(count_files("cli_blist"), 0);
     remove_dir("cli_blist");
 
-    /* several problems without -o DIR; -o a file; an empty list; a missing list */
-    r = run("design", BATCH_A, BATCH_B, NULL);
+    /* several problems without -o DIR: each result where a solo design
+     * writes it (NAME_result.h5 here); two of one name are refused */
+    unlink("slice1d_nz=60_nt=80_result.h5");
+    unlink("spiral2d_n=8_nt=100_result.h5");
+    r = run("design", BATCH_A, BATCH_B, "--backend", "cpu", "--max-iters", "2", "--json", NULL);
+    assert_code(r, 1);
+    assert_contains(r->out, "\"output_dir\": null");
+    assert_true(file_exists("slice1d_nz=60_nt=80_result.h5"));
+    assert_true(file_exists("spiral2d_n=8_nt=100_result.h5"));
+    unlink("slice1d_nz=60_nt=80_result.h5");
+    unlink("spiral2d_n=8_nt=100_result.h5");
+    r = run("design", BATCH_A, BATCH_B, BATCH_A, "--backend", "cpu", NULL);
     assert_code(r, 2);
-    assert_contains(r->err, "-o DIR");
-    r = run("design", "--batch", "cli_blist.txt", NULL);
-    assert_code(r, 2);
-    assert_contains(r->err, "-o DIR");
+    assert_contains(r->err, "problems 0 and 2 would both write slice1d_nz=60_nt=80_result.h5: "
+                            "give -o DIR");
+    assert_false(file_exists("slice1d_nz=60_nt=80_result.h5"));
+    /* -o a file; an empty list; a missing list */
     write_text("cli_bfile.h5", "not a directory");
     r = run("design", BATCH_A, BATCH_B, "-o", "cli_bfile.h5", NULL);
     assert_code(r, 3);

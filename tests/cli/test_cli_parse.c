@@ -173,8 +173,9 @@ static void test_bad_command_lines(void **state)
                  parse(&c, "design", "x", "--json=1", NULL));
     expect_usage("PRESET|FILE", "missing", parse(&c, "design", NULL));
     expect_usage("PROBLEM", NULL, parse(&c, "eval", NULL));
-    /* several problems are a batch, which needs a directory for the results */
-    expect_usage("-o DIR", NULL, parse(&c, "design", "a", "b", NULL));
+    /* several problems are a batch, with or without a directory for the results */
+    assert_int_equal(parse(&c, "design", "a", "b", NULL), PS_CLI_OK);
+    assert_null(c.output);
     expect_usage("'x'", "unexpected", parse(&c, "info", "x", NULL));
     /* options of another command */
     expect_usage("--x", NULL, parse(&c, "design", "a", "--x", "f.h5", NULL));
@@ -447,8 +448,9 @@ static void test_batch_options(void **state)
                            "ck", "--every", "1", NULL),
                      PS_CLI_OK);
     assert_true(ps_cli_is_batch(&c));
-    expect_usage("-o DIR", NULL, parse(&c, "design", "a", "b", NULL));
-    expect_usage("-o DIR", NULL, parse(&c, "design", "--batch", "l", NULL));
+    assert_int_equal(parse(&c, "design", "--batch", "l", NULL), PS_CLI_OK);
+    assert_true(ps_cli_is_batch(&c));
+    assert_null(c.output);
     expect_usage("--batch: empty", NULL, parse(&c, "design", "--batch", "", "-o", "d", NULL));
     expect_usage("--team-blocks: '-1'", NULL, parse(&c, "design", "a", "--team-blocks", "-1", NULL));
     expect_usage("--team-barrier: 'grid'", "auto, range or cluster",
