@@ -102,10 +102,18 @@ static const struct option eval_options[] = {
     OPT_END,
 };
 
+/* --backend and --precision everywhere (SPEC 4): preset and export compute
+ * nothing and take them as given; info --backend gpu exits 5 without a
+ * usable GPU */
+#define OPT_BACKEND_PRECISION                                                  \
+    {"backend", required_argument, NULL, OPT_BACKEND},                         \
+        {"precision", required_argument, NULL, OPT_PRECISION}
+
 static const struct option preset_options[] = {
     OPT_HELP,
     OPT_VERSION,
     {"output", required_argument, NULL, 'o'},
+    OPT_BACKEND_PRECISION,
     OPT_END,
 };
 
@@ -113,6 +121,7 @@ static const struct option info_options[] = {
     OPT_HELP,
     OPT_VERSION,
     {"json", no_argument, NULL, OPT_JSON},
+    OPT_BACKEND_PRECISION,
     OPT_END,
 };
 
@@ -140,7 +149,7 @@ static const struct option bench_options[] = {
 static const struct option tune_options[] = {
     OPT_HELP,
     OPT_VERSION,
-    {"precision", required_argument, NULL, OPT_PRECISION},
+    OPT_BACKEND_PRECISION,
     {"iters", required_argument, NULL, OPT_ITERS},
     {"repeats", required_argument, NULL, OPT_REPEATS},
     {"json", required_argument, NULL, OPT_JSON_FILE},
@@ -155,6 +164,7 @@ static const struct option export_options[] = {
     OPT_HELP,
     OPT_VERSION,
     {"pulseq", required_argument, NULL, OPT_PULSEQ},
+    OPT_BACKEND_PRECISION,
     OPT_END,
 };
 
@@ -831,7 +841,7 @@ static void usage_exit_codes(FILE *f)
           "       of memory\n"
           "  5    backend unavailable (--backend gpu and no usable GPU; eval\n"
           "       --backend gpu, whose dF/dG only the CPU computes)\n"
-          "  6    tune without a usable GPU (nothing to measure on)\n"
+          "  6    tune --backend gpu (or --batch) without a usable GPU\n"
           "  130  cancelled by SIGINT or SIGTERM (the best point is still written)\n",
           f);
 }
@@ -1073,13 +1083,16 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               f);
         break;
     case PS_CMD_INFO:
-        fputs("usage: persolve info [--json]\n"
+        fputs("usage: persolve info [--json] [--backend B]\n"
               "\n"
               "Print the version, the build features (CUDA, OpenMP, HDF5) and the\n"
               "GPUs the library can use.\n"
               "\n"
               "options:\n"
               "      --json          JSON on stdout instead of text\n"
+              "      --backend B     with gpu: exit 5 when no GPU is usable (the report\n"
+              "                      printed all the same); auto and cpu change nothing\n"
+              "      --precision P   accepted as everywhere; changes nothing\n"
               "  -h, --help          this help\n",
               f);
         break;
@@ -1191,13 +1204,18 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "the blocks that fit on an SM, the blocks per SM and grid used, and the\n"
                 "median time per iteration of the solve kernel; '*' marks the fastest,\n"
                 "'h' the heuristic's shape, 'c' the shape cached before this run.\n"
-                "Without a usable GPU it says so and exits 6.\n"
+                "On the CPU backend (--backend cpu, or auto without a usable GPU,\n"
+                "which it says) there is no launch shape: it times the solve at 1, 2,\n"
+                "4, ... threads and the OpenMP default instead (each run sized to at\n"
+                "most 2 s), reports the fastest as --threads K and caches nothing.\n"
+                "--backend gpu (or --batch) without a usable GPU exits 6.\n"
                 "\n"
                 "The cache is $PERSOLVE_CACHE_DIR, else $XDG_CACHE_HOME/persolve, else\n"
                 "~/.cache/persolve; the size class is the precision, round(log2 Ns),\n"
                 "round(log2 Nt) and whether the problem relaxes.\n"
                 "\n"
                 "options:\n"
+                "      --backend B     auto | gpu | cpu (default auto)\n"
                 "      --precision P   single | double spin loop (default single)\n"
                 "      --iters N       iterations of every timed solve (default %d)\n"
                 "      --repeats R     timed solves per shape (default %d)\n"

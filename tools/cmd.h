@@ -112,6 +112,11 @@ FILE *ps_cli_memfile_open(ps_cli_memfile *m);
  * printed). */
 int ps_cli_memfile_commit(ps_cli_memfile *m, const char *path);
 
+/* A JSON report for path (bench, tune) in memory (ps_cli_memfile_commit
+ * writes it), begun with "{", the version, the date and the command line
+ * (the next member starts with ","); NULL (said) without memory. */
+FILE *ps_cli_json_report(ps_cli_memfile *m, const char *path, const ps_cli *cli, const char *date);
+
 /* JSON: a quoted, escaped string; a number (non-finite as null). */
 void ps_json_string(FILE *f, const char *s);
 void ps_json_number(FILE *f, double v);

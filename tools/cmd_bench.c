@@ -390,24 +390,14 @@ static int write_json(const char *path, const ps_cli *cli, const ps_options *o, 
                       const control_stats *ctl, const char *ctl_label)
 {
     ps_cli_memfile mf; /* written whole or not at all */
-    FILE *f = ps_cli_memfile_open(&mf);
-    if (!f) {
-        ps_cli_error("%s: cannot write: out of memory", path);
+    FILE *f = ps_cli_json_report(&mf, path, cli, date);
+    if (!f)
         return PS_EXIT_INPUT;
-    }
-    fputs("{\n  \"persolve\": ", f);
-    ps_json_string(f, ps_version());
     fputs(",\n  \"gpu\": ", f);
     if (gpu)
         ps_json_string(f, gpu);
     else
         fputs("null", f);
-    fputs(",\n  \"date\": ", f);
-    ps_json_string(f, date);
-    char cmd[4096];
-    ps_cli_command_line(cli, cmd, sizeof cmd);
-    fputs(",\n  \"command\": ", f);
-    ps_json_string(f, cmd);
     fputs(",\n  \"precision\": ", f);
     ps_json_string(f, ps_cli_precision_name(o->precision));
     fprintf(f, ",\n  \"iterations\": %lld,\n  \"repeats\": %d,\n  \"memory\": %d,\n  \"sizes\": [\n",

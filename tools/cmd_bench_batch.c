@@ -249,19 +249,9 @@ static int write_json(const char *path, const ps_cli *cli, const bench_batch *bb
                       const ps_bench_size *sz, const variant *v, const char *date)
 {
     ps_cli_memfile mf;
-    FILE *f = ps_cli_memfile_open(&mf);
-    if (!f) {
-        ps_cli_error("%s: cannot write: out of memory", path);
+    FILE *f = ps_cli_json_report(&mf, path, cli, date);
+    if (!f)
         return PS_EXIT_INPUT;
-    }
-    char cmd[4096];
-    ps_cli_command_line(cli, cmd, sizeof cmd);
-    fputs("{\n  \"persolve\": ", f);
-    ps_json_string(f, ps_version());
-    fputs(",\n  \"date\": ", f);
-    ps_json_string(f, date);
-    fputs(",\n  \"command\": ", f);
-    ps_json_string(f, cmd);
     fputs(",\n  \"size\": ", f);
     ps_json_string(f, sz->label);
     fputs(",\n  \"spec\": ", f);

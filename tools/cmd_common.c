@@ -289,6 +289,24 @@ int ps_cli_check_distinct(const ps_cli_file *in, size_t nin, const ps_cli_file *
     return PS_EXIT_OK;
 }
 
+FILE *ps_cli_json_report(ps_cli_memfile *m, const char *path, const ps_cli *cli, const char *date)
+{
+    FILE *f = ps_cli_memfile_open(m);
+    if (!f) {
+        ps_cli_error("%s: cannot write: out of memory", path);
+        return NULL;
+    }
+    char cmd[4096];
+    ps_cli_command_line(cli, cmd, sizeof cmd);
+    fputs("{\n  \"persolve\": ", f);
+    ps_json_string(f, ps_version());
+    fputs(",\n  \"date\": ", f);
+    ps_json_string(f, date);
+    fputs(",\n  \"command\": ", f);
+    ps_json_string(f, cmd);
+    return f;
+}
+
 FILE *ps_cli_memfile_open(ps_cli_memfile *m)
 {
     m->buf = NULL;

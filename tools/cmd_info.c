@@ -1,11 +1,32 @@
 /*
  * persolve info: version, build features and the GPUs the library sees.
+ * With --backend gpu it also exits 5 when no GPU is usable (the report
+ * printed all the same), so scripts can test for one.
  */
 #include "cmd.h"
 
 #include <unistd.h>
 
 #include <hdf5.h>
+
+#include "cuda/gpu.h"
+
+/* --backend gpu without a usable GPU: exit 5, saying why. */
+static int info_code(const ps_cli *cli)
+{
+    if (cli->opts.backend != PS_BACKEND_GPU)
+        return PS_EXIT_OK;
+    ps_options o = cli->opts;
+    ps_cli_log log;
+    if (ps_cli_check_options(&o, &log) != PS_EXIT_OK)
+        return PS_EXIT_USAGE;
+    int st = ps_gpu_usable(&o);
+    if (st == 0)
+        return PS_EXIT_OK;
+    ps_cli_error("info --backend gpu: no usable GPU (%s)",
+                 log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st));
+    return PS_EXIT_BACKEND;
+}
 
 int ps_cmd_info(const ps_cli *cli)
 {
@@ -33,7 +54,7 @@ int ps_cmd_info(const ps_cli *cli)
             ps_json_string(stdout, buf);
         }
         printf("%s]\n}\n", ngpu ? "\n  " : "");
-        return PS_EXIT_OK;
+        return info_code(cli);
     }
 
     printf("persolve %s\n", ps_version());
@@ -52,5 +73,5 @@ int ps_cmd_info(const ps_cli *cli)
             snprintf(buf, sizeof buf, "(cannot describe)");
         printf("GPU %d      %s\n", i, buf);
     }
-    return PS_EXIT_OK;
+    return info_code(cli);
 }

@@ -9,7 +9,10 @@
  * instead, the fastest written to the cache's batch entry that
  * ps_batch_start() reads.
  *
- * Without a usable GPU there is nothing to measure: a message and exit 6
+ * On the CPU backend (--backend cpu, or auto without a usable GPU) there
+ * is no launch shape: the solve's speed there depends on its thread count,
+ * so each count is measured instead and the fastest reported (tune_cpu).
+ * --backend gpu without a usable GPU: a message and exit 6
  * (PS_EXIT_NO_GPU).
  */
 #include "cmd.h"
@@ -19,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stats.h"
 #include "cuda/gpu.h"
 #include "persolve_gpu.h"
 
@@ -128,21 +132,11 @@ typedef struct json_head {
  * begun with h's fields; NULL (said) without memory. */
 static FILE *json_open(ps_cli_memfile *mf, const char *path, const json_head *h)
 {
-    FILE *f = ps_cli_memfile_open(mf);
-    if (!f) {
-        ps_cli_error("%s: cannot write: out of memory", path);
+    FILE *f = ps_cli_json_report(mf, path, h->cli, h->date);
+    if (!f)
         return NULL;
-    }
-    char cmd[4096];
-    ps_cli_command_line(h->cli, cmd, sizeof cmd);
-    fputs("{\n  \"persolve\": ", f);
-    ps_json_string(f, ps_version());
     fputs(",\n  \"gpu\": ", f);
     ps_json_string(f, h->device);
-    fputs(",\n  \"date\": ", f);
-    ps_json_string(f, h->date);
-    fputs(",\n  \"command\": ", f);
-    ps_json_string(f, cmd);
     fputs(",\n  \"problem\": ", f);
     ps_json_string(f, h->spec);
     fprintf(f, ",\n  \"ns\": %zu,\n  \"nt\": %zu", ps_problem_ns(h->p), ps_problem_nt(h->p));
@@ -314,6 +308,155 @@ done:
     return code;
 }
 
+/* ---- the CPU backend: its thread counts ---- */
+
+#define CPU_TUNE_RUN_BUDGET 2.0 /* seconds a timed solve is sized to, at most */
+
+typedef struct cpu_count {
+    int threads;     /* 0: the OpenMP default */
+    int st;          /* the last solve's status */
+    double seconds;  /* median wall time per iteration (NAN: failed) */
+    long long evaluations;
+    double f;
+} cpu_count;
+
+/* One solve of `iters` iterations from x0 at `threads` threads: its wall
+ * time per iteration in *secs; *used the thread count the backend ran. */
+static int cpu_solve(const ps_problem *p, const ps_options *o, int threads, int64_t iters, double *x,
+                     double *secs, int *used, cpu_count *c)
+{
+    ps_options run = *o;
+    ps_result r;
+    memset(&r, 0, sizeof r);
+    run.backend = PS_BACKEND_CPU;
+    run.threads = threads;
+    run.max_iterations = iters;
+    run.max_evaluations = 0;
+    run.time_limit = 0.0;
+    run.gtol = run.ftol = 0.0;
+    run.progress = NULL;
+    ps_problem_x0(p, x);
+    int st = solve_persistent(p, &run, x, &r);
+    int ok = (st >= 0 || st == PS_ERR_LINE_SEARCH) && r.history_len > 0;
+    *secs = ok ? r.seconds / (double)(r.iterations > 0 ? r.iterations : 1) : NAN;
+    if (used && sscanf(r.device, "cpu: %d", used) != 1)
+        *used = 0;
+    if (c) {
+        c->st = st;
+        c->evaluations = (long long)r.evaluations;
+        c->f = r.f;
+    }
+    ps_result_free(&r);
+    return ok;
+}
+
+/* --backend cpu, or auto without a GPU (why: the reason, or NULL): the
+ * counts 1, 2, 4, ... below the OpenMP default and the default itself,
+ * each one warm-up solve and the median of R solves of the same
+ * iterations (--iters, fewer when a solve would take more than
+ * CPU_TUNE_RUN_BUDGET); nothing is cached (the CPU has no launch shape:
+ * --threads chooses the count). */
+static int tune_cpu(const ps_cli *cli, ps_options *o, ps_cli_log *log, const ps_problem *p, const char *spec,
+                    const char *json_path, const char *why)
+{
+    const size_t n = ps_problem_nx(p);
+    double *x = malloc(n * sizeof *x), *t = malloc((size_t)cli->repeats * sizeof *t), secs = NAN;
+    cpu_count c[16];
+    int nc = 0, deflt = 0, code = PS_EXIT_OK;
+    if (!x || !t) {
+        free(x), free(t);
+        ps_cli_error("out of memory");
+        return PS_EXIT_SOLVER;
+    }
+    char date[64];
+    ps_cli_utc_now(date, sizeof date);
+    if (why)
+        ps_cli_error("tune: no usable GPU (%s): the CPU backend's thread counts (--backend auto)", why);
+    /* the default's warm-up sizes the runs */
+    log->other[0] = '\0';
+    int64_t iters = cli->iters;
+    if (!cpu_solve(p, o, 0, 1, x, &secs, &deflt, NULL)) {
+        ps_cli_error("tune: the CPU solve failed%s%s", log->other[0] ? ": " : "", log->other);
+        free(x), free(t);
+        return PS_EXIT_SOLVER;
+    }
+    if (secs > 0.0 && secs * (double)iters > CPU_TUNE_RUN_BUDGET)
+        iters = (int64_t)fmax(1.0, floor(CPU_TUNE_RUN_BUDGET / secs));
+    for (int k = 1; k < deflt && nc < 15; k *= 2)
+        c[nc++] = (cpu_count){k, 0, NAN, 0, NAN};
+    c[nc++] = (cpu_count){0, 0, NAN, 0, NAN};
+
+    printf("persolve tune  %s\n", date);
+    print_problem(spec, p, o);
+    printf("backend:    cpu, %d threads by default (OpenMP); the CPU has no launch shape, so the\n"
+           "            thread counts are measured\n", deflt);
+    printf("runs:       per count one warm-up solve, then the median of %d solves of %lld iterations\n"
+           "            (gtol = ftol = 0); time = the solve's wall time / iterations\n",
+           cli->repeats, (long long)iters);
+    fflush(stdout);
+    int best = -1;
+    for (int i = 0; i < nc; i++) {
+        int ok = 1;
+        for (int r = -1; r < cli->repeats && ok; r++) {
+            ok = cpu_solve(p, o, c[i].threads, iters, x, &secs, NULL, &c[i]);
+            if (r >= 0)
+                t[r] = secs;
+        }
+        c[i].seconds = ok ? ps_median(t, (size_t)cli->repeats) : NAN;
+        if (ok && (best < 0 || c[i].seconds < c[best].seconds))
+            best = i;
+    }
+    printf("\n  %-4s %12s %10s %7s %6s\n", "", "threads", "ms/iter", "x best", "evals");
+    for (int i = 0; i < nc; i++) {
+        char label[32], ms[32] = "failed", ratio[32] = "-";
+        snprintf(label, sizeof label, c[i].threads ? "%d" : "%d (default)", c[i].threads ? c[i].threads : deflt);
+        if (isfinite(c[i].seconds)) {
+            snprintf(ms, sizeof ms, "%.4f", 1e3 * c[i].seconds);
+            snprintf(ratio, sizeof ratio, "%.2f", c[i].seconds / c[best].seconds);
+        }
+        printf("  %-4s %12s %10s %7s %6lld%s%s\n", i == best ? "*" : "", label, ms, ratio, c[i].evaluations,
+               isfinite(c[i].seconds) ? "" : ": ", isfinite(c[i].seconds) ? "" : ps_strerror(c[i].st));
+    }
+    printf("\n");
+    if (best < 0) {
+        ps_cli_error("tune: no thread count ran");
+        code = PS_EXIT_SOLVER;
+    } else {
+        const int bt = c[best].threads ? c[best].threads : deflt;
+        printf("best:       --threads %d: %.4f ms per iteration\n", bt, 1e3 * c[best].seconds);
+        printf("cache:      none on the CPU: pass --threads %d (or set OMP_NUM_THREADS)\n", bt);
+    }
+    if (cli->json_file) {
+        ps_cli_memfile mf;
+        FILE *f = ps_cli_json_report(&mf, json_path, cli, date);
+        if (!f) {
+            code = code == PS_EXIT_OK ? PS_EXIT_INPUT : code;
+        } else {
+            fputs(",\n  \"backend\": \"cpu\",\n  \"problem\": ", f);
+            ps_json_string(f, spec);
+            fprintf(f, ",\n  \"ns\": %zu,\n  \"nt\": %zu,\n  \"precision\": ", ps_problem_ns(p),
+                    ps_problem_nt(p));
+            ps_json_string(f, ps_cli_precision_name(o->precision));
+            fprintf(f, ",\n  \"iterations\": %lld,\n  \"repeats\": %d,\n  \"default_threads\": %d,\n"
+                       "  \"best_threads\": %d,\n  \"counts\": [\n", (long long)iters, cli->repeats, deflt,
+                    best < 0 ? 0 : c[best].threads ? c[best].threads : deflt);
+            for (int i = 0; i < nc; i++) {
+                fprintf(f, "    {\"threads\": %d, \"default\": %s, \"status\": %d, \"evaluations\": %lld, "
+                           "\"seconds_per_iteration\": ", c[i].threads ? c[i].threads : deflt,
+                        c[i].threads ? "false" : "true", c[i].st, c[i].evaluations);
+                ps_json_number(f, c[i].seconds);
+                fputs(", \"f\": ", f);
+                ps_json_number(f, c[i].f);
+                fprintf(f, "}%s\n", i + 1 == nc ? "" : ",");
+            }
+            fputs("  ]\n}\n", f);
+            code = tune_json(json_path, ps_cli_memfile_commit(&mf, json_path), code);
+        }
+    }
+    free(x), free(t);
+    return code;
+}
+
 int ps_cmd_tune(const ps_cli *cli)
 {
     ps_options o = cli->opts;
@@ -342,14 +485,20 @@ int ps_cmd_tune(const ps_cli *cli)
         ps_problem_free(p);
         return code;
     }
-    int st = ps_gpu_usable(&o);
+    int st = o.backend == PS_BACKEND_CPU ? PS_ERR_NO_GPU : ps_gpu_usable(&o);
     if (st != 0) {
         const char *reason = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st);
-        ps_cli_error("tune: no usable GPU (%s): %s can only be measured on a GPU; "
-                     "without one, solves run on the CPU and need no tuning",
-                     reason, cli->bench_batch ? "batch team shapes" : "launch shapes");
+        if (o.backend == PS_BACKEND_GPU || cli->bench_batch) {
+            ps_cli_error("tune: no usable GPU (%s): %s can only be measured on a GPU%s", reason,
+                         cli->bench_batch ? "batch team shapes" : "launch shapes",
+                         cli->bench_batch ? "" : "; --backend cpu measures the CPU backend's thread counts");
+            ps_problem_free(p);
+            return PS_EXIT_NO_GPU;
+        }
+        code = tune_cpu(cli, &o, &log, p, sz.spec, json_path,
+                        o.backend == PS_BACKEND_CPU ? NULL : reason);
         ps_problem_free(p);
-        return PS_EXIT_NO_GPU;
+        return code;
     }
 
     ps_tune_settings s;

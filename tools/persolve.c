@@ -35,7 +35,7 @@
  *   4    solver error (line-search failure, non-finite objective), or out of
  *        memory
  *   5    backend unavailable (--backend gpu and no usable GPU)
- *   6    tune without a usable GPU (nothing to measure the launch shapes on)
+ *   6    tune --backend gpu (or --batch) without a usable GPU
  *   130  cancelled by SIGINT or SIGTERM (the best point is still written)
  */
 #include <signal.h>

@@ -1373,14 +1373,45 @@ static void test_tune(void **state)
     r = run("tune", "spiral2d:n=8,nt=40", "--iters", "2", "--repeats", "1", "--json", "cli_tune.json",
             NULL);
     if (!gpu) {
-        /* no GPU: a message of its own and exit 6, nothing written */
-        assert_code(r, 6);
+        /* no GPU: auto measures the CPU backend's thread counts, saying why;
+         * --backend gpu is exit 6, nothing written */
+        assert_code(r, 0);
         assert_contains(r->err, "tune: no usable GPU");
-        assert_string_equal(r->out, "");
-        assert_false(file_exists("cli_tune.json"));
-        r = run("tune", NULL);
+        assert_contains(r->err, "the CPU backend's thread counts (--backend auto)");
+        assert_contains(r->out, "(default)");
+        assert_contains(r->out, "best:       --threads ");
+        assert_contains(r->out, "cache:      none on the CPU");
+        char json[CAP];
+        slurp("cli_tune.json", json, sizeof json);
+        assert_contains(json, "\"backend\": \"cpu\"");
+        assert_true(json_number(json, "iterations") == 2);
+        assert_true(json_number(json, "default_threads") >= 1);
+        assert_true(json_number(json, "best_threads") >= 1);
+        unlink("cli_tune.json");
+        r = run("tune", "spiral2d:n=8,nt=40", "--backend", "gpu", "--json", "cli_tune.json", NULL);
         assert_code(r, 6);
         assert_contains(r->err, "no usable GPU");
+        assert_contains(r->err, "--backend cpu measures the CPU backend's thread counts");
+        assert_string_equal(r->out, "");
+        assert_false(file_exists("cli_tune.json"));
+        r = run("tune", "--batch", "4", "spiral2d:n=8,nt=40", NULL);
+        assert_code(r, 6);
+        assert_contains(r->err, "batch team shapes can only be measured on a GPU");
+        /* --backend and --precision everywhere; info --backend gpu tells */
+        r = run("info", "--backend", "gpu", NULL);
+        assert_code(r, 5);
+        assert_contains(r->err, "info --backend gpu: no usable GPU");
+        assert_contains(r->out, "GPUs       none");
+        r = run("info", "--backend", "cpu", "--precision", "double", NULL);
+        assert_code(r, 0);
+        r = run("preset", "slice1d:nz=10,nt=10", "-o", "cli_tune_p.h5", "--backend", "cpu",
+                "--precision", "double", NULL);
+        assert_code(r, 0);
+        r = run("export", "cli_tune_p.h5", "--pulseq", "cli_tune_p.seq", "--backend", "cpu", NULL);
+        assert_true(r->code == 0 || r->code == 3); /* the option is taken, whatever the export says */
+        assert_null(strstr(r->err, "unknown or ambiguous option"));
+        unlink("cli_tune_p.h5");
+        unlink("cli_tune_p.seq");
         return;
     }
     /* with a GPU: the table, the best marked, the cache written (under

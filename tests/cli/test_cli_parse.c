@@ -180,7 +180,23 @@ static void test_bad_command_lines(void **state)
     /* options of another command */
     expect_usage("--x", NULL, parse(&c, "design", "a", "--x", "f.h5", NULL));
     expect_usage("--max-iters", NULL, parse(&c, "eval", "a", "--max-iters", "3", NULL));
-    expect_usage("--backend", NULL, parse(&c, "preset", "a", "--backend", "cpu", NULL));
+    expect_usage("--threads", NULL, parse(&c, "preset", "a", "--threads", "2", NULL));
+    /* --backend and --precision everywhere (SPEC 4) */
+#define EVERYWHERE(...)                                                                           \
+    do {                                                                                          \
+        assert_int_equal(parse(&c, __VA_ARGS__, "--backend", "cpu", "--precision", "double", NULL), \
+                         PS_CLI_OK);                                                              \
+        assert_int_equal(c.opts.backend, PS_BACKEND_CPU);                                         \
+        assert_int_equal(c.opts.precision, PS_PRECISION_DOUBLE);                                  \
+    } while (0)
+    EVERYWHERE("design", "a");
+    EVERYWHERE("eval", "a");
+    EVERYWHERE("preset", "a");
+    EVERYWHERE("info");
+    EVERYWHERE("bench");
+    EVERYWHERE("tune");
+    EVERYWHERE("export", "a", "--pulseq", "a.seq");
+#undef EVERYWHERE
     /* parsing again after errors still works */
     assert_int_equal(parse(&c, "design", "a", "--memory", "3", NULL), PS_CLI_OK);
     assert_int_equal(c.opts.memory, 3);
@@ -362,7 +378,7 @@ static void test_tune_options(void **state)
     expect_usage("--repeats", "'1001'", parse(&c, "tune", "--repeats", "1001", NULL));
     expect_usage("--json", "missing value", parse(&c, "tune", "--json", NULL));
     expect_usage("tune", "'b'", parse(&c, "tune", "a", "b", NULL));
-    expect_usage("--backend", NULL, parse(&c, "tune", "--backend", "cpu", NULL));
+    expect_usage("--threads", NULL, parse(&c, "tune", "--threads", "2", NULL));
     expect_usage("--no-write", NULL, parse(&c, "design", "x", "--no-write", NULL));
     expect_usage("--gpu-config", NULL, parse(&c, "tune", "--gpu-config", "256,8,64", NULL));
 }
