@@ -184,7 +184,7 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
     int s = ps_preset_create(arg, out, perr, sizeof perr);
     if (s != 0) {
         if (s == PS_ERR_NO_MEMORY) {
-            ps_cli_error("%s: out of memory", arg);
+            ps_cli_error("%s: out of memory%s%s", arg, perr[0] ? ": " : "", perr);
             return PS_EXIT_SOLVER;
         }
         if (strstr(perr, "float32")) /* the spec parsed; its problem's scales are out of range */

@@ -47,6 +47,7 @@
 #include <hdf5.h>
 
 #include "common/atomic_file.h"
+#include "common/memory.h"
 #include "model/design.h"
 #include "model/problem.h"
 #include "model/problem_fields.h"
@@ -277,35 +278,6 @@ static void h5_want_str(char *buf, size_t len, int rank, const char *const *syms
         snprintf(buf + n, len - n, "]");
 }
 
-/* A control group's memory limit from its file (0: none or unreadable). */
-static double h5_cgroup_limit(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    double v = 0.0;
-    if (f) {
-        char buf[64];
-        if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9')
-            v = strtod(buf, NULL);
-        fclose(f);
-    }
-    return v;
-}
-
-double ps_h5_memory_bytes(void)
-{
-    const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    double mem = pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
-    /* cgroup v2, then v1 (an unlimited v1 group reads as about 2^63) */
-    const char *const limits[] = {"/sys/fs/cgroup/memory.max",
-                                  "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
-    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
-        const double lim = h5_cgroup_limit(limits[i]);
-        if (lim > 0.0 && (mem == 0.0 || lim < mem))
-            mem = lim;
-    }
-    return mem;
-}
-
 /*
  * Read the float64 dataset `name` of shape [rows] (cols == 0) or
  * [rows,cols], with the transmit channels of `channels`
@@ -509,7 +481,7 @@ static int h5_read_array(hid_t file, h5ctx *c, const char *name,
      * read */
     const size_t bytes = total * sizeof(double);
     if (c->memory == 0.0) {
-        c->memory = c->opts && c->opts->memory > 0.0 ? c->opts->memory : ps_h5_memory_bytes();
+        c->memory = c->opts && c->opts->memory > 0.0 ? c->opts->memory : ps_memory_bytes();
         if (!(c->memory > 0.0))
             c->memory = -1.0;
     }

@@ -44,7 +44,7 @@ typedef struct ps_h5_read_opts {
      * reading child has ended, as it reported them; its default time
      * limit grows by them as they come) (NULL: not told) */
     void (*reading)(void *user, uint64_t bytes);
-    /* the memory the arrays may take, bytes (0: ps_h5_memory_bytes()):
+    /* the memory the arrays may take, bytes (0: ps_memory_bytes()):
      * arrays whose copies held at once would pass it are refused before
      * they are read (PS_ERR_NO_MEMORY) */
     double memory;
@@ -54,10 +54,6 @@ typedef struct ps_h5_read_opts {
      * problem) */
     int copies;
 } ps_h5_read_opts;
-
-/* The memory a process here may use, bytes: the machine's physical
- * memory, or the control group's limit where it is lower (0: unknown). */
-double ps_h5_memory_bytes(void);
 
 /* ps_h5_read_problem with names checked: every top-level group, dataset
  * of /spins, /pulse and /sar, root attribute and attribute of /sar/vop

@@ -40,6 +40,7 @@
 
 #include "common/atomic_file.h"
 #include "common/clock.h"
+#include "common/memory.h"
 #include "model/problem.h"
 #include "model/problem_fields.h"
 
@@ -390,7 +391,7 @@ int ps_h5_read_problem_isolated(const char *path, const ps_h5_read_opts *opts, d
         return iso_fail("(null)", err, errlen, PS_ERR_NULL, "%s", "no file name");
     iso_problem_job job = {path, opts};
     iso_buf b = {NULL, 0, 0};
-    const double cap = opts && opts->memory > 0.0 ? opts->memory : ps_h5_memory_bytes();
+    const double cap = opts && opts->memory > 0.0 ? opts->memory : ps_memory_bytes();
     int st = iso_run(path, iso_child_problem, &job, timeout_s, cap > 0.0 ? cap : 1e12,
                      opts ? opts->cancel : NULL, &b, err, errlen);
     ps_problem_desc d;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/memory.h"
 #include "common/status.h"
 #include "model/constraints.h"
 #include "model/preset.h"
@@ -44,6 +45,10 @@ static double param(const preset_param *prm, const char *key)
     return 0.0;
 }
 
+/* Values a spin of every preset has at least: r, target [3] each, df and
+ * the B1 scale. */
+#define PRESET_SPIN_DOUBLES 8
+
 static void *xcalloc(size_t n, size_t size, double **slot)
 {
     *slot = calloc(n, size);
@@ -56,10 +61,20 @@ static void *xcalloc(size_t n, size_t size, double **slot)
  * preset's own arrays take buf[3] on.
  */
 static int preset_common(ps_problem_desc *d, size_t ns, size_t nt, double dt,
-                         double *buf[8], double **r, double **tg, double **g)
+                         double *buf[8], double **r, double **tg, double **g, char *err,
+                         size_t errlen)
 {
     if (ns > PS_MAX_NS || nt > PS_MAX_NT) /* before anything is allocated */
         return PS_ERR_SIZE;
+    /* arrays that cannot fit are refused before they are filled: at least
+     * PRESET_SPIN_DOUBLES a spin, held twice (the preset's and the
+     * problem's copy) */
+    const double bytes = 2.0 * 8.0 * PRESET_SPIN_DOUBLES * (double)ns, mem = ps_memory_bytes();
+    if (mem > 0.0 && bytes > mem)
+        return ps_status_msg(err, errlen, PS_ERR_NO_MEMORY,
+                             "%zu spins: their arrays take at least %.3g GB (%d values a spin, "
+                             "held twice while the problem is made), and %.3g GB of memory is "
+                             "available", ns, bytes / 1e9, PRESET_SPIN_DOUBLES, mem / 1e9);
     if (!(*r = xcalloc(3 * ns, sizeof **r, &buf[0])) ||
         !(*tg = xcalloc(3 * ns, sizeof **tg, &buf[1])) ||
         !(*g = xcalloc(3 * nt, sizeof **g, &buf[2])))
@@ -106,15 +121,13 @@ static void spiral_in_gradient(double *g, size_t nt, double dt, double fov,
 static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
                           double *buf[8], char *err, size_t errlen)
 {
-    (void)err;
-    (void)errlen;
     size_t n = (size_t)param(prm, "n"), nt = (size_t)param(prm, "nt");
     double fov = param(prm, "fov"), dt = param(prm, "dt");
     double flip = param(prm, "flip") * PS_PI / 180.0, res = param(prm, "res");
     double gb = PS_GAMMA_BAR_DEFAULT;
     size_t ns = n * n;
     double *r, *tg, *g, *df, *s;
-    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g, err, errlen);
     if (st)
         return st;
     if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
@@ -147,14 +160,12 @@ static int build_spiral2d(const preset_param *prm, ps_problem_desc *d,
 static int build_slice1d(const preset_param *prm, ps_problem_desc *d,
                          double *buf[8], char *err, size_t errlen)
 {
-    (void)err;
-    (void)errlen;
     size_t nz = (size_t)param(prm, "nz"), nt = (size_t)param(prm, "nt");
     double dt = param(prm, "dt"), thk = param(prm, "thk");
     double tbw = param(prm, "tbw"), trans = param(prm, "trans");
     double gb = PS_GAMMA_BAR_DEFAULT;
     double *r, *tg, *g, *w, *b1;
-    int st = preset_common(d, nz, nt, dt, buf, &r, &tg, &g);
+    int st = preset_common(d, nz, nt, dt, buf, &r, &tg, &g, err, errlen);
     if (st)
         return st;
     if (!(w = xcalloc(nz, sizeof *w, &buf[3])) ||
@@ -202,14 +213,12 @@ static double linspace(double a, double b, size_t n, size_t i)
 static int build_inversion(const preset_param *prm, ps_problem_desc *d,
                          double *buf[8], char *err, size_t errlen)
 {
-    (void)err;
-    (void)errlen;
     size_t ndf = (size_t)param(prm, "ndf"), nb1 = (size_t)param(prm, "nb1");
     size_t nt = (size_t)param(prm, "nt");
     double dt = param(prm, "dt");
     size_t ns = ndf * nb1;
     double *r, *tg, *g, *df, *s, *b1;
-    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g, err, errlen);
     if (st)
         return st;
     if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
@@ -398,7 +407,7 @@ static int build_ptx2d(const preset_param *prm, ps_problem_desc *d,
     }
     ns *= nb0;
     double *r, *tg, *g, *df, *map, *b1;
-    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g);
+    int st = preset_common(d, ns, nt, dt, buf, &r, &tg, &g, err, errlen);
     if (st)
         return st;
     if (!(df = xcalloc(ns, sizeof *df, &buf[3])) ||
@@ -668,7 +677,12 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
     if (st == PS_ERR_SIZE && !(err && errlen && err[0]))
         ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': the parameters '%s' make more than 2^31 spins "
              "or 2^26 time steps", def->name, colon ? colon + 1 : "");
-    if (st == PS_ERR_NO_MEMORY)
+    if (st == PS_ERR_NO_MEMORY && err && errlen && err[0]) { /* the builder said why */
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        ps_status_msg(err, errlen, PS_ERR_NO_MEMORY, "preset '%s': the parameters '%s' make %s",
+                      def->name, colon ? colon + 1 : "", why);
+    } else if (st == PS_ERR_NO_MEMORY)
         ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': out of memory", def->name);
     else if (st)
         st = PS_ERR_PRESET;

@@ -21,6 +21,7 @@
 
 #include <hdf5.h>
 
+#include "common/memory.h"
 #include "io/h5io.h"
 #include "opt/checkpoint.h"
 #include "persolve.h"
@@ -2335,8 +2336,8 @@ static void test_declared_too_large(void **state)
     assert_no_open_handles();
 
     /* this machine's memory, as the default */
-    const double mem = ps_h5_memory_bytes();
-    printf("ps_h5_memory_bytes: %.4g GB\n", mem / 1e9);
+    const double mem = ps_memory_bytes();
+    printf("ps_memory_bytes: %.4g GB\n", mem / 1e9);
     assert_true(mem > 1e8);
 }
 

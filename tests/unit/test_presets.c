@@ -18,6 +18,7 @@
 
 #include <complex.h>
 
+#include "common/memory.h"
 #include "persolve.h"
 #include "test_util.h"
 
@@ -1006,6 +1007,29 @@ static void test_bad_ptx2d(void **state)
     ps_problem_free(p);
 }
 
+/* Spins whose arrays cannot fit in memory: refused before they are
+ * allocated, with the count, the bytes and the memory (46,340^2 spins:
+ * at least 275 GB). */
+static void test_too_large_for_memory(void **state)
+{
+    (void)state;
+    const double mem = ps_memory_bytes(), need = 2.0 * 8.0 * 8.0 * 46340.0 * 46340.0;
+    printf("memory %.4g GB, spiral2d:n=46340 needs at least %.4g GB\n", mem / 1e9, need / 1e9);
+    if (!(mem > 0.0 && mem < need)) {
+        printf("this machine's memory holds it: not checked\n");
+        return;
+    }
+    ps_problem *p = (ps_problem *)&p;
+    char err[512];
+    int st = ps_preset_create("spiral2d:n=46340,nt=10", &p, err, sizeof err);
+    printf("-> %d: %s\n", st, err);
+    assert_int_equal(st, PS_ERR_NO_MEMORY);
+    assert_null(p);
+    assert_non_null(strstr(err, "preset 'spiral2d': the parameters 'n=46340,nt=10' make 2147395600 "
+                                "spins: their arrays take at least 275 GB"));
+    assert_non_null(strstr(err, "GB of memory is available"));
+}
+
 /* The gradient design keys of spiral2d, slice1d and ptx2d: none designed
  * by default; design_g names the axes, smax, gmax and g_end set the limits,
  * and nothing else of the problem changes. */
@@ -1094,6 +1118,7 @@ int main(void)
         cmocka_unit_test(test_ptx2d_solve),
         cmocka_unit_test(test_ptx2d_sar),
         cmocka_unit_test(test_bad_ptx2d),
+        cmocka_unit_test(test_too_large_for_memory),
         cmocka_unit_test(test_benchmark_sizes),
         cmocka_unit_test(test_common_keys),
         cmocka_unit_test(test_names),
