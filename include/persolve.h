@@ -80,9 +80,11 @@ typedef enum ps_status {
     PS_ERR_GRADIENT         = -24, ///< gradient design malformed: design_g with smax not positive,
                                    ///< gmax or g_end without design_g, g_end without gmax
     PS_ERR_RF_MASK          = -25, ///< rf_mask holds a value other than 0 or 1
-    PS_ERR_SCALE            = -26, ///< values each finite whose products leave float32's range: a
-                                   ///< step's rotation above 1e30 rad or a peak limit's below
-                                   ///< 1e-30 rad, lambda's penalty or the gmax ratio overflowing
+    PS_ERR_SCALE            = -26, ///< values each finite that leave float32's range: a factor of
+                                   ///< the spin loops (dt's rotation per G, B1 sensitivity, pulse
+                                   ///< peak or limit, |r|, |g|, |df|) outside [1e-30, 1e30], a
+                                   ///< step's rotation above 1e30 rad, lambda's penalty or the
+                                   ///< gmax ratio overflowing
 } ps_status;
 
 /** Static English text for a status (never NULL). */
@@ -221,7 +223,9 @@ size_t ps_problem_nx(const ps_problem *p);
 /**
  * Build a preset (docs/presets.md): "slice1d", "spiral2d", "inversion", "ptx2d", with
  * optional overrides "NAME:key=value,key=value". On error returns
- * PS_ERR_PRESET and, if err is not NULL, writes a message naming the
+ * PS_ERR_PRESET (PS_ERR_SCALE where the parameters make a problem whose
+ * scales leave float32's range, PS_ERR_NO_MEMORY where its arrays cannot
+ * fit in memory) and, if err is not NULL, writes a message naming the
  * offending name, key or value into err[errlen].
  */
 int ps_preset_create(const char *spec, ps_problem **out, char *err, size_t errlen);

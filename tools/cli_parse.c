@@ -988,8 +988,8 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
                 "      --constraint-tol X\n"
                 "                      relative SAR violation a round may end with,\n"
                 "                      > 0 (default %g)\n"
-                "      --penalty-mu X  penalty weight mu of the first round, > 0\n"
-                "                      (default %g)\n"
+                "      --penalty-mu X  penalty weight mu of the first round, > 0 and\n"
+                "                      at most 1e30 (default %g)\n"
                 "      --json          JSON summary on stdout instead of the text\n"
                 "      --strict        a dataset or attribute of the problem file that\n"
                 "                      persolve does not know is an error (default: a\n"
@@ -1063,6 +1063,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "\n"
               "options:\n"
               "  -o, --output FILE   output file (default NAME.h5)\n"
+              "      --backend B, --precision P\n"
+              "                      accepted as by every command; a preset is the\n"
+              "                      same whatever they say\n"
               "  -h, --help          this help\n"
               "\n",
               f);
@@ -1079,6 +1082,9 @@ void ps_cli_usage(FILE *f, ps_cli_command cmd)
               "\n"
               "options:\n"
               "      --pulseq FILE   the Pulseq file to write (required)\n"
+              "      --backend B, --precision P\n"
+              "                      accepted as by every command; the export is the\n"
+              "                      same whatever they say\n"
               "  -h, --help          this help\n",
               f);
         break;

@@ -379,7 +379,8 @@ static int check_collisions(batch_cmd *c)
     if (code == PS_EXIT_OK)
         code = ps_cli_check_distinct(reads, 1, &ck, 1);
     for (size_t j = 0; j < c->n && code == PS_EXIT_OK && (cli->batch_list || cli->resume); j++) {
-        const ps_cli_file res = {"-o", c->items[j].out, "a result file"};
+        const ps_cli_file res = {cli->output ? "-o" : "the result file", c->items[j].out,
+                                 "a result file"};
         code = ps_cli_check_distinct(reads, 2, &res, 1);
     }
     return code;

@@ -187,7 +187,7 @@ int ps_cli_load_problem(const char *arg, ps_problem **out, char *base,
             ps_cli_error("%s: out of memory%s%s", arg, perr[0] ? ": " : "", perr);
             return PS_EXIT_SOLVER;
         }
-        if (strstr(perr, "float32")) /* the spec parsed; its problem's scales are out of range */
+        if (s == PS_ERR_SCALE) /* the spec parsed; its problem's scales are out of range */
             ps_cli_error("'%s': the problem it makes leaves float32's range: %s", arg, perr);
         else if (strstr(perr, " is Inf") || strstr(perr, " is NaN"))
             /* the spec parsed, but the problem it makes holds Inf or NaN */

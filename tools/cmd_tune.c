@@ -488,6 +488,11 @@ int ps_cmd_tune(const ps_cli *cli)
     int st = o.backend == PS_BACKEND_CPU ? PS_ERR_NO_GPU : ps_gpu_usable(&o);
     if (st != 0) {
         const char *reason = log.msg[0] ? log.msg : !ps_have_cuda() ? "built without CUDA" : ps_strerror(st);
+        if (cli->bench_batch && o.backend == PS_BACKEND_CPU) {
+            ps_cli_error("tune --batch measures a GPU batch's team shapes: not with --backend cpu");
+            ps_problem_free(p);
+            return PS_EXIT_USAGE;
+        }
         if (o.backend == PS_BACKEND_GPU || cli->bench_batch) {
             ps_cli_error("tune: no usable GPU (%s): %s can only be measured on a GPU%s", reason,
                          cli->bench_batch ? "batch team shapes" : "launch shapes",

@@ -49,7 +49,7 @@ const char *ps_strerror(int status)
     case PS_ERR_CHANNELS: return "transmit channels inconsistent (nc, b1map, b1scale)";
     case PS_ERR_GRADIENT: return "gradient design malformed (design_g, smax, gmax, g_end)";
     case PS_ERR_RF_MASK: return "rf_mask malformed (a value other than 0 or 1)";
-    case PS_ERR_SCALE: return "the problem's scales leave float32's range (a rotation a step above 1e30 rad, a peak limit's below 1e-30 rad, an overflowing penalty)";
+    case PS_ERR_SCALE: return "the problem's scales leave float32's range (a factor outside [1e-30, 1e30], a rotation a step above 1e30 rad, an overflowing penalty)";
     case PS_ERR_SAR: return "SAR constraint malformed (VOP not Hermitian or not positive semidefinite, sar_max or tr)";
     default: return "unknown status";
     }

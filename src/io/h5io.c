@@ -162,7 +162,9 @@ static int h5_nongroup_prefix(hid_t file, const char *path, char *pre, size_t le
         H5I_type_t type = H5Iget_type(obj);
         H5Oclose(obj);
         if (type != H5I_GROUP) {
-            *kind = type == H5I_DATASET ? "a dataset" : "not a group";
+            *kind = type == H5I_DATASET    ? "a dataset"
+                    : type == H5I_DATATYPE ? "a named datatype"
+                                           : "an object other than a group";
             return 1;
         }
         pre[i] = '/';

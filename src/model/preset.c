@@ -684,7 +684,7 @@ int ps_preset_create(const char *spec, ps_problem **out, char *err,
                       def->name, colon ? colon + 1 : "", why);
     } else if (st == PS_ERR_NO_MEMORY)
         ps_status_msg(err, errlen, PS_ERR_PRESET, "preset '%s': out of memory", def->name);
-    else if (st)
+    else if (st && st != PS_ERR_SCALE)
         st = PS_ERR_PRESET;
     return st;
 }

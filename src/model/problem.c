@@ -237,19 +237,28 @@ int ps_problem_validate(const ps_problem_desc *d, char *msg, size_t len)
 /*
  * The model's scales within float32's range (the spin loops' default
  * arithmetic), so that a problem whose numbers are each finite cannot
- * overflow the model or make its pulse vanish: a step's rotation (rad) by
- * the pulse at its peak (the peak limit, else the start pulse's peak,
- * times the largest B1 sensitivity), by the gradient at the farthest spin
- * (the start waveform's) and by the largest off-resonance at most
- * PS_MAX_STEP_ROTATION; a peak limit's rotation at least
- * PS_MIN_STEP_ROTATION; the designed axes' start waveform at most
- * PS_MAX_GMAX_RATIO times gmax (the limit's penalty grows with the square
- * of the ratio). Physical problems are 20 and more orders of magnitude
- * inside these bounds.
+ * overflow the model or lose its pulse to underflow. Each factor the spin
+ * loops hold in float32 within [PS_MIN_SCALE, PS_MAX_SCALE] (or 0 where
+ * 0 is a value): the rotation a step per G, 2 pi gamma_bar dt; the B1
+ * sensitivities; the pulse's peak (its limit, else the start pulse's
+ * peak); the positions, the gradient and the off-resonance. Then the
+ * products, a step's rotation (rad) by the pulse at its peak, by the
+ * gradient at the farthest spin and by the largest off-resonance, at most
+ * PS_MAX_SCALE; lambda's power penalty within float64; the designed axes'
+ * start waveform at most PS_MAX_GMAX_RATIO times gmax (the limit's penalty
+ * grows with the square of the ratio). Each message starts with the field
+ * to blame, which the file reader turns into its dataset or attribute.
+ * Physical problems are 20 and more orders of magnitude inside these
+ * bounds.
  */
-#define PS_MAX_STEP_ROTATION 1e30
-#define PS_MIN_STEP_ROTATION 1e-30
+#define PS_MAX_SCALE 1e30
+#define PS_MIN_SCALE 1e-30
 #define PS_MAX_GMAX_RATIO 1e15
+static int outside(double v, int zero_ok)
+{
+    return !(v <= PS_MAX_SCALE) || (v < PS_MIN_SCALE && !(zero_ok && v == 0.0));
+}
+
 static int check_scales(const ps_problem_desc *d, char *msg, size_t len)
 {
     const size_t ns = d->ns, nt = d->nt, nc = PS_NC_OF(d);
@@ -266,59 +275,81 @@ static int check_scales(const ps_problem_desc *d, char *msg, size_t len)
         if (d->df)
             dfmax = fmax(dfmax, fabs(d->df[j]));
     }
-    /* the peak: the limits' largest, else the start pulse's */
+    /* the peak: the limits' largest (and lowest), else the start pulse's */
     double peak = 0.0, lowest = HUGE_VAL;
-    const char *peak_of = "the start pulse's peak |b1|";
+    const char *peak_of = "b1: the start pulse's peak";
     if (d->b1_max_channel || isfinite(d->b1_max)) {
         for (size_t c = 0; c < nc; c++) {
             const double bm = d->b1_max_channel ? d->b1_max_channel[c] : d->b1_max;
             peak = fmax(peak, bm);
             lowest = fmin(lowest, bm);
         }
-        peak_of = d->b1_max_channel ? "the largest b1_max_channel" : "b1_max";
+        peak_of = d->b1_max_channel ? "b1_max_channel: the largest limit" : "b1_max";
     } else {
         for (size_t i = 0; d->b1 && i < nc * nt; i++)
             peak = fmax(peak, hypot(d->b1[2 * i], d->b1[2 * i + 1]));
     }
-    double gr = 0.0, gpeak = 0.0;
+    double gr = 0.0, gpeak = 0.0, gabs = 0.0;
     for (size_t k = 0; k < nt; k++) {
         double s = 0.0;
         for (int a = 0; a < 3; a++) {
             s += fabs(d->g[3 * k + a]) * rmax[a];
+            gabs = fmax(gabs, fabs(d->g[3 * k + a]));
             if (d->design_g >> a & 1u)
                 gpeak = fmax(gpeak, fabs(d->g[3 * k + a]));
         }
         gr = fmax(gr, s);
     }
+    const double r_abs = fmax(rmax[0], fmax(rmax[1], rmax[2]));
+    /* the factors */
+    if (outside(turn, 0))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "dt = %g s, gamma_bar = %g Hz/G: the rotation a step per G, 2 pi gamma_bar dt "
+                             "= %g rad/G, is outside [%g, %g] (float32's range)",
+                             d->dt, gb, turn, PS_MIN_SCALE, PS_MAX_SCALE);
+    if (outside(smax, 1))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "%s: the largest B1 sensitivity %g is outside [%g, %g] (float32's range)",
+                             d->b1map ? "b1map" : "b1scale", smax, PS_MIN_SCALE, PS_MAX_SCALE);
+    if (outside(peak, !isfinite(lowest)) || (isfinite(lowest) && lowest < PS_MIN_SCALE))
+        return ps_status_msg(msg, len, PS_ERR_SCALE, "%s %g G is outside [%g, %g] G (float32's range)",
+                             peak_of, isfinite(lowest) && lowest < PS_MIN_SCALE ? lowest : peak,
+                             PS_MIN_SCALE, PS_MAX_SCALE);
+    if (outside(r_abs, 1))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "r: the largest |coordinate| %g cm is outside [%g, %g] (float32's range)", r_abs,
+                             PS_MIN_SCALE, PS_MAX_SCALE);
+    if (outside(gabs, 1))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "g: the largest |component| %g G/cm is outside [%g, %g] (float32's range)",
+                             gabs, PS_MIN_SCALE, PS_MAX_SCALE);
+    if (outside(dfmax, 1))
+        return ps_status_msg(msg, len, PS_ERR_SCALE,
+                             "df: the largest |df| %g Hz is outside [%g, %g] (float32's range)", dfmax,
+                             PS_MIN_SCALE, PS_MAX_SCALE);
+    /* the products: a step's rotations */
     const double rf = turn * peak * smax, grad = turn * gr, off = 2.0 * 3.14159265358979323846 * d->dt * dfmax;
-    if (!(rf <= PS_MAX_STEP_ROTATION))
+    if (!(rf <= PS_MAX_SCALE))
         return ps_status_msg(msg, len, PS_ERR_SCALE,
-                             "dt = %g s, gamma_bar = %g Hz/G, %s %g G: the pulse's rotation a step, 2 pi "
-                             "gamma_bar dt |b1| |S| = %g rad, is above %g rad (float32 overflows)",
-                             d->dt, gb, peak_of, peak, rf, PS_MAX_STEP_ROTATION);
-    if (!(grad <= PS_MAX_STEP_ROTATION))
+                             "%s %g G: the pulse's rotation a step there, 2 pi gamma_bar dt |b1| |S| = %g "
+                             "rad (dt = %g s), is above %g rad (float32 overflows)",
+                             peak_of, peak, rf, d->dt, PS_MAX_SCALE);
+    if (!(grad <= PS_MAX_SCALE))
         return ps_status_msg(msg, len, PS_ERR_SCALE,
-                             "dt = %g s, gamma_bar = %g Hz/G: the gradient's rotation a step at the "
-                             "farthest spin, 2 pi gamma_bar dt |g.r| = %g rad, is above %g rad (float32 "
-                             "overflows)", d->dt, gb, grad, PS_MAX_STEP_ROTATION);
-    if (!(off <= PS_MAX_STEP_ROTATION))
+                             "g: the gradient's rotation a step at the farthest spin, 2 pi gamma_bar dt "
+                             "|g.r| = %g rad (dt = %g s), is above %g rad (float32 overflows)",
+                             grad, d->dt, PS_MAX_SCALE);
+    if (!(off <= PS_MAX_SCALE))
         return ps_status_msg(msg, len, PS_ERR_SCALE,
-                             "dt = %g s: the off-resonance's rotation a step, 2 pi dt |df| = %g rad, is "
-                             "above %g rad (float32 overflows)", d->dt, off, PS_MAX_STEP_ROTATION);
+                             "df: the off-resonance's rotation a step, 2 pi dt |df| = %g rad (dt = %g s), "
+                             "is above %g rad (float32 overflows)", off, d->dt, PS_MAX_SCALE);
     /* the power penalty and its gradient 2 lambda b at the peak (1 G where
      * the start pulse is zero and there is no limit) within float64 */
     const double bp = peak > 0.0 ? peak : 1.0;
     if (!(d->lambda * bp * bp * (double)(nc * nt) <= 1e300 && 2.0 * d->lambda * bp <= 1e300))
         return ps_status_msg(msg, len, PS_ERR_SCALE,
-                             "lambda = %g: the power penalty lambda sum |b|^2 at %s %g G over %zu "
-                             "samples overflows", d->lambda,
-                             peak > 0.0 ? peak_of : "a nominal peak of", bp, nc * nt);
-    if (isfinite(lowest) && turn * lowest < PS_MIN_STEP_ROTATION)
-        return ps_status_msg(msg, len, PS_ERR_SCALE,
-                             "%s = %g G: its rotation a step, 2 pi gamma_bar dt %g G = %g rad, is below "
-                             "%g rad (a pulse so weak vanishes in float32)",
-                             d->b1_max_channel ? "b1_max_channel" : "b1_max", lowest, lowest,
-                             turn * lowest, PS_MIN_STEP_ROTATION);
+                             "lambda = %g: the power penalty lambda sum |b|^2 at a peak of %g G over %zu "
+                             "samples overflows float64", d->lambda, bp, nc * nt);
     if (d->design_g && d->gmax > 0.0 && !(gpeak <= PS_MAX_GMAX_RATIO * d->gmax))
         return ps_status_msg(msg, len, PS_ERR_SCALE,
                              "gmax = %g G/cm is %g times below the designed axes' start waveform (peak "

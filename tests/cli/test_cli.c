@@ -1190,7 +1190,7 @@ static void test_output_paths(void **state)
     assert_false(file_exists("cli_nan_eval.h5"));
     r = run("design", "cli_nan_x.h5", "--backend", "cpu", "-o", "cli_nan_r.h5", NULL);
     assert_code(r, 3);
-    assert_contains(r->err, "the start pulse's peak |b1| 1e+200 G: the pulse's rotation a step");
+    assert_contains(r->err, "cli_nan_x.h5: /pulse/b1: b1: the start pulse's peak 1e+200 G is outside");
     assert_false(file_exists("cli_nan_r.h5"));
     unlink("cli_nan_x.h5");
 }
@@ -1397,6 +1397,9 @@ static void test_tune(void **state)
         r = run("tune", "--batch", "4", "spiral2d:n=8,nt=40", NULL);
         assert_code(r, 6);
         assert_contains(r->err, "batch team shapes can only be measured on a GPU");
+        r = run("tune", "--batch", "4", "spiral2d:n=8,nt=40", "--backend", "cpu", NULL);
+        assert_code(r, 2);
+        assert_contains(r->err, "tune --batch measures a GPU batch's team shapes: not with --backend cpu");
         /* --backend and --precision everywhere; info --backend gpu tells */
         r = run("info", "--backend", "gpu", NULL);
         assert_code(r, 5);
@@ -2315,11 +2318,11 @@ static void test_export_refusals(void **state)
     assert_code(r, 3);
     assert_contains(r->err, "is longer than the 16.7772 s");
     assert_one_line(r->err);
-    /* (a dt past size_t is refused as a problem: its rotations overflow) */
+    /* (a dt past size_t is refused as a problem: its rotation per G overflows) */
     r = run("preset", "spiral2d:n=2,nt=10,dt=1e100", "-o", "cli_exl.h5", NULL);
     assert_code(r, 3);
     assert_contains(r->err, "dt = 1e+100 s");
-    assert_contains(r->err, "is above 1e+30 rad");
+    assert_contains(r->err, "the rotation a step per G");
     unlink("cli_exl.h5");
 
     /* destinations: never a symbolic link, a FIFO or the input itself */

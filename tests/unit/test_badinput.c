@@ -221,39 +221,66 @@ static void test_dt_and_gamma(void **state)
     expect_desc(&b.d, PS_ERR_DT, (const char *const[]){"gamma", NULL});
 }
 
-/* Values each finite whose products overflow float32 (or float64), or
- * make the pulse vanish: the one to blame is named. */
+/* Values each finite whose factors or products leave float32's range:
+ * refused, the field to blame first in the message. */
 static void test_scales(void **state)
 {
     (void)state;
     base b;
-    printf("dt = 1e30: the gradient's rotation a step\n");
+    const double two_pi_gb = 2.0 * 3.14159265358979323846 * PS_GAMMA_BAR_DEFAULT;
+    printf("dt = 1e30: the rotation a step per G\n");
     base_init(&b);
     b.d.dt = 1e30;
-    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"dt = 1e+30 s", NULL});
-    /* at the edge: 2 pi gamma_bar dt |b1_max| just inside 1e30 rad, the
-     * gradient and off-resonance zero */
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"dt = 1e+30 s, gamma_bar = 4257.59 Hz/G: the rotation a step per G", NULL});
+    printf("dt = 1e-40: the same, below\n");
+    b.d.dt = 1e-40;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"dt = 1e-40 s", NULL});
+    /* the pulse's rotation a step at the edge: 1e10 rad/G x b1_max just
+     * inside and just past 1e30 rad, each factor in range */
     base_init(&b);
-    memset(b.g, 0, sizeof b.g);
-    b.d.df = NULL;
     b.d.b1scale = NULL;
-    b.d.dt = 0.999e30 / (2.0 * 3.14159265358979323846 * PS_GAMMA_BAR_DEFAULT * b.d.b1_max);
+    b.d.dt = 1e10 / two_pi_gb;
+    b.d.b1_max = 0.999e20;
     expect_desc(&b.d, PS_CONVERGED, NULL);
-    b.d.dt *= 1.002;
-    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1_max 0.2 G: the pulse's rotation", NULL});
-    printf("df 1e35 Hz\n");
+    b.d.b1_max = 1.002e20;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1_max 1.002e+20 G: the pulse's rotation a step there", NULL});
+    printf("the gradient's rotation at 1e10 rad/G\n");
+    b.d.b1_max = 0.2;
+    b.g[0] = 1e22;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"g: the gradient's rotation a step at the farthest spin", NULL});
+    printf("the off-resonance's rotation at 1e10 rad/G\n");
+    b.g[0] = 0.5;
+    b.df[2] = 1e30;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"df: the off-resonance's rotation a step", NULL});
+    printf("factors: df 1e35 Hz, g 1e31 G/cm, r 1e-35 cm, b1scale 1e31\n");
     base_init(&b);
     b.df[2] = 1e35;
-    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"off-resonance", NULL});
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"df: the largest |df| 1e+35 Hz", NULL});
+    base_init(&b);
+    b.g[4] = -1e31;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"g: the largest |component| 1e+31 G/cm", NULL});
+    base_init(&b);
+    for (int i = 0; i < 3 * NS; i++)
+        b.r[i] = 1e-35;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"r: the largest |coordinate| 1e-35 cm", NULL});
+    base_init(&b);
+    b.b1scale[1] = 1e31;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1scale: the largest B1 sensitivity 1e+31", NULL});
     printf("b1_max 1e-200 G\n");
     base_init(&b);
     b.d.b1_max = 1e-200;
-    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1_max = 1e-200 G", NULL});
-    printf("no limit, a start pulse of 1e200 G\n");
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1_max 1e-200 G is outside", NULL});
+    printf("no limit, a start pulse of 1e200 G, then of 1e-35 G\n");
     base_init(&b);
     b.d.b1_max = PS_B1MAX_NONE;
     b.b1[5] = 1e200;
-    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"the start pulse's peak |b1| 1e+200 G", NULL});
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1: the start pulse's peak 1e+200 G is outside", NULL});
+    for (int k = 0; k < 2 * NT; k++)
+        b.b1[k] = 1e-35;
+    expect_desc(&b.d, PS_ERR_SCALE, (const char *const[]){"b1: the start pulse's peak", NULL});
+    for (int k = 0; k < 2 * NT; k++)
+        b.b1[k] = 0.0; /* a zero start pulse is a start */
+    expect_desc(&b.d, PS_CONVERGED, NULL);
     printf("lambda 1e305\n");
     base_init(&b);
     b.d.lambda = 1e305;
