@@ -311,10 +311,13 @@ static int check_scales(const ps_problem_desc *d, char *msg, size_t len)
         return ps_status_msg(msg, len, PS_ERR_SCALE,
                              "%s: the largest B1 sensitivity %g is outside [%g, %g] (float32's range)",
                              d->b1map ? "b1map" : "b1scale", smax, PS_MIN_SCALE, PS_MAX_SCALE);
-    if (outside(peak, !isfinite(lowest)) || (isfinite(lowest) && lowest < PS_MIN_SCALE))
+    if (isfinite(lowest) && lowest < PS_MIN_SCALE)
         return ps_status_msg(msg, len, PS_ERR_SCALE, "%s %g G is outside [%g, %g] G (float32's range)",
-                             peak_of, isfinite(lowest) && lowest < PS_MIN_SCALE ? lowest : peak,
+                             d->b1_max_channel ? "b1_max_channel: the smallest limit" : "b1_max", lowest,
                              PS_MIN_SCALE, PS_MAX_SCALE);
+    if (outside(peak, !isfinite(lowest)))
+        return ps_status_msg(msg, len, PS_ERR_SCALE, "%s %g G is outside [%g, %g] G (float32's range)",
+                             peak_of, peak, PS_MIN_SCALE, PS_MAX_SCALE);
     if (outside(r_abs, 1))
         return ps_status_msg(msg, len, PS_ERR_SCALE,
                              "r: the largest |coordinate| %g cm is outside [%g, %g] (float32's range)", r_abs,

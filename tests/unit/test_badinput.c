@@ -732,6 +732,22 @@ static void test_channels(void **state)
     base_init(&cb.b);
     cb.b.d.nc = 1;
     expect_desc(&cb.b.d, PS_CONVERGED, NULL);
+    /* per-channel limits and sensitivities out of float32's range
+     * (PS_ERR_SCALE, the field first) */
+    double lim[3] = {0.2, 1e-35, 0.3};
+    chan_init(&cb, 3);
+    cb.b.d.b1_max = PS_B1MAX_NONE;
+    cb.b.d.b1_max_channel = lim;
+    expect_desc(&cb.b.d, PS_ERR_SCALE,
+                (const char *const[]){"b1_max_channel: the smallest limit 1e-35 G is outside", NULL});
+    lim[1] = 1e31;
+    expect_desc(&cb.b.d, PS_ERR_SCALE,
+                (const char *const[]){"b1_max_channel: the largest limit 1e+31 G is outside", NULL});
+    lim[1] = 0.25;
+    expect_desc(&cb.b.d, PS_CONVERGED, NULL);
+    cb.b1map[2 * (1 * 3 + 2) + 1] = -1e31; /* spin 1, channel 2, Im */
+    expect_desc(&cb.b.d, PS_ERR_SCALE,
+                (const char *const[]){"b1map: the largest B1 sensitivity 1e+31", NULL});
 }
 
 /*
