@@ -62,6 +62,24 @@ int ps_cli_check_options(ps_options *o, ps_cli_log *log);
  */
 void ps_cli_bench_limits(ps_options *o, int64_t iters);
 
+/* A benchmark solve produced iterates (a normal end, or a line-search
+ * failure after some). */
+int ps_cli_has_iterates(int st, const ps_result *r);
+
+/* Seconds a timed CPU benchmark solve is sized to, at most (bench's CPU
+ * row, tune's thread counts). */
+#define PS_CLI_CPU_RUN_BUDGET 2.0
+
+/*
+ * The iterations of a CPU benchmark's timed solves: one solve of one
+ * iteration from x0 with o's settings on the CPU backend (which also warms
+ * its threads up), then `iters` cut to what fits in PS_CLI_CPU_RUN_BUDGET
+ * seconds, at least 1. *threads (if not NULL): the thread count the
+ * backend ran. Returns 0 when that solve failed (*st: its status).
+ */
+int64_t ps_cli_cpu_fit_iterations(const ps_problem *p, const ps_options *o, int64_t iters, double *x,
+                                  int *st, int *threads);
+
 /*
  * Load PRESET|FILE: an existing file is read as HDF5, anything else is a
  * preset spec; if neither works both reasons are printed. base[baselen]

@@ -34,7 +34,6 @@
 #define CTL_VARIANT 3
 #define CTL_PAUSES 1000  /* pause/resume cycles timed (a 99th percentile of 200 is the second longest) */
 #define CTL_YIELDS 100   /* yield/resume cycles timed */
-#define CPU_RUN_BUDGET 2.0 /* s: the CPU row's runs are cut to about this long */
 
 static const char *const variant_names[N_GPU_VARIANTS] = {"persistent", "host loop", "graph",
                                                           "with control"};
@@ -106,12 +105,6 @@ static int run_once(const ps_problem *p, const ps_options *o, int variant, doubl
     return st;
 }
 
-/* A run produced iterates (normal end, or a line-search failure). */
-static int has_iterates(int st, const ps_result *r)
-{
-    return (st >= 0 || st == PS_ERR_LINE_SEARCH) && r->history_len > 0;
-}
-
 /* Warm-up (unless warm), then `repeats` timed runs of one row. */
 static void bench_row_run(const ps_problem *p, const ps_options *o, int variant, int repeats,
                           int warm, bench_row *row, ps_cli_log *log)
@@ -129,7 +122,7 @@ static void bench_row_run(const ps_problem *p, const ps_options *o, int variant,
     if (!warm) {
         log->msg[0] = '\0';
         int st = run_once(p, o, variant, row->x, &r, &secs);
-        int ok = has_iterates(st, &r);
+        int ok = ps_cli_has_iterates(st, &r);
         ps_result_free(&r);
         if (!ok) {
             row->status = st;
@@ -142,7 +135,7 @@ static void bench_row_run(const ps_problem *p, const ps_options *o, int variant,
     for (int i = 0; i < repeats; i++) {
         log->msg[0] = '\0';
         int st = run_once(p, o, variant, row->x, &r, &secs);
-        if (!has_iterates(st, &r)) {
+        if (!ps_cli_has_iterates(st, &r)) {
             row->status = st;
             ps_cli_error("bench: %s: %s%s%s", row->name, ps_strerror(st), log->msg[0] ? ": " : "",
                          log->msg);
@@ -270,7 +263,7 @@ static void profile_phases(const ps_problem *p, const ps_options *o, bench_size 
     ps_gpu_profile_read(ns); /* zeroes the counters */
     ps_problem_x0(p, x);
     int st = ps_gpu_solve_variant(p, o, NULL, PS_GPU_PERSISTENT, x, &r);
-    if (has_iterates(st, &r) && r.iterations > 0 && ps_gpu_profile_read(ns) == 0) {
+    if (ps_cli_has_iterates(st, &r) && r.iterations > 0 && ps_gpu_profile_read(ns) == 0) {
         for (int i = 0; i < PS_GPU_PROF; i++)
             b->prof_us[i] = 1e-3 * (double)ns[i] / (double)r.iterations;
         b->prof_evals = (double)r.evaluations / (double)r.iterations;
@@ -643,7 +636,7 @@ static void bench_gpus(const ps_cli *cli, const ps_problem *p, const ps_options 
             double secs;
             ps_gpu_profile_read(ns); /* zeroes the counters */
             int st = run_once(p, &ok, CTL_VARIANT, x, &r, &secs);
-            if (has_iterates(st, &r) && r.evaluations > 0 && ps_gpu_profile_read(ns) == 0)
+            if (ps_cli_has_iterates(st, &r) && r.evaluations > 0 && ps_gpu_profile_read(ns) == 0)
                 b->gxchg_us[b->ngrows - 1] = 1e-3 * (double)ns[PS_PROF_EXCHANGE] / (double)r.evaluations;
             ps_gpu_profile_enable(0);
         }
@@ -825,17 +818,14 @@ int ps_cmd_bench(const ps_cli *cli)
             if (cli->cpu_iters > 0 && cli->cpu_iters < cli->iters)
                 b->cpu_iters = cli->cpu_iters;
             if (cli->cpu_iters == 0 && cli->iters > 1) {
-                /* a one-iteration warm-up sizes the runs to about CPU_RUN_BUDGET */
-                ps_result r;
-                double secs = 0.0, *x = malloc(n * sizeof *x);
-                memset(&r, 0, sizeof r);
-                oc.max_iterations = 1;
-                if (x && has_iterates(run_once(p, &oc, -1, x, &r, &secs), &r) && secs > 0.0) {
-                    double fit = floor(CPU_RUN_BUDGET / secs);
-                    b->cpu_iters = fit < 1.0 ? 1 : fit < (double)cli->iters ? (int64_t)fit : cli->iters;
+                /* a one-iteration warm-up sizes the runs (PS_CLI_CPU_RUN_BUDGET) */
+                double *x = malloc(n * sizeof *x);
+                int st;
+                int64_t fit = x ? ps_cli_cpu_fit_iterations(p, &oc, cli->iters, x, &st, NULL) : 0;
+                if (fit > 0) {
+                    b->cpu_iters = fit;
                     warm = 1;
                 }
-                ps_result_free(&r);
                 free(x);
             }
             oc.max_iterations = b->cpu_iters;

@@ -101,6 +101,34 @@ void ps_cli_bench_limits(ps_options *o, int64_t iters)
     o->progress = NULL;
 }
 
+int ps_cli_has_iterates(int st, const ps_result *r)
+{
+    return (st >= 0 || st == PS_ERR_LINE_SEARCH) && r->history_len > 0;
+}
+
+int64_t ps_cli_cpu_fit_iterations(const ps_problem *p, const ps_options *o, int64_t iters, double *x,
+                                  int *st, int *threads)
+{
+    ps_options one = *o;
+    ps_result r;
+    int64_t fit = 0;
+    memset(&r, 0, sizeof r);
+    one.backend = PS_BACKEND_CPU;
+    one.max_iterations = 1;
+    ps_problem_x0(p, x);
+    *st = solve_persistent(p, &one, x, &r);
+    if (ps_cli_has_iterates(*st, &r)) {
+        const double secs = r.seconds / (double)(r.iterations > 0 ? r.iterations : 1);
+        fit = iters;
+        if (secs > 0.0 && secs * (double)iters > PS_CLI_CPU_RUN_BUDGET)
+            fit = (int64_t)fmax(1.0, floor(PS_CLI_CPU_RUN_BUDGET / secs));
+        if (threads && sscanf(r.device, "cpu: %d", threads) != 1)
+            *threads = 0;
+    }
+    ps_result_free(&r);
+    return fit;
+}
+
 /* base name of path without a trailing ".h5" / ".hdf5" */
 static void file_base(const char *path, char *base, size_t len)
 {

@@ -310,8 +310,6 @@ done:
 
 /* ---- the CPU backend: its thread counts ---- */
 
-#define CPU_TUNE_RUN_BUDGET 2.0 /* seconds a timed solve is sized to, at most */
-
 typedef struct cpu_count {
     int threads;     /* 0: the OpenMP default */
     int st;          /* the last solve's status */
@@ -321,31 +319,23 @@ typedef struct cpu_count {
 } cpu_count;
 
 /* One solve of `iters` iterations from x0 at `threads` threads: its wall
- * time per iteration in *secs; *used the thread count the backend ran. */
+ * time per iteration in *secs. */
 static int cpu_solve(const ps_problem *p, const ps_options *o, int threads, int64_t iters, double *x,
-                     double *secs, int *used, cpu_count *c)
+                     double *secs, cpu_count *c)
 {
     ps_options run = *o;
     ps_result r;
     memset(&r, 0, sizeof r);
     run.backend = PS_BACKEND_CPU;
     run.threads = threads;
-    run.max_iterations = iters;
-    run.max_evaluations = 0;
-    run.time_limit = 0.0;
-    run.gtol = run.ftol = 0.0;
-    run.progress = NULL;
+    ps_cli_bench_limits(&run, iters);
     ps_problem_x0(p, x);
     int st = solve_persistent(p, &run, x, &r);
-    int ok = (st >= 0 || st == PS_ERR_LINE_SEARCH) && r.history_len > 0;
+    int ok = ps_cli_has_iterates(st, &r);
     *secs = ok ? r.seconds / (double)(r.iterations > 0 ? r.iterations : 1) : NAN;
-    if (used && sscanf(r.device, "cpu: %d", used) != 1)
-        *used = 0;
-    if (c) {
-        c->st = st;
-        c->evaluations = (long long)r.evaluations;
-        c->f = r.f;
-    }
+    c->st = st;
+    c->evaluations = (long long)r.evaluations;
+    c->f = r.f;
     ps_result_free(&r);
     return ok;
 }
@@ -354,7 +344,7 @@ static int cpu_solve(const ps_problem *p, const ps_options *o, int threads, int6
  * counts 1, 2, 4, ... below the OpenMP default and the default itself,
  * each one warm-up solve and the median of R solves of the same
  * iterations (--iters, fewer when a solve would take more than
- * CPU_TUNE_RUN_BUDGET); nothing is cached (the CPU has no launch shape:
+ * PS_CLI_CPU_RUN_BUDGET); nothing is cached (the CPU has no launch shape:
  * --threads chooses the count). */
 static int tune_cpu(const ps_cli *cli, ps_options *o, ps_cli_log *log, const ps_problem *p, const char *spec,
                     const char *json_path, const char *why)
@@ -374,14 +364,16 @@ static int tune_cpu(const ps_cli *cli, ps_options *o, ps_cli_log *log, const ps_
         ps_cli_error("tune: no usable GPU (%s): the CPU backend's thread counts (--backend auto)", why);
     /* the default's warm-up sizes the runs */
     log->other[0] = '\0';
-    int64_t iters = cli->iters;
-    if (!cpu_solve(p, o, 0, 1, x, &secs, &deflt, NULL)) {
+    ps_options dflt = *o;
+    int st;
+    dflt.threads = 0;
+    ps_cli_bench_limits(&dflt, 1);
+    const int64_t iters = ps_cli_cpu_fit_iterations(p, &dflt, cli->iters, x, &st, &deflt);
+    if (iters == 0) {
         ps_cli_error("tune: the CPU solve failed%s%s", log->other[0] ? ": " : "", log->other);
         free(x), free(t);
         return PS_EXIT_SOLVER;
     }
-    if (secs > 0.0 && secs * (double)iters > CPU_TUNE_RUN_BUDGET)
-        iters = (int64_t)fmax(1.0, floor(CPU_TUNE_RUN_BUDGET / secs));
     for (int k = 1; k < deflt && nc < 15; k *= 2)
         c[nc++] = (cpu_count){k, 0, NAN, 0, NAN};
     c[nc++] = (cpu_count){0, 0, NAN, 0, NAN};
@@ -398,7 +390,7 @@ static int tune_cpu(const ps_cli *cli, ps_options *o, ps_cli_log *log, const ps_
     for (int i = 0; i < nc; i++) {
         int ok = 1;
         for (int r = -1; r < cli->repeats && ok; r++) {
-            ok = cpu_solve(p, o, c[i].threads, iters, x, &secs, NULL, &c[i]);
+            ok = cpu_solve(p, o, c[i].threads, iters, x, &secs, &c[i]);
             if (r >= 0)
                 t[r] = secs;
         }
