@@ -675,8 +675,11 @@ static void test_progress_on_terminal(void **state)
     (void)state;
     /* stderr on a pseudo-terminal: the live progress line appears; the
      * CPU backend: live progress from the GPU kernel comes with the
-     * asynchronous API (the host-control issue) */
-    const char *args[] = {"design", "spiral2d:n=32,nt=1000", "--max-iters", "12",
+     * asynchronous API (the host-control issue). The solve is bounded by
+     * time, not iterations, so that it outlasts the first progress poll
+     * on any machine (12 iterations of this problem took under the poll's
+     * 50 ms on 16 cores, and no line was drawn) */
+    const char *args[] = {"design", "spiral2d:n=32,nt=1000", "--max-iters", "1000000", "--time-limit", "0.4",
                           "--backend", "cpu", "-o", "cli_tty.h5", NULL};
     int code = -1;
     const char *tty = run_on_terminal(args, &code);
