@@ -36,7 +36,7 @@ run)
     export LD_LIBRARY_PATH="$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export PS_SOURCE_DIR="$root"
     python3 - "$root" "$sanitize" "$@" <<'PY'
-import json, os, signal, subprocess, sys, time
+import json, os, shutil, signal, subprocess, sys, time
 root, sanitize, suites = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
 old = open(os.path.join(root, ".carry/build_root")).read().strip()
 fix = lambda s: s.replace(old, root) if isinstance(s, str) else s
@@ -89,6 +89,9 @@ for t in tests:
     if suites and not set(suites) & set(suite):
         continue
     cmd = [fix(c) for c in t["cmd"]]
+    if not os.path.exists(cmd[0]) and os.path.basename(cmd[0]).startswith("python"):
+        # the interpreter meson found here (e.g. a pyenv shim) is not there
+        cmd[0] = shutil.which(os.path.basename(cmd[0])) or cmd[0]
     runs = [("", cmd)]
     if sanitize and "gpu" in suite:
         runs += [(tool, ["compute-sanitizer", "--tool", tool, "--error-exitcode", "99"] + cmd)
