@@ -8,6 +8,13 @@
 #   there:  tests/gpu/gpu_suite.sh run [--sanitize] [SUITE...]
 #           (with `build` and `.carry` carried beside the working tree)
 #
+#   here:   tests/gpu/gpu_suite.sh prepare --compact
+#           the same, then the library as one shared object in .carry/lib
+#           and the tests and persolve relinked against it in .carry/build
+#           (about 35 MB in all, against some 650 MB of `build`, where
+#           each test binary holds every kernel): carry `.carry` alone;
+#           `run` copies .carry/build to build there when build is absent
+#
 # `run` executes every test that meson registered (build/meson-info/
 # intro-tests.json), with its workdir and arguments mapped to this checkout,
 # prints a meson-like summary and exits nonzero on any failure. With
@@ -24,15 +31,59 @@ prepare)
     # all (the library's and the tests' own kernels).
     find build -name '*.cu.o' -delete 2>/dev/null
     ./setup.sh
+    rm -rf .carry
     mkdir -p .carry/lib
     cp -L "$(ldconfig -p | awk '/libcmocka.so.0 / {print $NF; exit}')" .carry/lib/libcmocka.so.0
     echo "$root" > .carry/build_root
-    echo "prepared: carry 'build' and '.carry'"
+    if [ "${2:-}" != "--compact" ]; then
+        echo "prepared: carry 'build' and '.carry'"
+        exit 0
+    fi
+    python3 - <<'PY' || exit 1
+import json, os, re, shlex, shutil, subprocess
+B, out, lib = "build", ".carry/build", ".carry/lib"
+# the library's objects (src/*.a.p) as one shared object on the CUDA runtime's shared library
+objs = sorted(os.path.join(B, "src", d, f) for d in os.listdir(os.path.join(B, "src"))
+              if d.startswith("libpersolve") and d.endswith(".a.p")
+              for f in os.listdir(os.path.join(B, "src", d)) if f.endswith(".o"))
+def link_of(target):
+    return shlex.split(subprocess.check_output(["ninja", "-C", B, "-t", "commands", target],
+                                               text=True).strip().splitlines()[-1])
+libs = [a for a in link_of("tools/persolve") if a.startswith("-Xlinker=/") and ".so" in a]  # HDF5's
+subprocess.check_call(["nvcc", "-shared", "-cudart", "shared", "-Xcompiler=-fopenmp",
+                       "-o", os.path.join(lib, "libpersolve_all.so")] + objs + libs + ["-lm"])
+tests = json.load(open(os.path.join(B, "meson-info", "intro-tests.json")))
+build = os.path.abspath(B)
+targets = {"tools/persolve"} | {os.path.relpath(t["cmd"][0], build) for t in tests
+                                if t["cmd"][0].startswith(build + "/")}
+for t in sorted(targets):
+    a, dst = link_of(t), os.path.join(out, t)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    static = [x for x in a if re.search(r"src/libpersolve(_gpu|_io|_export)?\.a$", x)]
+    if not static:  # links no library: as built
+        shutil.copy2(os.path.join(B, t), dst)
+        continue
+    n = []
+    for x in a:
+        if x == static[0]:
+            n += ["-Xlinker=--no-as-needed", "-L" + os.path.abspath(lib), "-lpersolve_all"]
+        elif x not in static and x != "-lcudart_static":
+            n.append(x)
+    n[n.index("-o") + 1] = os.path.abspath(dst)
+    if n[0] == "nvcc":
+        n[1:1] = ["-cudart", "shared"]
+    subprocess.check_call(n, cwd=B)
+shutil.copytree(os.path.join(B, "meson-info"), os.path.join(out, "meson-info"))
+PY
+    echo "prepared: carry '.carry' ($(du -sh .carry | cut -f1))"
     ;;
 run)
     shift
     sanitize=0
     if [ "${1:-}" = "--sanitize" ]; then sanitize=1; shift; fi
+    if [ ! -d build ] && [ -d .carry/build ]; then
+        cp -r .carry/build build # prepare --compact's tree (a copy: the tests find the sources by build/..)
+    fi
     export LD_LIBRARY_PATH="$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export PS_SOURCE_DIR="$root"
     python3 - "$root" "$sanitize" "$@" <<'PY'
@@ -119,7 +170,7 @@ sys.exit(1 if failures else 0)
 PY
     ;;
 *)
-    echo "usage: $0 prepare | run [--sanitize] [SUITE...]" >&2
+    echo "usage: $0 prepare [--compact] | run [--sanitize] [SUITE...]" >&2
     exit 2
     ;;
 esac
