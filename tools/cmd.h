@@ -72,13 +72,14 @@ int ps_cli_has_iterates(int st, const ps_result *r);
 
 /*
  * The iterations of a CPU benchmark's timed solves: one solve of one
- * iteration from x0 with o's settings on the CPU backend (which also warms
- * its threads up), then `iters` cut to what fits in PS_CLI_CPU_RUN_BUDGET
- * seconds, at least 1. *threads (if not NULL): the thread count the
- * backend ran. Returns 0 when that solve failed (*st: its status).
+ * iteration from x0 with o's settings on the CPU backend and the
+ * benchmark's limits (ps_cli_bench_limits; it also warms the threads up),
+ * then `iters` cut to what fits in PS_CLI_CPU_RUN_BUDGET seconds, at
+ * least 1. *threads (if not NULL): the thread count the backend ran.
+ * Returns 0 when that solve failed.
  */
 int64_t ps_cli_cpu_fit_iterations(const ps_problem *p, const ps_options *o, int64_t iters, double *x,
-                                  int *st, int *threads);
+                                  int *threads);
 
 /*
  * Load PRESET|FILE: an existing file is read as HDF5, anything else is a

@@ -820,8 +820,7 @@ int ps_cmd_bench(const ps_cli *cli)
             if (cli->cpu_iters == 0 && cli->iters > 1) {
                 /* a one-iteration warm-up sizes the runs (PS_CLI_CPU_RUN_BUDGET) */
                 double *x = malloc(n * sizeof *x);
-                int st;
-                int64_t fit = x ? ps_cli_cpu_fit_iterations(p, &oc, cli->iters, x, &st, NULL) : 0;
+                int64_t fit = x ? ps_cli_cpu_fit_iterations(p, &oc, cli->iters, x, NULL) : 0;
                 if (fit > 0) {
                     b->cpu_iters = fit;
                     warm = 1;

@@ -107,17 +107,16 @@ int ps_cli_has_iterates(int st, const ps_result *r)
 }
 
 int64_t ps_cli_cpu_fit_iterations(const ps_problem *p, const ps_options *o, int64_t iters, double *x,
-                                  int *st, int *threads)
+                                  int *threads)
 {
     ps_options one = *o;
     ps_result r;
     int64_t fit = 0;
     memset(&r, 0, sizeof r);
     one.backend = PS_BACKEND_CPU;
-    one.max_iterations = 1;
+    ps_cli_bench_limits(&one, 1);
     ps_problem_x0(p, x);
-    *st = solve_persistent(p, &one, x, &r);
-    if (ps_cli_has_iterates(*st, &r)) {
+    if (ps_cli_has_iterates(solve_persistent(p, &one, x, &r), &r)) {
         const double secs = r.seconds / (double)(r.iterations > 0 ? r.iterations : 1);
         fit = iters;
         if (secs > 0.0 && secs * (double)iters > PS_CLI_CPU_RUN_BUDGET)

@@ -365,10 +365,8 @@ static int tune_cpu(const ps_cli *cli, ps_options *o, ps_cli_log *log, const ps_
     /* the default's warm-up sizes the runs */
     log->other[0] = '\0';
     ps_options dflt = *o;
-    int st;
     dflt.threads = 0;
-    ps_cli_bench_limits(&dflt, 1);
-    const int64_t iters = ps_cli_cpu_fit_iterations(p, &dflt, cli->iters, x, &st, &deflt);
+    const int64_t iters = ps_cli_cpu_fit_iterations(p, &dflt, cli->iters, x, &deflt);
     if (iters == 0) {
         ps_cli_error("tune: the CPU solve failed%s%s", log->other[0] ? ": " : "", log->other);
         free(x), free(t);
