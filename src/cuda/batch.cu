@@ -189,7 +189,7 @@ __device__ __forceinline__ int solve_problem(const args &A, cg::grid_group &grid
 
 /*
  * The kernel paths: a problem's kernel class (ps_gpu_kernel_class) as
- * (NCH, DG) of the solo kernels, numbered 2 * (0 | 1 | 2 for NCH 0, 1, 8)
+ * (NCH, DG) of the solo kernels (PS_GPU_NOGRAD as class 0), numbered 2 * (0 | 1 | 2 for NCH 0, 1, 8)
  * + DG. A batch kernel built for one path (KP >= 0) holds that path's
  * phases alone, as lean as the solo kernel's; the mixed kernel (KP = -1)
  * holds all six and takes any problem (its register allocation is the
@@ -201,7 +201,7 @@ enum { N_PATHS = 6 };
 
 __host__ __device__ inline int path_of_class(int kclass)
 {
-    const int ch = kclass & ~PS_GPU_DESIGNED;
+    const int ch = PS_GPU_CLASS_CHANNELS(kclass);
     return 2 * (ch == 0 ? 0 : ch == 8 ? 2 : 1) + ((kclass & PS_GPU_DESIGNED) ? 1 : 0);
 }
 
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, 1) batch_kernel(batch_args
         __syncthreads();
 
         // ---- the phases (cuda/loop.cuh), the kernel class of the problem ----
-        const int channels = A.kclass & ~PS_GPU_DESIGNED;
+        const int channels = PS_GPU_CLASS_CHANNELS(A.kclass);
         const bool designed = (A.kclass & PS_GPU_DESIGNED) != 0;
         uint64_t t0 = global_ns() - (uint64_t)(A.t_base * 1e9);
         int parked;

@@ -60,6 +60,14 @@ __device__ __forceinline__ void design_theta(double gs, double u, double v, cons
 {
     ps_design_theta_d(gs, u, v, gdt, r, wz, th);
 }
+__device__ __forceinline__ void design_theta_nograd(float gs, float u, float v, float wz, float th[3])
+{
+    ps_design_theta_nograd_f(gs, u, v, wz, th);
+}
+__device__ __forceinline__ void design_theta_nograd(double gs, double u, double v, double wz, double th[3])
+{
+    ps_design_theta_nograd_d(gs, u, v, wz, th);
+}
 __device__ __forceinline__ void design_theta_channels(int nc, const float (*gS)[2], const float *u, const float *v,
                                                       size_t s, const float gdt[3], const float r[3], float wz,
                                                       float th[3])
@@ -94,7 +102,7 @@ __device__ __forceinline__ void design_spin_grad(double gs, const double gth[3],
 /* Rotation vector of step k for a spin, whose gradient dt gamma G_k is
  * gk[3]; the pulse from the block's staged copy pul[2k], pul[2k+1] if
  * there is one, else from x + alpha d. */
-template <typename R>
+template <typename R, int GF = 0>
 __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R gk[3], const R *pul,
                                          const double *x, const double *d, double alpha, int k,
                                          R th[3])
@@ -109,7 +117,10 @@ __device__ __forceinline__ void theta_at(const args &a, const R *sp, const R gk[
         u = (R)ud;
         v = (R)vd;
     }
-    design_theta(sp[SP_GS], u, v, gk, sp + SP_R0, sp[SP_WZ], th);
+    if (GF)
+        design_theta_nograd(sp[SP_GS], u, v, sp[SP_WZ], th);
+    else
+        design_theta(sp[SP_GS], u, v, gk, sp + SP_R0, sp[SP_WZ], th);
 }
 
 /*
@@ -176,15 +187,17 @@ __device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, co
 }
 
 /* theta of the single-channel kernel (NCH 0), the channels kernel of a.nc
- * channels (1) or of NCH channels (NCH > 1, S in registers). */
-template <typename R, int NCH>
+ * channels (1) or of NCH channels (NCH > 1, S in registers); GF 1: the
+ * single-channel kernel's loops of a problem without gradient (the
+ * PS_GPU_NOGRAD kernel class: gk unused). */
+template <typename R, int NCH, int GF = 0>
 __device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S)[2], const R gk[3], const R *pul,
                                          const double *x, const double *d, double alpha, int k, R th[3])
 {
     if (NCH)
         theta_at_channels<R, (NCH > 1 ? NCH : 0)>(a, sp, S, gk, pul, x, d, alpha, k, th);
     else
-        theta_at<R>(a, sp, gk, pul, x, d, alpha, k, th);
+        theta_at<R, GF>(a, sp, gk, pul, x, d, alpha, k, th);
 }
 
 /* Channels a lane sums at once in the gradient's sums over spins (NC
@@ -245,10 +258,12 @@ __device__ __forceinline__ void load_gdt(const double *gdt, int k, double g[3])
  * clamped to one the loop has). The channels kernels load it at its step:
  * ahead, its registers cost them more than the latency (H200, README).
  */
-template <typename R, int NCH>
+template <typename R, int NCH, int GF = 0>
 __device__ __forceinline__ void gdt_step(const R *gdt, int k, int kn, R gn[3], R gk[3])
 {
-    if (NCH) {
+    if (GF) { /* no gradient: nothing to load (theta_of<GF> takes none) */
+        gk[0] = gk[1] = gk[2] = 0;
+    } else if (NCH) {
         load_gdt(gdt, k, gk);
     } else {
         gk[0] = gn[0];
@@ -264,7 +279,7 @@ __device__ __forceinline__ void gdt_step(const R *gdt, int k, int kn, R gn[3], R
  * relaxation); without relaxation a unit quaternion (16 FMA a step), made
  * affine at the end.
  */
-template <typename R, int NCH, int DG>
+template <typename R, int NCH, int DG, int GF>
 __device__ __forceinline__ void composite(const args &a, const R *spl, const R (*S)[2], const R *pul,
                                           const R *gdtb, const double *x, const double *d, double alpha, int k0,
                                           int kseg, int relax, R T[12])
@@ -272,21 +287,21 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R (
     const int kend = min(k0 + kseg, a.nt); /* the segment's steps below nt */
     const R *gdt = DG ? gdtb : (const R *)a.gdt; /* DG: the block's copy with the designed axes */
     R gn[3];                                     /* the next step's gdt (gdt_step) */
-    if (!NCH)
+    if (!NCH && !GF)
         load_gdt(gdt, min(k0, a.nt), gn);
     if (relax) {
         for (int k = k0; k < kend; k++) {
             R gk[3], th[3];
-            gdt_step<R, NCH>(gdt, k, k + 1, gn, gk);
-            theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
+            gdt_step<R, NCH, GF>(gdt, k, k + 1, gn, gk);
+            theta_of<R, NCH, GF>(a, spl, S, gk, pul, x, d, alpha, k, th);
             affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
         }
     } else {
         R Q[4] = {1, 0, 0, 0};
         for (int k = k0; k < kend; k++) {
             R gk[3], th[3];
-            gdt_step<R, NCH>(gdt, k, k + 1, gn, gk);
-            theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
+            gdt_step<R, NCH, GF>(gdt, k, k + 1, gn, gk);
+            theta_of<R, NCH, GF>(a, spl, S, gk, pul, x, d, alpha, k, th);
             quat_step(th, Q);
         }
         quat_to_affine(Q, T);
@@ -419,7 +434,7 @@ template <int DG> __device__ __forceinline__ double partial_late(bool first, con
  * ((component PS_GPU_STAGE) + staged step) 2^lgg + segment (2^lgg
  * segments in a warp), so that shifts, not divisions, take them apart.
  */
-template <typename R, int NCH, int DG>
+template <typename R, int NCH, int DG, int GF>
 __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)[2], const R (*Stile)[2],
                                        const R *pul, const R *gdtb, const R *rtile, R *Gz, const double *x,
                                        const double *d, double alpha, int t, int sb, int k0, int kseg, int relax,
@@ -435,16 +450,16 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
     R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * LD : nullptr;
     int nb = 0, itop = kseg - 1;
     R gn[3]; /* the next step's gdt (gdt_step) */
-    if (!NCH)
+    if (!NCH && !GF)
         load_gdt(gdt, min(k0 + kseg - 1, nt), gn);
     for (int i = kseg - 1; i >= 0; i--) {
         int k = k0 + i;
         R gx = 0, gy = 0, gz = 0;
         R gk[3];
-        gdt_step<R, NCH>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
+        gdt_step<R, NCH, GF>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
         if (k < nt) {
             R th[3], gth[3];
-            theta_of<R, NCH>(a, spl, S, gk, pul, x, d, alpha, k, th);
+            theta_of<R, NCH, GF>(a, spl, S, gk, pul, x, d, alpha, k, th);
             reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
             if (NCH) { /* dL/dtheta: the channels' chain rule is the sum's (below) */
                 gx = gth[0];
@@ -573,8 +588,12 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
  * waveform_totals and waveform_rows at the same point; else each block's
  * by form_gradient here; mu: the round's penalty weight, for the limits'
  * penalty gradient); DG 0 does exactly what it did before them.
+ * GF 1 (NCH 0, DG 0: the PS_GPU_NOGRAD kernel class): G = 0 at every
+ * step, the spin loops take theta_z = wz without loading the gdt rows;
+ * a kernel of its own, since a second copy of the loops beside the
+ * general ones grows every kernel's stack frame (README).
  */
-template <typename R, int NCH, int DG = 0>
+template <typename R, int NCH, int DG = 0, int GF = 0>
 __device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad, char *smem,
                          double mu = 0.0)
 {
@@ -669,7 +688,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
 
         // ---- composite ----
         R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
-        composite<R, NCH, DG>(a, spl, S, pul, gdtb, x, d, alpha, k0, kseg, relax, T);
+        composite<R, NCH, DG, GF>(a, spl, S, pul, gdtb, x, d, alpha, k0, kseg, relax, T);
 
         // ---- scan, the loss at M_Nt ----
         R V[9];
@@ -695,8 +714,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
             }
             if (DG)
                 __syncthreads(); /* every lam is taken before gth_z is staged over Vm */
-            replay<R, NCH, DG>(a, spl, S, Stile, pul, gdtb, rtile, Tm, x, d, alpha, t, sb, k0, kseg, relax, Stage,
-                               m, lam, gp, first);
+            replay<R, NCH, DG, GF>(a, spl, S, Stile, pul, gdtb, rtile, Tm, x, d, alpha, t, sb, k0, kseg, relax,
+                                   Stage, m, lam, gp, first);
         }
         first = false;
         __syncthreads(); /* shared buffers are reused by the next tile */

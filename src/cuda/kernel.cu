@@ -25,8 +25,10 @@ using namespace ps_gpu;
  * B1 scale, 1 a.nc channels of complex sensitivities, 8 eight of them with
  * the count known at compile time (cuda/evaluate.cuh). DG: 1 with designed
  * gradient axes (cuda/gradient.cuh), 0 without (the kernels as before
- * them). */
-template <typename R, int MINB, int NCH, int DG>
+ * them). GF: 1 for a problem without gradient (NCH 0, DG 0: the
+ * PS_GPU_NOGRAD class), whose spin loops skip the gradient rows
+ * (cuda/evaluate.cuh). */
+template <typename R, int MINB, int NCH, int DG, int GF = 0>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_kernel(args a)
 {
     cg::grid_group grid = cg::this_grid();
@@ -46,7 +48,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     __syncthreads();
 
     // ---- the phases, from the stored state to DONE or a yield (cuda/loop.cuh) ----
-    solve_phases<R, NCH, DG>(a, grid, L, smem, t0, last, a.t_base, false);
+    solve_phases<R, NCH, DG, GF>(a, grid, L, smem, t0, last, a.t_base, false);
     if (a.mode == MODE_EVAL)
         return;
 
@@ -71,7 +73,9 @@ template <typename R, int DG> static void *kernel_ptr_of(int regcap, int channel
 
 template <typename R> static void *kernel_ptr(int regcap, int kclass)
 {
-    const int channels = kclass & ~PS_GPU_DESIGNED;
+    if (kclass == PS_GPU_NOGRAD)
+        return regcap ? (void *)persistent_solve_kernel<R, 2, 0, 0, 1> : (void *)persistent_solve_kernel<R, 1, 0, 0, 1>;
+    const int channels = PS_GPU_CLASS_CHANNELS(kclass);
     return kclass & PS_GPU_DESIGNED ? kernel_ptr_of<R, 1>(regcap, channels) : kernel_ptr_of<R, 0>(regcap, channels);
 }
 

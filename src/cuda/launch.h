@@ -102,6 +102,14 @@ int ps_gpu_channels(const ps_problem *p);
  * The `kclass` arguments below take it; a plain channel count is the
  * class of a problem without designed axes. */
 #define PS_GPU_DESIGNED 0x100
+/* PS_GPU_NOGRAD: the single-channel kernel of a problem without gradient
+ * (G = 0 at every step, no designed axis: ps_design_has_gradient), whose
+ * spin loops skip the gradient rows; the same layout and batch path as
+ * class 0 (PS_GPU_CLASS_BASE). */
+#define PS_GPU_NOGRAD 0x200
+#define PS_GPU_CLASS_BASE(kclass) ((kclass) & ~PS_GPU_NOGRAD)
+/* The channels of a kernel class: ps_gpu_channels. */
+#define PS_GPU_CLASS_CHANNELS(kclass) ((kclass) & ~(PS_GPU_DESIGNED | PS_GPU_NOGRAD))
 int ps_gpu_kernel_class(const ps_problem *p);
 /* Dynamic shared memory of a block of the persistent kernel of class
  * kclass for nt steps. */

@@ -14,6 +14,7 @@
 extern "C" {
 #include "common/log.h"
 #include "cuda/gpu.h"
+#include "model/design.h"
 #include "model/problem.h"
 #include "persolve_gpu.h"
 }
@@ -82,7 +83,10 @@ extern "C" int ps_gpu_channels(const ps_problem *p)
 
 extern "C" int ps_gpu_kernel_class(const ps_problem *p)
 {
-    return ps_gpu_channels(p) | (p->design_g ? PS_GPU_DESIGNED : 0);
+    const int channels = ps_gpu_channels(p);
+    if (!channels && !ps_design_has_gradient(p))
+        return PS_GPU_NOGRAD;
+    return channels | (p->design_g ? PS_GPU_DESIGNED : 0);
 }
 
 extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int kclass, int tb, size_t smem)
@@ -181,7 +185,7 @@ extern "C" size_t ps_gpu_config_smem(const ps_problem *p, int precision, const p
 
 extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass)
 {
-    const int channels = kclass & ~PS_GPU_DESIGNED, designed = (kclass & PS_GPU_DESIGNED) != 0;
+    const int channels = PS_GPU_CLASS_CHANNELS(kclass), designed = (kclass & PS_GPU_DESIGNED) != 0;
     /* the staged pulse: nt steps of (u, v) for every channel */
     int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
     return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, designed)

@@ -163,3 +163,13 @@ void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3])
     for (int c = 0; c < 3; c++)
         gdt[c] = p->dt * gamma * p->g[3 * k + c];
 }
+
+int ps_design_has_gradient(const ps_problem *p)
+{
+    if (p->design_g)
+        return 1;
+    for (size_t i = 0; i < 3 * p->nt; i++)
+        if (p->g[i] != 0.0)
+            return 1;
+    return 0;
+}

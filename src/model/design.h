@@ -136,6 +136,10 @@ PS_HD void ps_design_from_pulse(const ps_design *d, int c, double u, double v, d
  * spin and one channel of real sensitivity gs. The z component's
  * multiply-adds are fused on the GPU (PS_FMA_*), in the order written:
  * wz + gdt_x r_x, + gdt_y r_y, + gdt_z r_z.
+ * ps_design_theta_nograd: the same where gdt = 0 at every step (no
+ * gradient, none designed: an inversion or a non-selective pulse), theta_z
+ * = wz without the gradient's row: the values of ps_design_theta at gdt =
+ * 0 and a finite r (a zero's sign aside), so a spin loop may take either.
  * ps_design_theta_channels: the same for nc channels of complex
  * sensitivities gS[c] = (gr, gi) and pulse values u[c s], v[c s] (stride
  * s): the first channel's real part as above, then its imaginary part and
@@ -170,6 +174,12 @@ PS_HD void ps_design_from_pulse(const ps_design *d, int c, double u, double v, d
         th[0] = gs * u;                                                                 \
         th[1] = gs * v;                                                                 \
         th[2] = FMA(gdt[2], r[2], FMA(gdt[1], r[1], FMA(gdt[0], r[0], wz)));            \
+    }                                                                                   \
+    PS_HD void ps_design_theta_nograd_##SFX(R gs, R u, R v, R wz, R th[3])             \
+    {                                                                                   \
+        th[0] = gs * u;                                                                 \
+        th[1] = gs * v;                                                                 \
+        th[2] = wz;                                                                     \
     }                                                                                   \
     PS_HD void ps_design_theta_first_##SFX(R gr, R gi, R u, R v, const R gdt[3],         \
                                            const R r[3], R wz, R th[3])                 \
@@ -389,5 +399,10 @@ void ps_design_spin(const ps_problem *p, size_t j, ps_spin_consts *s);
 
 /* gdt_k = dt gamma G_k of step k, rad/cm. */
 void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3]);
+
+/* 1 if the problem has a gradient: a designed axis, or G_k != 0 at some
+ * step; 0 if G = 0 at every step (an inversion, a non-selective pulse),
+ * where gdt_k = 0 in every precision. */
+int ps_design_has_gradient(const ps_problem *p);
 
 #endif /* PS_SRC_MODEL_DESIGN_H */

@@ -388,7 +388,7 @@ static int gpu_start(ps_batch *b)
         const size_t s = item_smem(b, it);
         if (s > smem)
             smem = s;
-        const int k = ps_gpu_kernel_class(it->p);
+        const int k = PS_GPU_CLASS_BASE(ps_gpu_kernel_class(it->p));
         if (kclass >= 0 && k != kclass)
             b->stream_setup = 0;
         kclass = k;

@@ -22,9 +22,9 @@
 
 /* A random problem: spins in a 4 cm cube, random df, B1 scale, weights,
  * start magnetization on the unit sphere, optional relaxation, a random
- * smooth gradient waveform and pulse. */
-static ps_problem *random_problem_t2(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
-                                     double t2fix, double *x)
+ * smooth gradient waveform (nograd: none, G = 0 at every step) and pulse. */
+static ps_problem *random_problem_g(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
+                                    double t2fix, int nograd, double *x)
 {
     double *r = malloc(3 * ns * sizeof *r), *tg = malloc(3 * ns * sizeof *tg);
     double *df = malloc(ns * sizeof *df), *s = malloc(ns * sizeof *s);
@@ -48,9 +48,9 @@ static ps_problem *random_problem_t2(uint64_t seed, size_t ns, size_t nt, ps_los
     }
     for (size_t k = 0; k < nt; k++) {
         double t = (double)k / (double)nt;
-        g[3 * k] = 0.5 * sin(6.283185307179586 * 3 * t);
-        g[3 * k + 1] = 0.4 * cos(6.283185307179586 * 2 * t);
-        g[3 * k + 2] = 0.3;
+        g[3 * k] = nograd ? 0.0 : 0.5 * sin(6.283185307179586 * 3 * t);
+        g[3 * k + 1] = nograd ? 0.0 : 0.4 * cos(6.283185307179586 * 2 * t);
+        g[3 * k + 2] = nograd ? 0.0 : 0.3;
         x[k] = 0.1 * tu_uniform(&seed, -1.0, 1.0);
         x[nt + k] = 0.1 * tu_uniform(&seed, -1.0, 1.0);
     }
@@ -76,6 +76,12 @@ static ps_problem *random_problem_t2(uint64_t seed, size_t ns, size_t nt, ps_los
     return p;
 }
 
+static ps_problem *random_problem_t2(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
+                                     double t2fix, double *x)
+{
+    return random_problem_g(seed, ns, nt, loss, relax, t2fix, 0, x);
+}
+
 /* Random relaxation times (relax != 0) or none. */
 static ps_problem *random_problem(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
                                   double *x)
@@ -92,21 +98,19 @@ static ps_options gpu_opts(ps_precision prec)
     return o;
 }
 
-static void eval_random(void **state)
+/* GPU against CPU on random problems (nograd: G = 0 at every step): every
+ * loss, with and without relaxation, at each of the sizes. */
+static void eval_random_set(uint64_t seed, const size_t (*sizes)[2], int nsizes, int nograd)
 {
     static const ps_loss losses[] = {PS_LOSS_FULL, PS_LOSS_XY, PS_LOSS_MLS, PS_LOSS_Z};
-    /* sizes that do not divide into tiles or segments evenly */
-    static const size_t sizes[][2] = {{1, 7}, {37, 101}, {300, 257}, {1500, 999}};
-    uint64_t seed = 1;
-    int nsizes = getenv("PS_GPU_TEST_QUICK") ? 2 : 4;
     for (int li = 0; li < 4; li++) {
         for (int relax = 0; relax < 2; relax++) {
             for (int si = 0; si < nsizes; si++) {
                 size_t ns = sizes[si][0], nt = sizes[si][1];
                 double *x = malloc(2 * nt * sizeof *x);
-                ps_problem *p = random_problem(seed++, ns, nt, losses[li], relax, x);
+                ps_problem *p = random_problem_g(seed++, ns, nt, losses[li], relax, 0.0, nograd, x);
                 char what[96];
-                snprintf(what, sizeof what, "loss %s relax %d ns %zu nt %zu",
+                snprintf(what, sizeof what, "%sloss %s relax %d ns %zu nt %zu", nograd ? "no gradient, " : "",
                          ps_loss_name(losses[li]), relax, ns, nt);
                 tu_check_eval_gpu(p, x, PS_PRECISION_SINGLE, what, NULL);
                 tu_check_eval_gpu(p, x, PS_PRECISION_DOUBLE, what, NULL);
@@ -115,6 +119,21 @@ static void eval_random(void **state)
             }
         }
     }
+}
+
+static void eval_random(void **state)
+{
+    /* sizes that do not divide into tiles or segments evenly */
+    static const size_t sizes[][2] = {{1, 7}, {37, 101}, {300, 257}, {1500, 999}};
+    eval_random_set(1, sizes, getenv("PS_GPU_TEST_QUICK") ? 2 : 4, 0);
+}
+
+/* Problems without gradient: the single-channel kernel's spin loops then
+ * skip the gradient rows (args.gfree); the CPU takes them as zeros. */
+static void eval_random_nograd(void **state)
+{
+    static const size_t sizes[][2] = {{37, 101}, {1500, 999}};
+    eval_random_set(1001, sizes, 2, 1);
 }
 
 /*
@@ -308,10 +327,12 @@ int main(void)
     /* quick: the subset run under compute-sanitizer */
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(eval_random),
+        cmocka_unit_test(eval_random_nograd),
         cmocka_unit_test(configs_agree),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eval_random),
+        cmocka_unit_test(eval_random_nograd),
         cmocka_unit_test(configs_agree),
         cmocka_unit_test(eval_presets),
         cmocka_unit_test(eval_short_t2),

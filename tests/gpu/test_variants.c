@@ -182,6 +182,15 @@ static void variants_spiral2d(void **state)
 }
 
 /* The b1_max reparametrization and the RF power penalty. */
+/* A problem without gradient: the PS_GPU_NOGRAD kernel against the host
+ * loop and the graph, which run the general loops on its zero rows. */
+static void variants_inversion(void **state)
+{
+    (void)state;
+    check_preset("inversion:ndf=101,nt=300", PS_PRECISION_SINGLE, 30, 0, 1e-5);
+    check_preset("inversion:ndf=101,nt=300", PS_PRECISION_DOUBLE, 30, 0, 1e-5);
+}
+
 static void variants_b1max(void **state)
 {
     (void)state;
@@ -270,6 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(variants_slice1d),
         cmocka_unit_test(variants_spiral2d),
+        cmocka_unit_test(variants_inversion),
         cmocka_unit_test(variants_b1max),
         cmocka_unit_test(variants_relaxation),
         cmocka_unit_test(variants_max_evaluations),
