@@ -482,6 +482,45 @@ static void test_relaxation_recovery(void **state)
  * the same for every k. Compared to 1e-12 relative (float64; a sum of ns
  * terms) and 1e-5 (float32 spin loop).
  */
+/* ps_design_has_gradient: 0 only for G = 0 at every step with no designed
+ * axis (the GPU's PS_GPU_NOGRAD kernel class); one nonzero value of any
+ * axis at any step, or a designed axis, makes it 1. */
+static void test_has_gradient(void **state)
+{
+    (void)state;
+    char err[256];
+    ps_problem *inv = NULL, *p = NULL;
+    assert_int_equal(ps_preset_create("inversion:ndf=5,nb1=2,nt=40", &inv, err, sizeof err), PS_CONVERGED);
+    assert_int_equal(ps_design_has_gradient(inv), 0);
+    ps_problem_desc d;
+    assert_int_equal(ps_problem_describe(inv, &d), PS_CONVERGED);
+    double *g = malloc(3 * d.nt * sizeof *g);
+    assert_non_null(g);
+    for (size_t i = 0; i < 3 * d.nt; i += 7) { /* every axis and every stretch of the steps */
+        memset(g, 0, 3 * d.nt * sizeof *g);
+        g[i] = i % 2 ? -1e-6 : 0.25;
+        d.g = g;
+        assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+        assert_int_equal(ps_design_has_gradient(p), 1);
+        ps_problem_free(p);
+    }
+    memset(g, 0, 3 * d.nt * sizeof *g);
+    g[0] = -0.0; /* a negative zero is no gradient */
+    d.g = g;
+    assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+    assert_int_equal(ps_design_has_gradient(p), 0);
+    ps_problem_free(p);
+    free(g);
+    ps_problem_free(inv);
+    assert_int_equal(ps_preset_create("slice1d:nz=20,nt=40", &p, err, sizeof err), PS_CONVERGED);
+    assert_int_equal(ps_design_has_gradient(p), 1);
+    ps_problem_free(p);
+    assert_int_equal(ps_preset_create("spiral2d:n=8,nt=60,design_g=xy,smax=15000", &p, err, sizeof err),
+                     PS_CONVERGED);
+    assert_int_equal(ps_design_has_gradient(p), 1);
+    ps_problem_free(p);
+}
+
 static void test_identity_zero_field(void **state)
 {
     (void)state;
@@ -1125,6 +1164,7 @@ int main(void)
         cmocka_unit_test(test_small_tip_fourier),
         cmocka_unit_test(test_relaxation_recovery),
         cmocka_unit_test(test_identity_zero_field),
+        cmocka_unit_test(test_has_gradient),
         cmocka_unit_test(test_reparam_inverse_huge),
         cmocka_unit_test(test_series_switch),
         cmocka_unit_test(test_mid_range),
