@@ -199,8 +199,10 @@ static int context_create_t(const ps_problem *p, const ps_options *o, const ps_g
         return st;
     const int G = cfg.grid, tb = cfg.block;
     const int ntiles = (int)((ns + cfg.sb - 1) / cfg.sb);
-    const int channels = ps_gpu_channels(p), kclass = ps_gpu_kernel_class(p), designed = p->design_g != 0;
-    const size_t smem = ps_gpu_config_smem(p, o->precision, &cfg);
+    /* a batch's set-up (scratch): the batch kernel runs the class's base phases (cuda/batch.cu) */
+    const int channels = ps_gpu_channels(p), designed = p->design_g != 0;
+    const int kclass = scratch ? PS_GPU_CLASS_BASE(ps_gpu_kernel_class(p)) : ps_gpu_kernel_class(p);
+    const size_t smem = ps_gpu_config_smem(p, o->precision, &cfg, scratch != NULL);
     /* the constraints: [n_b1] per-channel limits, [n_mask] the RF mask, then
      * with VOPs [n_vop] their matrices vop [nq][nc][nc][2], bsar [nt][nc][2]
      * the pulse, spart [nq][G] + sarw [G][2 nq] the SAR partials */

@@ -114,7 +114,9 @@ enum { MODE_EVAL_VARS = 2 };
  * (MODE_EVAL_VARS: optimizer variables), want_m: keep room for M_Nt.
  * whole: the problem whose spins p shares (a rank's, cuda/ranks.h; NULL:
  * p): the penalty rounds' first weight is its. scratch: the host image's
- * buffer, grown as needed (NULL: one of its own). On error everything is
+ * buffer, grown as needed (NULL: one of its own); a batch's set-ups pass
+ * one, and their context is the batch kernel's (the kernel class's
+ * PS_GPU_CLASS_BASE and its shared memory). On error everything is
  * released and c is zeroed.
  */
 int context_create(const ps_problem *p, const ps_options *o, const ps_gpu_config *cfg_in, int mode,

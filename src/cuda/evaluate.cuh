@@ -99,30 +99,6 @@ __device__ __forceinline__ void design_spin_grad(double gs, const double gth[3],
     ps_design_spin_grad_d(gs, gth, gu, gv);
 }
 
-/* Rotation vector of step k for a spin, whose gradient dt gamma G_k is
- * gk[3]; the pulse from the block's staged copy pul[2k], pul[2k+1] if
- * there is one, else from x + alpha d. */
-template <typename R, int GF = 0>
-__device__ __forceinline__ void theta_at(const args &a, const R *sp, const R gk[3], const R *pul,
-                                         const double *x, const double *d, double alpha, int k,
-                                         R th[3])
-{
-    R u, v;
-    if (pul) {
-        u = pul[2 * k];
-        v = pul[2 * k + 1];
-    } else {
-        double ud, vd, zp, zq;
-        pulse_at<0>(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
-        u = (R)ud;
-        v = (R)vd;
-    }
-    if (GF)
-        design_theta_nograd(sp[SP_GS], u, v, sp[SP_WZ], th);
-    else
-        design_theta(sp[SP_GS], u, v, gk, sp + SP_R0, sp[SP_WZ], th);
-}
-
 /*
  * W (u, v) pairs from shared memory p [W][2] (16-byte aligned) into u[W],
  * v[W] with 16-byte loads: the same values as element loads, a quarter
@@ -156,6 +132,50 @@ __device__ __forceinline__ void load_pairs(const double *p, double *u, double *v
     }
 }
 
+/*
+ * How the single-channel spin loops take a step's gradient row (template
+ * GR): GR_GLOBAL, the gdt rows in global memory (a.gdt, or the designed
+ * copy gdtb), loaded a step ahead (gdt_step); GR_NONE, no gradient (the
+ * PS_GPU_NOGRAD kernel class: G = 0 at every step, theta_z = wz, no row
+ * loaded); GR_STAGED, a gradient on x and y alone, designed or not (the
+ * PS_GPU_STAGED class, float32): the block stages the step's x and y
+ * values with its pulse, pul[k] = (u, v, gdt_x, gdt_y), one 16-byte
+ * shared load a step, the same values as GR_GLOBAL's loads (gdt_z = 0).
+ */
+enum { GR_GLOBAL = 0, GR_NONE = 1, GR_STAGED = 2 };
+
+/* Rotation vector of step k for a spin, whose gradient dt gamma G_k is
+ * gk[3] (GR_GLOBAL); the pulse from the block's staged copy pul[2k],
+ * pul[2k+1] if there is one, else from x + alpha d; GR_STAGED: pulse and
+ * gradient from pul[4k .. 4k + 3]. */
+template <typename R, int GR = GR_GLOBAL>
+__device__ __forceinline__ void theta_at(const args &a, const R *sp, const R gk[3], const R *pul,
+                                         const double *x, const double *d, double alpha, int k,
+                                         R th[3])
+{
+    if (GR == GR_STAGED) {
+        R u[2], v[2];
+        load_pairs<2>(pul + 4 * (size_t)k, u, v); /* (u, v), (gdt_x, gdt_y) */
+        const R g[3] = {u[1], v[1], 0};
+        design_theta(sp[SP_GS], u[0], v[0], g, sp + SP_R0, sp[SP_WZ], th);
+        return;
+    }
+    R u, v;
+    if (pul) {
+        u = pul[2 * k];
+        v = pul[2 * k + 1];
+    } else {
+        double ud, vd, zp, zq;
+        pulse_at<0>(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
+        u = (R)ud;
+        v = (R)vd;
+    }
+    if (GR == GR_NONE)
+        design_theta_nograd(sp[SP_GS], u, v, sp[SP_WZ], th);
+    else
+        design_theta(sp[SP_GS], u, v, gk, sp + SP_R0, sp[SP_WZ], th);
+}
+
 /* The same for a spin of nc channels of sensitivities S [nc][2] (the
  * channels kernel: nc = NC, a compile-time count whose S the caller keeps
  * in registers, or a.nc for NC = 0); the pulses of step k from
@@ -186,18 +206,17 @@ __device__ __forceinline__ void theta_at_channels(const args &a, const R *sp, co
     }
 }
 
-/* theta of the single-channel kernel (NCH 0), the channels kernel of a.nc
- * channels (1) or of NCH channels (NCH > 1, S in registers); GF 1: the
- * single-channel kernel's loops of a problem without gradient (the
- * PS_GPU_NOGRAD kernel class: gk unused). */
-template <typename R, int NCH, int GF = 0>
+/* theta of the single-channel kernel (NCH 0, its gradient rows as GR
+ * says), the channels kernel of a.nc channels (1) or of NCH channels
+ * (NCH > 1, S in registers). */
+template <typename R, int NCH, int GR = GR_GLOBAL>
 __device__ __forceinline__ void theta_of(const args &a, const R *sp, const R (*S)[2], const R gk[3], const R *pul,
                                          const double *x, const double *d, double alpha, int k, R th[3])
 {
     if (NCH)
         theta_at_channels<R, (NCH > 1 ? NCH : 0)>(a, sp, S, gk, pul, x, d, alpha, k, th);
     else
-        theta_at<R, GF>(a, sp, gk, pul, x, d, alpha, k, th);
+        theta_at<R, GR>(a, sp, gk, pul, x, d, alpha, k, th);
 }
 
 /* Channels a lane sums at once in the gradient's sums over spins (NC
@@ -257,11 +276,12 @@ __device__ __forceinline__ void load_gdt(const double *gdt, int k, double g[3])
  * otherwise): gk takes gn, which then takes step kn's (the next step,
  * clamped to one the loop has). The channels kernels load it at its step:
  * ahead, its registers cost them more than the latency (H200, README).
+ * GR_NONE and GR_STAGED load none (theta_at takes no gk).
  */
-template <typename R, int NCH, int GF = 0>
+template <typename R, int NCH, int GR = GR_GLOBAL>
 __device__ __forceinline__ void gdt_step(const R *gdt, int k, int kn, R gn[3], R gk[3])
 {
-    if (GF) { /* no gradient: nothing to load (theta_of<GF> takes none) */
+    if (GR != GR_GLOBAL) {
         gk[0] = gk[1] = gk[2] = 0;
     } else if (NCH) {
         load_gdt(gdt, k, gk);
@@ -279,7 +299,7 @@ __device__ __forceinline__ void gdt_step(const R *gdt, int k, int kn, R gn[3], R
  * relaxation); without relaxation a unit quaternion (16 FMA a step), made
  * affine at the end.
  */
-template <typename R, int NCH, int DG, int GF>
+template <typename R, int NCH, int DG, int GR>
 __device__ __forceinline__ void composite(const args &a, const R *spl, const R (*S)[2], const R *pul,
                                           const R *gdtb, const double *x, const double *d, double alpha, int k0,
                                           int kseg, int relax, R T[12])
@@ -287,21 +307,21 @@ __device__ __forceinline__ void composite(const args &a, const R *spl, const R (
     const int kend = min(k0 + kseg, a.nt); /* the segment's steps below nt */
     const R *gdt = DG ? gdtb : (const R *)a.gdt; /* DG: the block's copy with the designed axes */
     R gn[3];                                     /* the next step's gdt (gdt_step) */
-    if (!NCH && !GF)
+    if (!NCH && GR == GR_GLOBAL)
         load_gdt(gdt, min(k0, a.nt), gn);
     if (relax) {
         for (int k = k0; k < kend; k++) {
             R gk[3], th[3];
-            gdt_step<R, NCH, GF>(gdt, k, k + 1, gn, gk);
-            theta_of<R, NCH, GF>(a, spl, S, gk, pul, x, d, alpha, k, th);
+            gdt_step<R, NCH, GR>(gdt, k, k + 1, gn, gk);
+            theta_of<R, NCH, GR>(a, spl, S, gk, pul, x, d, alpha, k, th);
             affine_step(th, T, relax, spl[SP_A1], spl[SP_A2]);
         }
     } else {
         R Q[4] = {1, 0, 0, 0};
         for (int k = k0; k < kend; k++) {
             R gk[3], th[3];
-            gdt_step<R, NCH, GF>(gdt, k, k + 1, gn, gk);
-            theta_of<R, NCH, GF>(a, spl, S, gk, pul, x, d, alpha, k, th);
+            gdt_step<R, NCH, GR>(gdt, k, k + 1, gn, gk);
+            theta_of<R, NCH, GR>(a, spl, S, gk, pul, x, d, alpha, k, th);
             quat_step(th, Q);
         }
         quat_to_affine(Q, T);
@@ -434,7 +454,7 @@ template <int DG> __device__ __forceinline__ double partial_late(bool first, con
  * ((component PS_GPU_STAGE) + staged step) 2^lgg + segment (2^lgg
  * segments in a warp), so that shifts, not divisions, take them apart.
  */
-template <typename R, int NCH, int DG, int GF>
+template <typename R, int NCH, int DG, int GR>
 __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)[2], const R (*Stile)[2],
                                        const R *pul, const R *gdtb, const R *rtile, R *Gz, const double *x,
                                        const double *d, double alpha, int t, int sb, int k0, int kseg, int relax,
@@ -450,16 +470,16 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
     R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * LD : nullptr;
     int nb = 0, itop = kseg - 1;
     R gn[3]; /* the next step's gdt (gdt_step) */
-    if (!NCH && !GF)
+    if (!NCH && GR == GR_GLOBAL)
         load_gdt(gdt, min(k0 + kseg - 1, nt), gn);
     for (int i = kseg - 1; i >= 0; i--) {
         int k = k0 + i;
         R gx = 0, gy = 0, gz = 0;
         R gk[3];
-        gdt_step<R, NCH, GF>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
+        gdt_step<R, NCH, GR>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
         if (k < nt) {
             R th[3], gth[3];
-            theta_of<R, NCH, GF>(a, spl, S, gk, pul, x, d, alpha, k, th);
+            theta_of<R, NCH, GR>(a, spl, S, gk, pul, x, d, alpha, k, th);
             reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
             if (NCH) { /* dL/dtheta: the channels' chain rule is the sum's (below) */
                 gx = gth[0];
@@ -588,12 +608,12 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
  * waveform_totals and waveform_rows at the same point; else each block's
  * by form_gradient here; mu: the round's penalty weight, for the limits'
  * penalty gradient); DG 0 does exactly what it did before them.
- * GF 1 (NCH 0, DG 0: the PS_GPU_NOGRAD kernel class): G = 0 at every
- * step, the spin loops take theta_z = wz without loading the gdt rows;
- * a kernel of its own, since a second copy of the loops beside the
- * general ones grows every kernel's stack frame (README).
+ * GR (NCH 0): how the spin loops take the gradient rows (GR_GLOBAL;
+ * GR_NONE with DG 0, GR_STAGED: see GR_GLOBAL); each a kernel
+ * of its own, since a second copy of the loops beside the general ones
+ * grows every kernel's stack frame (README).
  */
-template <typename R, int NCH, int DG = 0, int GF = 0>
+template <typename R, int NCH, int DG = 0, int GR = GR_GLOBAL>
 __device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad, char *smem,
                          double mu = 0.0)
 {
@@ -601,12 +621,14 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     const int t = threadIdx.x, js = t % sb, p = t / sb;
     double *lossbuf = (double *)smem;          /* [sb] */
     double *lamf = lossbuf + sb;               /* [sb][3] dL/dM_Nt */
-    R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr; /* [nt][2], channels: [nt][nc][2] */
+    /* [nt][2], GR_STAGED: [nt][4] (with the x and y rows), channels: [nt][nc][2] */
+    R *pul = a.stage_pulse ? (R *)(lamf + 3 * sb) : nullptr;
+    constexpr int PL = GR == GR_STAGED ? 4 : 2; /* a step's values in pul (one channel) */
     /* channels: the tile's sensitivities [sb][nc][2] after the pulse */
     R(*Stile)[2] = NCH ? (R(*)[2])((R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt * a.nc : 0)) : nullptr;
     /* [P*sb][12], 16-byte aligned (as are Vm and Stage after it: P sb is a multiple of 32) */
     R *Tm = (R *)smem_align16(smem, NCH ? (const void *)(Stile + (size_t)sb * a.nc)
-                                        : (const void *)((R *)(lamf + 3 * sb) + (a.stage_pulse ? 2 * (size_t)nt : 0)));
+                                        : (const void *)((R *)(lamf + 3 * sb) + (a.stage_pulse ? PL * (size_t)nt : 0)));
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
     R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][PS_GPU_STAGE_LD] */
     const R *spin = (const R *)a.spin;
@@ -635,12 +657,17 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     if (DG && !team_waveform<NCH>(a)) /* the designed waveforms, the block's gdt, its penalty row and preset rows */
         form_gradient<R>(a, x, d, alpha, mu, grad, gdtb, gp, (double *)Tm, cap, dscr);
 
-    if (pul && !NCH) { /* the trial pulse, once per block */
+    if (pul && !NCH) { /* the trial pulse, once per block (GR_STAGED: with the x and y rows, DG's formed above) */
         for (int k = t; k < nt; k += blockDim.x) {
             double ud, vd, zp, zq;
             pulse_at<0>(a, x, d, alpha, 0, k, &ud, &vd, &zp, &zq);
-            pul[2 * k] = (R)ud;
-            pul[2 * k + 1] = (R)vd;
+            pul[PL * k] = (R)ud;
+            pul[PL * k + 1] = (R)vd;
+            if (GR == GR_STAGED) {
+                const R *row = (DG ? gdtb : (const R *)a.gdt) + 4 * k;
+                pul[PL * k + 2] = row[0];
+                pul[PL * k + 3] = row[1];
+            }
         }
         __syncthreads();
     } else if (pul) { /* every channel's, [nt][nc][2] */
@@ -688,7 +715,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
 
         // ---- composite ----
         R T[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
-        composite<R, NCH, DG, GF>(a, spl, S, pul, gdtb, x, d, alpha, k0, kseg, relax, T);
+        composite<R, NCH, DG, GR>(a, spl, S, pul, gdtb, x, d, alpha, k0, kseg, relax, T);
 
         // ---- scan, the loss at M_Nt ----
         R V[9];
@@ -714,7 +741,7 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
             }
             if (DG)
                 __syncthreads(); /* every lam is taken before gth_z is staged over Vm */
-            replay<R, NCH, DG, GF>(a, spl, S, Stile, pul, gdtb, rtile, Tm, x, d, alpha, t, sb, k0, kseg, relax,
+            replay<R, NCH, DG, GR>(a, spl, S, Stile, pul, gdtb, rtile, Tm, x, d, alpha, t, sb, k0, kseg, relax,
                                    Stage, m, lam, gp, first);
         }
         first = false;

@@ -25,10 +25,11 @@ using namespace ps_gpu;
  * B1 scale, 1 a.nc channels of complex sensitivities, 8 eight of them with
  * the count known at compile time (cuda/evaluate.cuh). DG: 1 with designed
  * gradient axes (cuda/gradient.cuh), 0 without (the kernels as before
- * them). GF: 1 for a problem without gradient (NCH 0, DG 0: the
- * PS_GPU_NOGRAD class), whose spin loops skip the gradient rows
- * (cuda/evaluate.cuh). */
-template <typename R, int MINB, int NCH, int DG, int GF = 0>
+ * them). GR: how the single-channel spin loops take the gradient rows
+ * (cuda/evaluate.cuh): GR_NONE for the PS_GPU_NOGRAD class, GR_STAGED
+ * for PS_GPU_STAGED (float32 only: float64 takes its rows from global
+ * memory, GR_GLOBAL, as every other class). */
+template <typename R, int MINB, int NCH, int DG, int GR = GR_GLOBAL>
 __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_kernel(args a)
 {
     cg::grid_group grid = cg::this_grid();
@@ -48,7 +49,7 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
     __syncthreads();
 
     // ---- the phases, from the stored state to DONE or a yield (cuda/loop.cuh) ----
-    solve_phases<R, NCH, DG, GF>(a, grid, L, smem, t0, last, a.t_base, false);
+    solve_phases<R, NCH, DG, GR>(a, grid, L, smem, t0, last, a.t_base, false);
     if (a.mode == MODE_EVAL)
         return;
 
@@ -74,7 +75,14 @@ template <typename R, int DG> static void *kernel_ptr_of(int regcap, int channel
 template <typename R> static void *kernel_ptr(int regcap, int kclass)
 {
     if (kclass == PS_GPU_NOGRAD)
-        return regcap ? (void *)persistent_solve_kernel<R, 2, 0, 0, 1> : (void *)persistent_solve_kernel<R, 1, 0, 0, 1>;
+        return regcap ? (void *)persistent_solve_kernel<R, 2, 0, 0, GR_NONE>
+                      : (void *)persistent_solve_kernel<R, 1, 0, 0, GR_NONE>;
+    if (kclass == (PS_GPU_DESIGNED | PS_GPU_STAGED) && sizeof(R) == sizeof(float))
+        return regcap ? (void *)persistent_solve_kernel<float, 2, 0, 1, GR_STAGED>
+                      : (void *)persistent_solve_kernel<float, 1, 0, 1, GR_STAGED>;
+    if (kclass == PS_GPU_STAGED && sizeof(R) == sizeof(float))
+        return regcap ? (void *)persistent_solve_kernel<float, 2, 0, 0, GR_STAGED>
+                      : (void *)persistent_solve_kernel<float, 1, 0, 0, GR_STAGED>;
     const int channels = PS_GPU_CLASS_CHANNELS(kclass);
     return kclass & PS_GPU_DESIGNED ? kernel_ptr_of<R, 1>(regcap, channels) : kernel_ptr_of<R, 0>(regcap, channels);
 }

@@ -107,16 +107,25 @@ int ps_gpu_channels(const ps_problem *p);
  * spin loops skip the gradient rows; the same layout and batch path as
  * class 0 (PS_GPU_CLASS_BASE). */
 #define PS_GPU_NOGRAD 0x200
-#define PS_GPU_CLASS_BASE(kclass) ((kclass) & ~PS_GPU_NOGRAD)
+/* PS_GPU_STAGED (with PS_GPU_DESIGNED if designed): the single-channel
+ * kernel of a problem whose gradient is on x and y alone, designed or not
+ * (z not designed, G_z = 0 at every step), with at most
+ * PS_GPU_STAGED_STEPS steps: in float32 its blocks stage the x and y rows
+ * with the pulse (cuda/evaluate.cuh, GR_STAGED); float64 and the batch
+ * run it as PS_GPU_CLASS_BASE. */
+#define PS_GPU_STAGED 0x400
+#define PS_GPU_STAGED_STEPS 5120
+#define PS_GPU_CLASS_BASE(kclass) ((kclass) & ~(PS_GPU_NOGRAD | PS_GPU_STAGED))
 /* The channels of a kernel class: ps_gpu_channels. */
-#define PS_GPU_CLASS_CHANNELS(kclass) ((kclass) & ~(PS_GPU_DESIGNED | PS_GPU_NOGRAD))
+#define PS_GPU_CLASS_CHANNELS(kclass) ((kclass) & ~(PS_GPU_DESIGNED | PS_GPU_NOGRAD | PS_GPU_STAGED))
 int ps_gpu_kernel_class(const ps_problem *p);
 /* Dynamic shared memory of a block of the persistent kernel of class
  * kclass for nt steps. */
 size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass);
 /* The same for a block of the resolved shape c (ps_gpu_resolve_config) of
- * problem p. */
-size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c);
+ * problem p: of its solo kernel, or with batch 1 of the batch kernel's
+ * phases (its class's PS_GPU_CLASS_BASE). */
+size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c, int batch);
 int ps_gpu_stage_pulse(int precision, size_t nt, int channels);
 
 /*

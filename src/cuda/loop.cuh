@@ -152,7 +152,7 @@ __device__ inline void eval_scalars(const args &a, int G, bool dots, loop_shared
  * clock: an accepted trial's is the update's). Returns EV_DONE, EV_YIELD,
  * or EV_STOPPED (cancelled: the state is DONE).
  */
-template <typename R, int NCH, int DG, int GF = 0>
+template <typename R, int NCH, int DG, int GR = GR_GLOBAL>
 __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_shared &L,
                                    const double *d, double alpha, int ns, double *gout, char *smem,
                                    uint64_t &t0, uint64_t &last)
@@ -165,7 +165,7 @@ __device__ int evaluate_and_reduce(const args &a, cg::grid_group &grid, loop_sha
     }
 
     // ---- evaluate: the blocks' partials at x + alpha d ----
-    evaluate<R, NCH, DG, GF>(a, a.x, d, alpha, true, smem, L.S.mu);
+    evaluate<R, NCH, DG, GR>(a, a.x, d, alpha, true, smem, L.S.mu);
     sar_partials<NCH>(a, a.x, d, alpha);
     eval_barrier(a, grid, L, t0, last, PS_PROF_EVAL);
 
@@ -231,10 +231,10 @@ __device__ inline int take_update(const args &a, loop_shared &L, uint64_t &last,
  * and the in-kernel time of the evaluation in *a.elapsed. Always inlined:
  * a call would pass the kernel's parameters by address, which copies
  * them to local memory and turns every read of a field in the spin loops
- * into a local load. GF: the evaluation of the PS_GPU_NOGRAD kernel
- * (cuda/evaluate.cuh).
+ * into a local load. GR: how the single-channel spin loops take the
+ * gradient rows (cuda/evaluate.cuh, GR_GLOBAL).
  */
-template <typename R, int NCH, int DG, int GF = 0>
+template <typename R, int NCH, int DG, int GR = GR_GLOBAL>
 __device__ __forceinline__ int solve_phases(const args &a, cg::grid_group &grid, loop_shared &L, char *smem,
                             uint64_t &t0, uint64_t &last, double elapsed, bool one_iteration)
 {
@@ -254,7 +254,7 @@ __device__ __forceinline__ int solve_phases(const args &a, cg::grid_group &grid,
      * faster with the first START in the loop, H200). */
     if (!NCH && !DG && S.phase == PS_PHASE_START) {
         // ---- evaluate at the start point ----
-        const int ev = evaluate_and_reduce<R, NCH, DG, GF>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+        const int ev = evaluate_and_reduce<R, NCH, DG, GR>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
         if (ev == EV_YIELD)
             return 1;
         if (ev == EV_STOPPED)
@@ -294,7 +294,7 @@ __device__ __forceinline__ int solve_phases(const args &a, cg::grid_group &grid,
                 pend_slot = -1;
                 team_sync(a, grid);
             }
-            const int ev = evaluate_and_reduce<R, NCH, DG, GF>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
+            const int ev = evaluate_and_reduce<R, NCH, DG, GR>(a, grid, L, nullptr, 0.0, -1, a.g, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)
@@ -326,7 +326,7 @@ __device__ __forceinline__ int solve_phases(const args &a, cg::grid_group &grid,
             direction_barrier(a, grid, L, cmd, t0, last, PS_PROF_DIRECTION);
         } else if (phase == PS_PHASE_TRIAL) {
             // ---- line search trial, with the update's dots ----
-            const int ev = evaluate_and_reduce<R, NCH, DG, GF>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
+            const int ev = evaluate_and_reduce<R, NCH, DG, GR>(a, grid, L, a.d, alpha, ns, a.gt, smem, t0, last);
             if (ev == EV_YIELD)
                 return 1;
             if (ev == EV_STOPPED)

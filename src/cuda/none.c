@@ -179,7 +179,7 @@ size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int c
     return 0;
 }
 
-size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c)
+size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c, int batch)
 {
     return 0;
 }

@@ -81,12 +81,18 @@ extern "C" int ps_gpu_channels(const ps_problem *p)
     return p->real_channel && p->nq == 0 ? 0 : (int)p->nc;
 }
 
+/* the PS_GPU_STAGED class's pulses are always staged (ps_gpu_stage_pulse) */
+static_assert(2 * PS_GPU_STAGED_STEPS * sizeof(float) <= PS_GPU_PULSE_SMEM, "a staged class's pulse is staged");
+
 extern "C" int ps_gpu_kernel_class(const ps_problem *p)
 {
     const int channels = ps_gpu_channels(p);
     if (!channels && !ps_design_has_gradient(p))
         return PS_GPU_NOGRAD;
-    return channels | (p->design_g ? PS_GPU_DESIGNED : 0);
+    const int designed = p->design_g ? PS_GPU_DESIGNED : 0;
+    if (!channels && ps_design_axis_zero(p, 2) && p->nt <= PS_GPU_STAGED_STEPS)
+        return PS_GPU_STAGED | designed;
+    return channels | designed;
 }
 
 extern "C" int ps_gpu_max_blocks_per_sm(int precision, int regcap, int kclass, int tb, size_t smem)
@@ -178,9 +184,10 @@ static size_t dyn_smem_bytes(int sb, int segs, int tb, int pulse_len, int channe
     return ev > rd ? ev : rd;
 }
 
-extern "C" size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c)
+extern "C" size_t ps_gpu_config_smem(const ps_problem *p, int precision, const ps_gpu_config *c, int batch)
 {
-    return ps_gpu_dyn_smem(precision, c->sb, c->segs, c->block, p->nt, ps_gpu_kernel_class(p));
+    const int k = ps_gpu_kernel_class(p);
+    return ps_gpu_dyn_smem(precision, c->sb, c->segs, c->block, p->nt, batch ? PS_GPU_CLASS_BASE(k) : k);
 }
 
 extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_t nt, int kclass)
@@ -188,6 +195,8 @@ extern "C" size_t ps_gpu_dyn_smem(int precision, int sb, int segs, int tb, size_
     const int channels = PS_GPU_CLASS_CHANNELS(kclass), designed = (kclass & PS_GPU_DESIGNED) != 0;
     /* the staged pulse: nt steps of (u, v) for every channel */
     int pl = ps_gpu_stage_pulse(precision, nt, channels) ? (int)nt * (channels ? channels : 1) : 0;
+    if ((kclass & PS_GPU_STAGED) && precision != PS_PRECISION_DOUBLE)
+        pl *= 2; /* with the x and y rows (GR_STAGED) */
     return precision == PS_PRECISION_DOUBLE ? dyn_smem_bytes<double>(sb, segs, tb, pl, channels, designed)
                                             : dyn_smem_bytes<float>(sb, segs, tb, pl, channels, designed);
 }

@@ -164,12 +164,17 @@ void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3])
         gdt[c] = p->dt * gamma * p->g[3 * k + c];
 }
 
+int ps_design_axis_zero(const ps_problem *p, int c)
+{
+    if (p->design_g >> c & 1u)
+        return 0;
+    for (size_t k = 0; k < p->nt; k++)
+        if (p->g[3 * k + (size_t)c] != 0.0)
+            return 0;
+    return 1;
+}
+
 int ps_design_has_gradient(const ps_problem *p)
 {
-    if (p->design_g)
-        return 1;
-    for (size_t i = 0; i < 3 * p->nt; i++)
-        if (p->g[i] != 0.0)
-            return 1;
-    return 0;
+    return !(ps_design_axis_zero(p, 0) && ps_design_axis_zero(p, 1) && ps_design_axis_zero(p, 2));
 }

@@ -400,9 +400,12 @@ void ps_design_spin(const ps_problem *p, size_t j, ps_spin_consts *s);
 /* gdt_k = dt gamma G_k of step k, rad/cm. */
 void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3]);
 
+/* 1 if axis c (0 x, 1 y, 2 z) is not designed and G_c = 0 at every step
+ * (its gdt values are 0 in every precision: float32's range is
+ * validated); else 0. */
+int ps_design_axis_zero(const ps_problem *p, int c);
 /* 1 if the problem has a gradient: a designed axis, or G_k != 0 at some
- * step; 0 if G = 0 at every step (an inversion, a non-selective pulse),
- * where gdt_k = 0 in every precision. */
+ * step; 0 if G = 0 at every step (an inversion, a non-selective pulse). */
 int ps_design_has_gradient(const ps_problem *p);
 
 #endif /* PS_SRC_MODEL_DESIGN_H */

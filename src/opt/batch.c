@@ -158,7 +158,7 @@ static size_t item_smem(const ps_batch *b, const item *it)
     ps_gpu_config c;
     if (ps_gpu_resolve_config(it->p, &b->o, &in, &c))
         return 0;
-    return ps_gpu_config_smem(it->p, b->o.precision, &c);
+    return ps_gpu_config_smem(it->p, b->o.precision, &c, 1);
 }
 
 /* A problem's run on the device at the team shape (team_config); its

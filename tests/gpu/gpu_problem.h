@@ -244,16 +244,37 @@ static inline ps_problem *with_design(ps_problem *p, unsigned axes, double gfrac
     return q;
 }
 
+/* p with G_z = 0 at every step (x and y as they were). Frees p. */
+static inline ps_problem *without_gz(ps_problem *p)
+{
+    ps_problem_desc d;
+    assert_int_equal(ps_problem_describe(p, &d), 0);
+    double *g = malloc(3 * d.nt * sizeof *g);
+    memcpy(g, d.g, 3 * d.nt * sizeof *g);
+    for (size_t k = 0; k < d.nt; k++)
+        g[3 * k + 2] = 0.0;
+    d.g = g;
+    ps_problem *q = NULL;
+    assert_int_equal(ps_problem_create(&d, &q), 0);
+    ps_problem_free(p);
+    free(g);
+    return q;
+}
+
 /* A random designed problem and a physical point x [ps_problem_nx]: the
  * random pulse of random_problem, the waveforms of the problem's start
- * with noise of 0.02 G/cm (the penalties active where gfrac < 1). */
-static inline ps_problem *designed_problem(uint64_t seed, size_t ns, size_t nt, size_t nc, ps_loss loss, int relax,
-                                    double b1max, unsigned axes, double gfrac, int g_end, int mask, double **xout)
+ * with noise of 0.02 G/cm (the penalties active where gfrac < 1); with
+ * z0, G_z = 0 at every step (with one channel and at most
+ * PS_GPU_STAGED_STEPS steps, z not designed: the GPU's PS_GPU_STAGED
+ * kernel class). */
+static inline ps_problem *designed_problem_z(uint64_t seed, size_t ns, size_t nt, size_t nc, ps_loss loss, int relax,
+                                             double b1max, unsigned axes, double gfrac, int g_end, int mask, int z0,
+                                             double **xout)
 {
     const size_t ncs = nc ? nc : 1;
     double *xr = malloc(2 * ncs * nt * sizeof *xr);
-    ps_problem *p = with_design(random_problem(seed, ns, nt, nc, 1, loss, relax, b1max, xr), axes, gfrac, g_end,
-                                mask);
+    ps_problem *p = random_problem(seed, ns, nt, nc, 1, loss, relax, b1max, xr);
+    p = with_design(z0 ? without_gz(p) : p, axes, gfrac, g_end, mask);
     const size_t n = ps_problem_nx(p), nrf = 2 * ncs * nt;
     double *x = malloc(n * sizeof *x);
     assert_int_equal(ps_problem_x0(p, x), 0);
@@ -264,6 +285,13 @@ static inline ps_problem *designed_problem(uint64_t seed, size_t ns, size_t nt, 
     free(xr);
     *xout = x;
     return p;
+}
+
+static inline ps_problem *designed_problem(uint64_t seed, size_t ns, size_t nt, size_t nc, ps_loss loss, int relax,
+                                           double b1max, unsigned axes, double gfrac, int g_end, int mask,
+                                           double **xout)
+{
+    return designed_problem_z(seed, ns, nt, nc, loss, relax, b1max, axes, gfrac, g_end, mask, 0, xout);
 }
 
 /* One design of p from x0 on the backend and precision: status, result, x. */

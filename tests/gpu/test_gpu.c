@@ -22,9 +22,11 @@
 
 /* A random problem: spins in a 4 cm cube, random df, B1 scale, weights,
  * start magnetization on the unit sphere, optional relaxation, a random
- * smooth gradient waveform (nograd: none, G = 0 at every step) and pulse. */
+ * smooth gradient waveform (gk: GK_XYZ; GK_XY, G_z = 0 at every step;
+ * GK_NONE, G = 0 at every step) and pulse. */
+enum { GK_XYZ, GK_XY, GK_NONE };
 static ps_problem *random_problem_g(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
-                                    double t2fix, int nograd, double *x)
+                                    double t2fix, int gk, double *x)
 {
     double *r = malloc(3 * ns * sizeof *r), *tg = malloc(3 * ns * sizeof *tg);
     double *df = malloc(ns * sizeof *df), *s = malloc(ns * sizeof *s);
@@ -48,9 +50,9 @@ static ps_problem *random_problem_g(uint64_t seed, size_t ns, size_t nt, ps_loss
     }
     for (size_t k = 0; k < nt; k++) {
         double t = (double)k / (double)nt;
-        g[3 * k] = nograd ? 0.0 : 0.5 * sin(6.283185307179586 * 3 * t);
-        g[3 * k + 1] = nograd ? 0.0 : 0.4 * cos(6.283185307179586 * 2 * t);
-        g[3 * k + 2] = nograd ? 0.0 : 0.3;
+        g[3 * k] = gk == GK_NONE ? 0.0 : 0.5 * sin(6.283185307179586 * 3 * t);
+        g[3 * k + 1] = gk == GK_NONE ? 0.0 : 0.4 * cos(6.283185307179586 * 2 * t);
+        g[3 * k + 2] = gk == GK_XYZ ? 0.3 : 0.0;
         x[k] = 0.1 * tu_uniform(&seed, -1.0, 1.0);
         x[nt + k] = 0.1 * tu_uniform(&seed, -1.0, 1.0);
     }
@@ -79,7 +81,7 @@ static ps_problem *random_problem_g(uint64_t seed, size_t ns, size_t nt, ps_loss
 static ps_problem *random_problem_t2(uint64_t seed, size_t ns, size_t nt, ps_loss loss, int relax,
                                      double t2fix, double *x)
 {
-    return random_problem_g(seed, ns, nt, loss, relax, t2fix, 0, x);
+    return random_problem_g(seed, ns, nt, loss, relax, t2fix, GK_XYZ, x);
 }
 
 /* Random relaxation times (relax != 0) or none. */
@@ -98,9 +100,10 @@ static ps_options gpu_opts(ps_precision prec)
     return o;
 }
 
-/* GPU against CPU on random problems (nograd: G = 0 at every step): every
- * loss, with and without relaxation, at each of the sizes. */
-static void eval_random_set(uint64_t seed, const size_t (*sizes)[2], int nsizes, int nograd)
+/* GPU against CPU on random problems of gradient kind gk (GK_*, and the
+ * kernel class it makes): every loss, with and without relaxation, at
+ * each of the sizes. */
+static void eval_random_set(uint64_t seed, const size_t (*sizes)[2], int nsizes, int gk)
 {
     static const ps_loss losses[] = {PS_LOSS_FULL, PS_LOSS_XY, PS_LOSS_MLS, PS_LOSS_Z};
     for (int li = 0; li < 4; li++) {
@@ -108,10 +111,14 @@ static void eval_random_set(uint64_t seed, const size_t (*sizes)[2], int nsizes,
             for (int si = 0; si < nsizes; si++) {
                 size_t ns = sizes[si][0], nt = sizes[si][1];
                 double *x = malloc(2 * nt * sizeof *x);
-                ps_problem *p = random_problem_g(seed++, ns, nt, losses[li], relax, 0.0, nograd, x);
+                ps_problem *p = random_problem_g(seed++, ns, nt, losses[li], relax, 0.0, gk, x);
+                assert_int_equal(ps_gpu_kernel_class(p), gk == GK_NONE ? PS_GPU_NOGRAD
+                                                         : gk == GK_XY  ? PS_GPU_STAGED
+                                                                        : 0);
                 char what[96];
-                snprintf(what, sizeof what, "%sloss %s relax %d ns %zu nt %zu", nograd ? "no gradient, " : "",
-                         ps_loss_name(losses[li]), relax, ns, nt);
+                snprintf(what, sizeof what, "%sloss %s relax %d ns %zu nt %zu",
+                         gk == GK_NONE ? "no gradient, " : gk == GK_XY ? "x and y, " : "", ps_loss_name(losses[li]),
+                         relax, ns, nt);
                 tu_check_eval_gpu(p, x, PS_PRECISION_SINGLE, what, NULL);
                 tu_check_eval_gpu(p, x, PS_PRECISION_DOUBLE, what, NULL);
                 ps_problem_free(p);
@@ -125,15 +132,24 @@ static void eval_random(void **state)
 {
     /* sizes that do not divide into tiles or segments evenly */
     static const size_t sizes[][2] = {{1, 7}, {37, 101}, {300, 257}, {1500, 999}};
-    eval_random_set(1, sizes, getenv("PS_GPU_TEST_QUICK") ? 2 : 4, 0);
+    eval_random_set(1, sizes, getenv("PS_GPU_TEST_QUICK") ? 2 : 4, GK_XYZ);
 }
 
-/* Problems without gradient: the single-channel kernel's spin loops then
- * skip the gradient rows (args.gfree); the CPU takes them as zeros. */
+/* Problems without gradient: the PS_GPU_NOGRAD kernel class, whose spin
+ * loops skip the gradient rows; the CPU takes them as zeros. */
 static void eval_random_nograd(void **state)
 {
     static const size_t sizes[][2] = {{37, 101}, {1500, 999}};
-    eval_random_set(1001, sizes, 2, 1);
+    eval_random_set(1001, sizes, 2, GK_NONE);
+}
+
+/* A gradient on x and y alone: the PS_GPU_STAGED kernel class, whose
+ * float32 blocks stage the x and y rows with the pulse; up to its longest
+ * pulse (PS_GPU_STAGED_STEPS). */
+static void eval_random_xy(void **state)
+{
+    static const size_t sizes[][2] = {{37, 101}, {1500, 999}, {70, PS_GPU_STAGED_STEPS}};
+    eval_random_set(2001, sizes, getenv("PS_GPU_TEST_QUICK") ? 2 : 3, GK_XY);
 }
 
 /*
@@ -328,11 +344,13 @@ int main(void)
     const struct CMUnitTest quick[] = {
         cmocka_unit_test(eval_random),
         cmocka_unit_test(eval_random_nograd),
+        cmocka_unit_test(eval_random_xy),
         cmocka_unit_test(configs_agree),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eval_random),
         cmocka_unit_test(eval_random_nograd),
+        cmocka_unit_test(eval_random_xy),
         cmocka_unit_test(configs_agree),
         cmocka_unit_test(eval_presets),
         cmocka_unit_test(eval_short_t2),

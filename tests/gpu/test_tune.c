@@ -89,9 +89,9 @@ static int device_attr(enum cudaDeviceAttr a)
 }
 
 /* cudaOccupancyMaxActiveBlocksPerMultiprocessor on the kernel build itself. */
-static int occupancy_api(int prec, int regcap, int block, size_t dyn)
+static int occupancy_api(int prec, int regcap, int kclass, int block, size_t dyn)
 {
-    const void *k = ps_gpu_kernel_ptr(prec, regcap, 0);
+    const void *k = ps_gpu_kernel_ptr(prec, regcap, kclass);
     int n = -1;
     assert_non_null(k);
     assert_int_equal(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn),
@@ -177,8 +177,9 @@ static void check_shapes(const ps_problem *p, int prec, const ps_tune_report *r)
     const int smem_sm = device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
     const int min_segs = ps_gpu_min_segments(p);
     ps_gpu_kernel_info ki[2];
-    assert_int_equal(ps_gpu_kernel_attrs(prec, 0, 0, &ki[0]), 0);
-    assert_int_equal(ps_gpu_kernel_attrs(prec, 1, 0, &ki[1]), 0);
+    const int kc = ps_gpu_kernel_class(p); /* the problem's kernel */
+    assert_int_equal(ps_gpu_kernel_attrs(prec, 0, kc, &ki[0]), 0);
+    assert_int_equal(ps_gpu_kernel_attrs(prec, 1, kc, &ki[1]), 0);
     printf("kernel: %d / %d registers (cap none / 64), %d / %d local bytes; min segments %d\n",
            ki[0].registers, ki[1].registers, ki[0].local_bytes, ki[1].local_bytes, min_segs);
     assert_int_equal(r->sms, sms);
@@ -210,10 +211,10 @@ static void check_shapes(const ps_problem *p, int prec, const ps_tune_report *r)
         assert_int_equal(s->registers, ki[regcap].registers);
         assert_int_equal(s->local_bytes, ki[regcap].local_bytes);
         assert_int_equal(s->static_smem, ki[regcap].static_smem);
-        size_t dyn = ps_gpu_dyn_smem(prec, s->spins_per_tile, s->segments, s->block, ps_problem_nt(p), 0);
+        size_t dyn = ps_gpu_dyn_smem(prec, s->spins_per_tile, s->segments, s->block, ps_problem_nt(p), kc);
         assert_int_equal(s->dynamic_smem, (int)dyn);
-        assert_int_equal(s->resident_blocks, occupancy_api(prec, regcap, s->block, dyn));
-        assert_int_equal(s->resident_blocks, ps_gpu_max_blocks_per_sm(prec, regcap, 0, s->block, dyn));
+        assert_int_equal(s->resident_blocks, occupancy_api(prec, regcap, kc, s->block, dyn));
+        assert_int_equal(s->resident_blocks, ps_gpu_max_blocks_per_sm(prec, regcap, kc, s->block, dyn));
         /* within the SM's limits */
         assert_true(s->resident_blocks >= 1);
         assert_true(s->resident_blocks * s->block <= threads_sm);

@@ -484,14 +484,18 @@ static void test_relaxation_recovery(void **state)
  */
 /* ps_design_has_gradient: 0 only for G = 0 at every step with no designed
  * axis (the GPU's PS_GPU_NOGRAD kernel class); one nonzero value of any
- * axis at any step, or a designed axis, makes it 1. */
+ * axis at any step, or a designed axis, makes it 1.
+ * ps_design_axis_zero: 1 when the axis is not designed and zero at every
+ * step. */
 static void test_has_gradient(void **state)
 {
     (void)state;
     char err[256];
-    ps_problem *inv = NULL, *p = NULL;
+    ps_problem *inv = NULL, *p = NULL, *q = NULL;
     assert_int_equal(ps_preset_create("inversion:ndf=5,nb1=2,nt=40", &inv, err, sizeof err), PS_CONVERGED);
     assert_int_equal(ps_design_has_gradient(inv), 0);
+    for (int c = 0; c < 3; c++)
+        assert_int_equal(ps_design_axis_zero(inv, c), 1);
     ps_problem_desc d;
     assert_int_equal(ps_problem_describe(inv, &d), PS_CONVERGED);
     double *g = malloc(3 * d.nt * sizeof *g);
@@ -502,6 +506,17 @@ static void test_has_gradient(void **state)
         d.g = g;
         assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
         assert_int_equal(ps_design_has_gradient(p), 1);
+        for (int c = 0; c < 3; c++)
+            assert_int_equal(ps_design_axis_zero(p, c), c != (int)(i % 3));
+        d.design_g = 1u << (i % 3); /* that axis designed: not zero, whatever its start */
+        d.smax = 1e9;
+        assert_int_equal(ps_problem_create(&d, &q), PS_CONVERGED);
+        assert_int_equal(ps_design_has_gradient(q), 1);
+        for (int c = 0; c < 3; c++)
+            assert_int_equal(ps_design_axis_zero(q, c), c != (int)(i % 3));
+        ps_problem_free(q);
+        d.design_g = 0;
+        d.smax = 0.0;
         ps_problem_free(p);
     }
     memset(g, 0, 3 * d.nt * sizeof *g);
@@ -510,14 +525,28 @@ static void test_has_gradient(void **state)
     assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
     assert_int_equal(ps_design_has_gradient(p), 0);
     ps_problem_free(p);
+    d.design_g = PS_AXIS_Z; /* designed from a zero start: a gradient */
+    d.smax = 1e9;
+    assert_int_equal(ps_problem_create(&d, &p), PS_CONVERGED);
+    assert_int_equal(ps_design_has_gradient(p), 1);
+    assert_int_equal(ps_design_axis_zero(p, 2), 0);
+    ps_problem_free(p);
     free(g);
     ps_problem_free(inv);
     assert_int_equal(ps_preset_create("slice1d:nz=20,nt=40", &p, err, sizeof err), PS_CONVERGED);
     assert_int_equal(ps_design_has_gradient(p), 1);
+    assert_int_equal(ps_design_axis_zero(p, 2), 0); /* the slice select */
     ps_problem_free(p);
     assert_int_equal(ps_preset_create("spiral2d:n=8,nt=60,design_g=xy,smax=15000", &p, err, sizeof err),
                      PS_CONVERGED);
     assert_int_equal(ps_design_has_gradient(p), 1);
+    assert_int_equal(ps_design_axis_zero(p, 2), 1); /* the spiral's z */
+    ps_problem_free(p);
+    assert_int_equal(ps_preset_create("spiral2d:n=8,nt=60,design_g=x,smax=15000", &p, err, sizeof err),
+                     PS_CONVERGED);
+    assert_int_equal(ps_design_axis_zero(p, 0), 0); /* designed */
+    assert_int_equal(ps_design_axis_zero(p, 1), 0); /* fixed, not zero */
+    assert_int_equal(ps_design_axis_zero(p, 2), 1);
     ps_problem_free(p);
 }
 
