@@ -166,15 +166,10 @@ void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3])
 
 int ps_design_axis_zero(const ps_problem *p, int c)
 {
-    if (p->design_g >> c & 1u)
-        return 0;
-    for (size_t k = 0; k < p->nt; k++)
-        if (p->g[3 * k + (size_t)c] != 0.0)
-            return 0;
-    return 1;
+    return (int)(p->zero_axes >> c & 1u);
 }
 
 int ps_design_has_gradient(const ps_problem *p)
 {
-    return !(ps_design_axis_zero(p, 0) && ps_design_axis_zero(p, 1) && ps_design_axis_zero(p, 2));
+    return p->zero_axes != (PS_AXIS_X | PS_AXIS_Y | PS_AXIS_Z);
 }

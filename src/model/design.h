@@ -402,7 +402,7 @@ void ps_design_gdt(const ps_problem *p, size_t k, double gdt[3]);
 
 /* 1 if axis c (0 x, 1 y, 2 z) is not designed and G_c = 0 at every step
  * (its gdt values are 0 in every precision: float32's range is
- * validated); else 0. */
+ * validated); else 0. From the problem's creation (ps_problem.zero_axes). */
 int ps_design_axis_zero(const ps_problem *p, int c);
 /* 1 if the problem has a gradient: a designed axis, or G_k != 0 at some
  * step; 0 if G = 0 at every step (an inversion, a non-selective pulse). */

@@ -463,6 +463,13 @@ int ps_problem_create(const ps_problem_desc *d, ps_problem **out)
     p->g_end = d->design_g ? d->g_end : 0;
     for (size_t a = 0; a < 3; a++)
         p->slew_scale[a] = p->design_g >> a & 1u ? ps_slew_scale(d, a) : 1.0;
+    p->zero_axes = 0;
+    for (unsigned c = 0; c < 3; c++) {
+        int zero = !(p->design_g >> c & 1u);
+        for (size_t k = 0; zero && k < p->nt; k++)
+            zero = d->g[3 * k + c] == 0.0;
+        p->zero_axes |= (unsigned)zero << c;
+    }
     p->real_channel = p->nc == 1;
     for (size_t j = 0; p->real_channel && d->b1map && j < p->ns; j++)
         p->real_channel = d->b1map[2 * j + 1] == 0.0;

@@ -17,6 +17,8 @@
 struct ps_problem {
     size_t ns, nt, nc; /* nc >= 1 */
     size_t nq;         /* VOPs (0: no SAR limit) */
+    unsigned zero_axes; /* PS_AXIS_* bits of the axes not designed whose G is 0 at every step
+                           (ps_design_axis_zero); derived at creation */
     int real_channel;  /* 1: one channel of real sensitivity (a B1 scale, no b1map, or a
                           one-channel b1map without imaginary parts); derived at creation */
 #define PS_MEMBER_ARRAY(name, ...) double *name;
