@@ -188,9 +188,9 @@ __device__ __forceinline__ int solve_problem(const args &A, cg::grid_group &grid
 }
 
 /*
- * The kernel paths: a problem's kernel class (ps_gpu_kernel_class) as
- * (NCH, DG) of the solo kernels (PS_GPU_NOGRAD as class 0), numbered 2 * (0 | 1 | 2 for NCH 0, 1, 8)
- * + DG. A batch kernel built for one path (KP >= 0) holds that path's
+ * The kernel paths: a problem's kernel class (ps_gpu_kernel_class; its
+ * PS_GPU_CLASS_BASE: the batch runs the general spin loops) as (NCH, DG)
+ * of the solo kernels, numbered 2 * (0 | 1 | 2 for NCH 0, 1, 8) + DG. A batch kernel built for one path (KP >= 0) holds that path's
  * phases alone, as lean as the solo kernel's; the mixed kernel (KP = -1)
  * holds all six and takes any problem (its register allocation is the
  * largest of them, so it spills more).
