@@ -9,7 +9,7 @@
  * bits with either transport; two and three ranks agree with one GPU to
  * float64 rounding at the start and over the first iterations (single
  * channel, three channels, designed gradient axes with their penalty
- * rounds) and give the same bits run to run; pauses, yields and
+ * rounds; the staged kernel class, fixed and designed) and give the same bits run to run; pauses, yields and
  * checkpoint hops end bit-identical to an uninterrupted run of the ranks;
  * a checkpoint of two ranks resumes on one GPU and on the CPU; bad rank
  * lists and counts are refused with PS_ERR_OPTION. Exits 77 without a
@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "cuda/launch.h"
 #include "gpu_problem.h"
 #include "gpu_suite.h"
 #include "persolve.h"
@@ -79,17 +80,29 @@ static void same_bits(const ps_result *a, const double *xa, const ps_result *b, 
     assert_memory_equal(xa, xb, n * sizeof *xa);
 }
 
-/* The problems of these tests: one real channel, three channels, and the
- * x and y gradient designed with the penalty rounds of gmax and g_end. */
+/* The problems of these tests: one real channel, three channels, the x
+ * and y gradient designed with the penalty rounds of gmax and g_end; then
+ * with G_z = 0, one channel fixed and designed (the PS_GPU_STAGED kernel
+ * class, each rank's kernel too). */
+#define N_CASES 5
 static ps_problem *case_problem(int c, size_t ns, double **x0)
 {
+    ps_problem *p;
     switch (c) {
     case 0:
         return designed_problem(71, ns, 120, 0, PS_LOSS_MLS, 1, 0.0, 0, 1.0, 0, 0, x0);
     case 1:
         return designed_problem(72, ns, 100, 3, PS_LOSS_FULL, 0, 0.0, 0, 1.0, 0, 1, x0);
-    default:
+    case 2:
         return designed_problem(73, ns, 90, 0, PS_LOSS_MLS, 1, 0.0, PS_AXIS_X | PS_AXIS_Y, 0.7, 1, 0, x0);
+    case 3:
+        p = designed_problem_z(74, ns, 110, 0, PS_LOSS_MLS, 1, 0.0, 0, 1.0, 0, 0, 1, x0);
+        assert_int_equal(ps_gpu_kernel_class(p), PS_GPU_STAGED);
+        return p;
+    default:
+        p = designed_problem_z(75, ns, 95, 0, PS_LOSS_MLS, 0, 0.0, PS_AXIS_X | PS_AXIS_Y, 0.7, 1, 0, 1, x0);
+        assert_int_equal(ps_gpu_kernel_class(p), PS_GPU_DESIGNED | PS_GPU_STAGED);
+        return p;
     }
 }
 
@@ -150,7 +163,7 @@ static void several_ranks(void **state)
 {
     (void)state;
     static const char *const lists[] = {"0,0", "0,0,0"};
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < N_CASES; c++)
         for (int li = 0; li < (quick() ? 1 : 2); li++) {
             double *x0;
             ps_problem *p = case_problem(c, 301 + (size_t)c, &x0); /* not a multiple of the ranks */
