@@ -468,35 +468,38 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
     constexpr int LD = PS_GPU_STAGE_LD;
     R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * LD;
     R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * LD : nullptr;
-    int nb = 0, itop = kseg - 1;
     R gn[3]; /* the next step's gdt (gdt_step) */
     if (!NCH && GR == GR_GLOBAL)
         load_gdt(gdt, min(k0 + kseg - 1, nt), gn);
-    for (int i = kseg - 1; i >= 0; i--) {
-        int k = k0 + i;
-        R gx = 0, gy = 0, gz = 0;
-        R gk[3];
-        gdt_step<R, NCH, GR>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
-        if (k < nt) {
-            R th[3], gth[3];
-            theta_of<R, NCH, GR>(a, spl, S, gk, pul, x, d, alpha, k, th);
-            reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
-            if (NCH) { /* dL/dtheta: the channels' chain rule is the sum's (below) */
-                gx = gth[0];
-                gy = gth[1];
-            } else {
-                design_spin_grad(gs, gth, &gx, &gy);
+    /* PS_GPU_STAGE steps at a time from the segment's last (itop) in a
+     * loop of their own, then their flush: no step branches to a flush
+     * (H100: M 6% faster than one loop over the steps that flushed every
+     * PS_GPU_STAGE-th); the trip counts are the warp's (kseg is uniform) */
+    for (int itop = kseg - 1; itop >= 0; itop -= PS_GPU_STAGE) {
+        const int nb = min(PS_GPU_STAGE, itop + 1); /* the steps staged */
+        for (int q = 0; q < nb; q++) {
+            const int k = k0 + itop - q;
+            R gx = 0, gy = 0, gz = 0;
+            R gk[3];
+            gdt_step<R, NCH, GR>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
+            if (k < nt) {
+                R th[3], gth[3];
+                theta_of<R, NCH, GR>(a, spl, S, gk, pul, x, d, alpha, k, th);
+                reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
+                if (NCH) { /* dL/dtheta: the channels' chain rule is the sum's (below) */
+                    gx = gth[0];
+                    gy = gth[1];
+                } else {
+                    design_spin_grad(gs, gth, &gx, &gy);
+                }
+                if (DG)
+                    gz = gth[2];
             }
+            stg[q * LD + lane] = gx;
+            stg[(PS_GPU_STAGE + q) * LD + lane] = gy;
             if (DG)
-                gz = gth[2];
+                sgz[q * LD + lane] = gz;
         }
-        stg[nb * LD + lane] = gx;
-        stg[(PS_GPU_STAGE + nb) * LD + lane] = gy;
-        if (DG)
-            sgz[nb * LD + lane] = gz;
-        nb++;
-        if (nb < PS_GPU_STAGE && i > 0)
-            continue;
         __syncwarp();
         if (NCH > 1) {
             /* NCH channels: per (group of CG channels, step, segment) the
@@ -595,8 +598,6 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
             }
         }
         __syncwarp();
-        nb = 0;
-        itop = i - 1;
     }
 }
 
