@@ -941,17 +941,18 @@ static void test_design_checkpoint_corrupt(void **state)
 /* Runs long enough (0.5 s and more) for a signal to find them running:
  * on the GPU an iteration of SIG_PROBLEM takes about 45 us, so those run
  * without stopping tests; on the CPU, two threads whatever the machine
- * has (200 iterations take 1.1 s and more there: about 5.7 ms an
- * iteration on a 2-core machine with AVX-512, so that 40 ended before
- * the signal; with 16 threads they could too), and no tolerance stops
- * them early. */
+ * has (40 iterations ended before the signal at 5.7 ms an iteration;
+ * with 16 threads they could too), 500 iterations for the run that is
+ * stopped and continued (200 took 1.5 s on a 2-core machine, but ended
+ * before the SIGTSTP at 0.4 s once on a GPU machine's faster cores),
+ * and no tolerance stops them early. */
 #ifdef PS_TEST_GPU
 #define LONG_ITERS "100000"
 #define STOP_ITERS "30000"
 #define SIG_OPTS "--gtol", "0", "--ftol", "0",
 #else
 #define LONG_ITERS "1000"
-#define STOP_ITERS "200"
+#define STOP_ITERS "500"
 #define SIG_OPTS "--threads", "2", "--gtol", "0", "--ftol", "0",
 #endif
 
