@@ -609,10 +609,10 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
  * waveform_totals and waveform_rows at the same point; else each block's
  * by form_gradient here; mu: the round's penalty weight, for the limits'
  * penalty gradient); DG 0 does exactly what it did before them.
- * GR (NCH 0): how the spin loops take the gradient rows (GR_GLOBAL;
- * GR_NONE with DG 0, GR_STAGED: see GR_GLOBAL); each a kernel
- * of its own, since a second copy of the loops beside the general ones
- * grows every kernel's stack frame (README).
+ * GR (NCH 0): how the spin loops take the gradient rows (GR_GLOBAL,
+ * GR_NONE with DG 0, or GR_STAGED: the enum's comment above); each a
+ * kernel of its own, since a second copy of the loops beside the general
+ * ones grows every kernel's stack frame (README).
  */
 template <typename R, int NCH, int DG = 0, int GR = GR_GLOBAL>
 __device__ void evaluate(const args &a, const double *x, const double *d, double alpha, bool grad, char *smem,
