@@ -411,22 +411,14 @@ static void control_storm_sar(void **state)
     control_storm_opts(SPEC_SAR, &o, 2, 40);
 }
 
-/* The run a progress callback pauses after every iteration (CPU: the
- * callback runs on the run's worker, the pause is taken at the next control
- * point, before the next phase; the GPU build pauses from the host). */
-static ps_run *_Atomic pause_target;
+/* The run that a progress callback pauses (pause_from; the GPU build,
+ * whose runs are steered from the host, sets no callback). */
+typedef struct pauser {
+    ps_run *_Atomic run;
+    _Atomic int64_t from; /* evaluations of the first row that pauses */
+} pauser;
 
 #ifndef PS_TEST_GPU
-static int pause_each_iteration(void *user, const ps_progress *row)
-{
-    (void)user;
-    (void)row;
-    ps_run *run = atomic_load(&pause_target);
-    if (run)
-        ps_run_pause(run);
-    return 0;
-}
-
 /*
  * A run that its progress callback pauses once it has reached a target
  * (CPU build; the GPU build steers from the host). The callback runs on
@@ -439,11 +431,6 @@ static int pause_each_iteration(void *user, const ps_progress *row)
  * it never comes), so that a row reached before the test stored it pauses
  * too.
  */
-typedef struct pauser {
-    ps_run *_Atomic run;
-    _Atomic int64_t from; /* evaluations of the first row that pauses */
-} pauser;
-
 static int pause_from(void *user, const ps_progress *row)
 {
     pauser *pz = user;
@@ -488,13 +475,15 @@ static void checkpoint_round_start(void **state)
     size_t n = ps_problem_nx(ref.p);
     double *x = malloc(n * sizeof *x);
     ps_problem_x0(ref.p, x);
-    ps_options op = ref.o;
+    pauser pz;
 #ifndef PS_TEST_GPU
-    op.progress = pause_each_iteration;
+    const ps_options op = pausing_opts(&ref.o, &pz, 0); /* every row */
+#else
+    const ps_options op = ref.o;
 #endif
     ps_run *run;
     assert_int_equal(ps_solve_start(ref.p, &op, x, &run), 0);
-    atomic_store(&pause_target, run);
+    atomic_store(&pz.run, run);
     int stops = 0, hops = 0;
     int64_t hop_iter = 0;
     for (;;) {
@@ -508,10 +497,10 @@ static void checkpoint_round_start(void **state)
             void *buf;
             size_t len;
             assert_int_equal(ps_run_checkpoint(run, &buf, &len), 0);
-            atomic_store(&pause_target, NULL);
+            atomic_store(&pz.run, NULL);
             ps_run_free(run);
             assert_int_equal(ps_solve_resume(ref.p, &op, buf, len, &run), 0);
-            atomic_store(&pause_target, run);
+            atomic_store(&pz.run, run);
             free(buf);
             hops++;
             continue;
@@ -526,7 +515,6 @@ static void checkpoint_round_start(void **state)
     ps_result r;
     tu_poison(x, n);
     finish(run, &r, x);
-    atomic_store(&pause_target, NULL);
     assert_same_end(&ref, &r, x);
     printf("%s: %d rounds; paused at %d control points, %d checkpoint hops at a round's start, "
            "bit-identical end\n", SPEC_SAR, ref.r.rounds, stops, hops);
