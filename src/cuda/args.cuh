@@ -151,6 +151,9 @@ template <typename R> struct stage_log2 { static const int value = stage_depth<R
  * units) or 34 doubles (17) apart. */
 template <typename R> struct stage_ld { static const int value = sizeof(R) == 4 ? 36 : 34; };
 #define PS_GPU_STAGE_LD (stage_ld<R>::value)
+/* Row groups of a warp's staging block: u and v, and with designed
+ * gradient axes (DG) gth_z, at a fixed offset from them. */
+template <int DG> struct stage_rows { static const int value = DG ? 3 : 2; };
 
 /* The address p in the block's dynamic shared memory smem rounded up to
  * 16 bytes, by an offset from smem, so that the compiler still sees

@@ -8,6 +8,8 @@
 #ifndef PS_SRC_CUDA_EVALUATE_CUH
 #define PS_SRC_CUDA_EVALUATE_CUH
 
+#include <type_traits>
+
 #include "cuda/args.cuh"
 #include "cuda/gradient.cuh"
 
@@ -235,19 +237,20 @@ template <typename R, int NC> struct channel_group {
 
 /* Dynamic shared memory of the evaluation; pulse_len = nt (nc nt with
  * channels) if staged, else 0; channels: ps_gpu_channels; designed: the DG
- * kernels' share (cuda/gradient.cuh). */
+ * kernels' share (cuda/gradient.cuh), whose gradient staging of three row
+ * groups a warp lies over the scan's buffers (evaluate()). */
 template <typename R>
 __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_len, int channels, int designed = 0)
 {
-    size_t tb = (size_t)sb * segs;
+    const size_t tb = (size_t)sb * segs;
+    const size_t scan = tb * (12 + 9) * sizeof(R); /* prefix-composed segment maps, suffix products */
+    const size_t stage = (tb + 31) / 32 * (designed ? 3 : 2) * PS_GPU_STAGE * PS_GPU_STAGE_LD * sizeof(R);
     return (designed ? dg_smem_bytes<R>(sb) : 0)
            + (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
            + (size_t)sb * 2 * channels * sizeof(R) /* the tile's sensitivities */
            + (size_t)2 * pulse_len * sizeof(R) /* staged pulse */
-           + tb * 12 * sizeof(R)               /* prefix-composed segment maps */
-           + tb * 9 * sizeof(R)                /* suffix products of their linear parts */
            + 16                                /* Tm's alignment */
-           + (tb + 31) / 32 * 2 * PS_GPU_STAGE * PS_GPU_STAGE_LD * sizeof(R); /* gradient staging */
+           + (designed ? (scan > stage ? scan : stage) : scan + stage); /* scan buffers, gradient staging */
 }
 
 /*
@@ -435,6 +438,16 @@ template <int DG> __device__ __forceinline__ double partial_late(bool first, con
     return DG && !first ? *dst : early;
 }
 
+/* The relax flag of a replay loop: a compile-time constant, or the value. */
+__device__ __forceinline__ int relax_value(int relax)
+{
+    return relax;
+}
+template <int V> __device__ __forceinline__ int relax_value(std::integral_constant<int, V>)
+{
+    return V;
+}
+
 /*
  * replay: thread t walks its segment (steps k0 .. k0 + kseg - 1) backward
  * from the segment's end state m (reverse step + adjoint,
@@ -448,7 +461,8 @@ template <int DG> __device__ __forceinline__ double partial_late(bool first, con
  * sums them over each segment's spins (lanes g*sb .. g*sb + sb - 1 in
  * order), one (component, step, segment) per lane, and adds them to gp.
  * DG (designed gradient axes, cuda/gradient.cuh): the steps' gth_z go to
- * Gz [warps][PS_GPU_STAGE][PS_GPU_STAGE_LD] too, and each flush adds their sums with
+ * a third row group of the warp's block, Stage [warps][3][PS_GPU_STAGE][PS_GPU_STAGE_LD]
+ * (one address a step for all three stores), and each flush adds their sums with
  * the tile's positions rtile [ng][sb] to the designed part of gp; theta
  * takes the designed gdt copy gdtb (the team's, or the block's own). A flush's items are numbered
  * ((component PS_GPU_STAGE) + staged step) 2^lgg + segment (2^lgg
@@ -456,7 +470,7 @@ template <int DG> __device__ __forceinline__ double partial_late(bool first, con
  */
 template <typename R, int NCH, int DG, int GR>
 __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)[2], const R (*Stile)[2],
-                                       const R *pul, const R *gdtb, const R *rtile, R *Gz, const double *x,
+                                       const R *pul, const R *gdtb, const R *rtile, const double *x,
                                        const double *d, double alpha, int t, int sb, int k0, int kseg, int relax,
                                        R *Stage, R m[3], R lam[3], double *gp, bool first)
 {
@@ -466,8 +480,8 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
     const R gs = spl[SP_GS];
     const int lane = t & 31, lgg = 5 - (__ffs(sb) - 1), gm = (1 << lgg) - 1, pw = (t & ~31) / sb;
     constexpr int LD = PS_GPU_STAGE_LD;
-    R *stg = Stage + (size_t)(t >> 5) * 2 * PS_GPU_STAGE * LD;
-    R *sgz = DG ? Gz + (size_t)(t >> 5) * PS_GPU_STAGE * LD : nullptr;
+    R *stg = Stage + (size_t)(t >> 5) * stage_rows<DG>::value * PS_GPU_STAGE * LD;
+    R *sgz = DG ? stg + 2 * PS_GPU_STAGE * LD : nullptr;
     R gn[3]; /* the next step's gdt (gdt_step) */
     if (!NCH && GR == GR_GLOBAL)
         load_gdt(gdt, min(k0 + kseg - 1, nt), gn);
@@ -477,29 +491,48 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
      * PS_GPU_STAGE-th); the trip counts are the warp's (kseg is uniform) */
     for (int itop = kseg - 1; itop >= 0; itop -= PS_GPU_STAGE) {
         const int nb = min(PS_GPU_STAGE, itop + 1); /* the steps staged */
-        for (int q = 0; q < nb; q++) {
+        /* steps q < q0 lie past nt (the last segment's first): zeros
+         * staged, m and lam left as they are (the gdt rows' pipeline
+         * takes the guard row) */
+        const int q0 = min(nb, max(0, k0 + itop - nt + 1));
+        R *sq = stg + lane; /* row q of the group's values: sq[0] u, sq[STAGE LD] v, sq[2 STAGE LD] gth_z */
+        for (int q = 0; q < q0; q++, sq += LD) {
             const int k = k0 + itop - q;
-            R gx = 0, gy = 0, gz = 0;
             R gk[3];
-            gdt_step<R, NCH, GR>(gdt, min(k, nt), min(k - 1, nt), gn, gk); /* steps past nt: the guard row */
-            if (k < nt) {
-                R th[3], gth[3];
+            gdt_step<R, NCH, GR>(gdt, min(k, nt), min(k - 1, nt), gn, gk);
+            sq[0] = 0;
+            sq[PS_GPU_STAGE * LD] = 0;
+            if (DG)
+                sq[2 * PS_GPU_STAGE * LD] = 0;
+        }
+        /* the steps k < nt; rl: relax, a constant (std::integral_constant)
+         * in a loop of its own for each value (no test a step), or the
+         * value itself in the single-channel GR_GLOBAL kernels (two loops
+         * grew their stack frame from 192 to 280 bytes for no gain, README) */
+        auto steps = [&](auto rl) {
+            for (int k = k0 + itop - q0, kend = k0 + itop - nb; k > kend; k--, sq += LD) {
+                R gk[3], th[3], gth[3], gx, gy;
+                gdt_step<R, NCH, GR>(gdt, k, k - 1, gn, gk);
                 theta_of<R, NCH, GR>(a, spl, S, gk, pul, x, d, alpha, k, th);
-                reverse_adjoint(th, m, lam, relax, spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
+                reverse_adjoint(th, m, lam, relax_value(rl), spl[SP_A1], spl[SP_A2], spl[SP_B1], spl[SP_B2], gth);
                 if (NCH) { /* dL/dtheta: the channels' chain rule is the sum's (below) */
                     gx = gth[0];
                     gy = gth[1];
                 } else {
                     design_spin_grad(gs, gth, &gx, &gy);
                 }
+                sq[0] = gx;
+                sq[PS_GPU_STAGE * LD] = gy;
                 if (DG)
-                    gz = gth[2];
+                    sq[2 * PS_GPU_STAGE * LD] = gth[2];
             }
-            stg[q * LD + lane] = gx;
-            stg[(PS_GPU_STAGE + q) * LD + lane] = gy;
-            if (DG)
-                sgz[q * LD + lane] = gz;
-        }
+        };
+        if (!NCH && GR == GR_GLOBAL)
+            steps(relax);
+        else if (relax)
+            steps(std::integral_constant<int, 1>());
+        else
+            steps(std::integral_constant<int, 0>());
         __syncwarp();
         if (NCH > 1) {
             /* NCH channels: per (group of CG channels, step, segment) the
@@ -631,20 +664,23 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
     R *Tm = (R *)smem_align16(smem, NCH ? (const void *)(Stile + (size_t)sb * a.nc)
                                         : (const void *)((R *)(lamf + 3 * sb) + (a.stage_pulse ? PL * (size_t)nt : 0)));
     R *Vm = Tm + (size_t)P * sb * 12;          /* [P*sb][9] */
-    R *Stage = Vm + (size_t)P * sb * 9;        /* [warps][2][PS_GPU_STAGE][PS_GPU_STAGE_LD] */
+    /* the replay's staging [warps][stage_rows][PS_GPU_STAGE][PS_GPU_STAGE_LD];
+     * DG: over Tm and Vm (free once every thread has taken its lam) */
+    constexpr int NR = stage_rows<DG>::value;
+    const size_t scan_elems = (size_t)P * sb * 21,
+                 stage_elems = (size_t)((blockDim.x + 31) >> 5) * NR * PS_GPU_STAGE * PS_GPU_STAGE_LD;
+    R *Stage = DG ? Tm : Vm + (size_t)P * sb * 9;
+    R *stage_end = DG ? Tm + (scan_elems > stage_elems ? scan_elems : stage_elems) : Stage + stage_elems;
     const R *spin = (const R *)a.spin;
     /* DG: after the staging, the scratch and the tile's positions on the
      * designed axes [ng][sb]; the gdt rows in a.gdtb, the team's formed
      * before the evaluation (a.gteam: waveform_rows) or the block's own
      * (form_gradient; global memory either way: the spin loops' loads of
-     * a known address space, 16 bytes a step); the replay stages gth_z
-     * where the scan's Tm and Vm were (free then), and form_gradient and
-     * reverse_rows use them as a buffer of cap doubles (free before and
-     * after the tiles) */
-    double *dscr = DG ? (double *)smem_align16(smem, Stage + (size_t)((blockDim.x + 31) >> 5) * 2 * PS_GPU_STAGE *
-                                                             PS_GPU_STAGE_LD)
-                      : nullptr;
-    const int cap = (int)((size_t)(Stage - Tm) * sizeof(R) / sizeof(double));
+     * a known address space, 16 bytes a step); form_gradient and
+     * reverse_rows use Tm and Vm as a buffer of cap doubles (free before
+     * and after the tiles) */
+    double *dscr = DG ? (double *)smem_align16(smem, stage_end) : nullptr;
+    const int cap = (int)(scan_elems * sizeof(R) / sizeof(double));
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
     R *gdtb = DG ? (R *)a.gdtb + (team_waveform<NCH>(a) ? 0 : (size_t)team_rank(a) * gdt_elems(nt)) + GDT_ROW0
                  : nullptr;
@@ -741,8 +777,8 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
                     lam[c] = fmar(Vq[6 + c], lf[2], fmar(Vq[3 + c], lf[1], Vq[c] * lf[0]));
             }
             if (DG)
-                __syncthreads(); /* every lam is taken before gth_z is staged over Vm */
-            replay<R, NCH, DG, GR>(a, spl, S, Stile, pul, gdtb, rtile, Tm, x, d, alpha, t, sb, k0, kseg, relax,
+                __syncthreads(); /* every lam is taken before the replay stages over Vm */
+            replay<R, NCH, DG, GR>(a, spl, S, Stile, pul, gdtb, rtile, x, d, alpha, t, sb, k0, kseg, relax,
                                    Stage, m, lam, gp, first);
         }
         first = false;
