@@ -244,7 +244,8 @@ __host__ __device__ inline size_t eval_smem_bytes(int sb, int segs, int pulse_le
 {
     const size_t tb = (size_t)sb * segs;
     const size_t scan = tb * (12 + 9) * sizeof(R); /* prefix-composed segment maps, suffix products */
-    const size_t stage = (tb + 31) / 32 * (designed ? 3 : 2) * PS_GPU_STAGE * PS_GPU_STAGE_LD * sizeof(R);
+    const size_t rows = designed ? stage_rows<1>::value : stage_rows<0>::value; /* the replay's row groups */
+    const size_t stage = (tb + 31) / 32 * rows * PS_GPU_STAGE * PS_GPU_STAGE_LD * sizeof(R);
     return (designed ? dg_smem_bytes<R>(sb) : 0)
            + (size_t)sb * 4 * sizeof(double)    /* per-spin loss and dL/dM_Nt */
            + (size_t)sb * 2 * channels * sizeof(R) /* the tile's sensitivities */
