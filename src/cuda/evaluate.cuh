@@ -608,8 +608,8 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
         } else if (DG) {
             /* one channel, designed axes: per (component c, step, segment)
              * the sum of the staged values of c (u 0, v 1) and the dots
-             * r_l,i gth_z,l of the designed axes i = c and c + 2 (below ng),
-             * in one pass (flush_designed) */
+             * r_l,c gth_z,l of designed axis c (below ng), in one pass
+             * (flush_designed); a third axis's dots after them */
             for (int it = lane; it < (2 << (SL + lgg)); it += 32) {
                 const int c = it >> (SL + lgg), r = (it >> lgg) & SM, g = it & gm;
                 const int kk = (pw + g) * kseg + itop - r;
@@ -618,6 +618,8 @@ __device__ __forceinline__ void replay(const args &a, const R *spl, const R (*S)
                 flush_designed<R>(a, stg + (c * PS_GPU_STAGE + r) * LD + g * sb, sgz + r * LD + g * sb, rtile, c,
                                   sb, kk, first, gp);
             }
+            if (a.des.ng > 2) /* the third axis: the channels kernels' items */
+                flush_gradient<R>(a, sgz, rtile, nb, lgg, sb, pw, kseg, itop, lane, gp, 2);
         } else {
             /* one channel: components u (0), v (1) of the staged values */
             for (int it = lane; it < (2 << (SL + lgg)); it += 32) {

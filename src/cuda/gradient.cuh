@@ -36,8 +36,9 @@
  *                    beside (gx, gy), and each flush adds
  *                    dt gamma sum_l r_l,a gth_z,l over the tile's spins l to
  *                    the block's partial dF/dg_k of each designed axis
- *                    (flush_designed: with the sums of u and v, in one pass
- *                    over the spins; flush_gradient: the channels kernels).
+ *                    (flush_designed: axes x and y with the sums of u and
+ *                    v, in one pass over the spins; flush_gradient: the
+ *                    channels kernels, and the third axis).
  *   reverse_rows     end of the evaluation, in the optimizer's variables:
  *                    each block turns its partial rows into their reverse
  *                    cumulative sums, so that reduce_gradient's sum over
@@ -475,8 +476,9 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
 
 /*
  * The designed part of a flush of replay (cuda/evaluate.cuh; the channels
- * kernels: the single-channel one sums these items with u and v): per
- * (designed axis i, staged step r, segment g) the sum over the segment's
+ * kernels, and the single-channel one's third axis from i0 = 2: it sums
+ * the first two with u and v): per
+ * (designed axis i >= i0, staged step r, segment g) the sum over the segment's
  * spins l of r_l,i gth_z,l (the tile's positions rtile [ng][sb], the
  * warp's staged gth_z sgz [PS_GPU_STAGE][PS_GPU_STAGE_LD]; cuda/sums.cuh
  * dot_row), times dt gamma, added to
@@ -486,11 +488,12 @@ __device__ inline void form_gradient(const args &a, const double *x, const doubl
  */
 template <typename R>
 __device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, const R *rtile, int nb, int lgg,
-                                               int sb, int pw, int kseg, int itop, int lane, double *gp)
+                                               int sb, int pw, int kseg, int itop, int lane, double *gp,
+                                               int i0 = 0)
 {
     constexpr int SL = stage_log2<R>::value;
-    for (int it = lane; it < (a.des.ng << (SL + lgg)); it += 32) {
-        const int i = it >> (SL + lgg), r = (it >> lgg) & ((1 << SL) - 1), g = it & ((1 << lgg) - 1);
+    for (int it = lane; it < ((a.des.ng - i0) << (SL + lgg)); it += 32) {
+        const int i = i0 + (it >> (SL + lgg)), r = (it >> lgg) & ((1 << SL) - 1), g = it & ((1 << lgg) - 1);
         const int kk = (pw + g) * kseg + itop - r;
         if (r >= nb || kk >= a.nt)
             continue;
@@ -504,33 +507,32 @@ __device__ __forceinline__ void flush_gradient(const args &a, const R *sgz, cons
  * with designed axes: component c (u 0, v 1) at step kk of a segment, its
  * staged values row, the segment's staged gth_z z; the sum of row over the
  * segment's spins into the block's partial dF/d(u, v)_kk (first: the
- * block's first tile, stored), and for the designed axes i = c and c + 2
- * (those below ng) the sums of r_l,i gth_z,l with the tile's positions
- * rtile [ng][sb], times dt gamma, added to the partial dF/dg_i,kk (preset
- * rows: always added). One pass over the spins (sums.cuh sum_dots_row):
- * the bits of a sum_row and a dot_row per value.
+ * block's first tile, stored), and for designed axis c (if below ng) the
+ * sums of r_l,c gth_z,l with the tile's positions rtile [ng][sb], times dt
+ * gamma, added to the partial dF/dg_c,kk (preset rows: always added). One
+ * pass over the spins (sums.cuh sum_dots_row): the bits of a sum_row and a
+ * dot_row. A third axis is summed apart (flush_gradient from i0 = 2, the
+ * same bits as in one pass): with one axis an item, the item's code is
+ * shorter (H100: MG's solve evaluations 4.4% faster, README).
  */
 template <typename R>
 __device__ __forceinline__ void flush_designed(const args &a, const R *row, const R *z, const R *rtile, int c,
                                                int sb, int kk, bool first, double *gp)
 {
-    const int nt = a.nt, nd = (a.des.ng > c) + (a.des.ng > c + 2);
-    const R *const rq[2] = {rtile + c * sb, rtile + (c + 2) * sb};
+    const int nt = a.nt;
     double *dst = gp + (c ? PS_X_V((size_t)nt, 0, kk) : PS_X_U((size_t)nt, 0, kk));
-    double *d1 = gp + PS_X_G(1, nt, c, kk), *d2 = gp + PS_X_G(1, nt, c + 2, kk);
-    const double p0 = first ? 0.0 : *dst, p1 = nd > 0 ? *d1 : 0.0, p2 = nd > 1 ? *d2 : 0.0;
+    const double p0 = first ? 0.0 : *dst;
     R out[3];
-    if (nd == 2)
-        sum_dots_row<2>(row, z, rq, sb, out);
-    else if (nd == 1)
+    if (a.des.ng > c) {
+        const R *const rq[2] = {rtile + c * sb, nullptr};
+        double *d1 = gp + PS_X_G(1, nt, c, kk);
+        const double p1 = *d1;
         sum_dots_row<1>(row, z, rq, sb, out);
-    else
-        sum_dots_row<0>(row, z, rq, sb, out);
-    *dst = p0 + (double)out[0];
-    if (nd > 0)
+        *dst = p0 + (double)out[0];
         *d1 = p1 + a.des.dtg * (double)out[1];
-    if (nd > 1)
-        *d2 = p2 + a.des.dtg * (double)out[2];
+    } else {
+        *dst = p0 + (double)sum_row(row, sb);
+    }
 }
 
 /*
