@@ -679,9 +679,9 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
      * designed axes [ng][sb]; the gdt rows in a.gdtb, the team's formed
      * before the evaluation (a.gteam: waveform_rows) or the block's own
      * (form_gradient; global memory either way: the spin loops' loads of
-     * a known address space, 16 bytes a step); form_gradient and
-     * reverse_rows use Tm and Vm as a buffer of cap doubles (free before
-     * and after the tiles) */
+     * a known address space, 16 bytes a step); form_gradient uses Tm and
+     * Vm as a buffer of cap doubles (free before the tiles), reverse_rows
+     * all from the pulse to the staging's end (free after the tiles) */
     double *dscr = DG ? (double *)smem_align16(smem, stage_end) : nullptr;
     const int cap = (int)(scan_elems * sizeof(R) / sizeof(double));
     R *rtile = DG ? (R *)(dscr + PS_GPU_DG_SCRATCH) : nullptr;
@@ -791,8 +791,11 @@ __device__ void evaluate(const args &a, const double *x, const double *d, double
         for (int i = t; i < (DG ? PS_DESIGN_NX(a.nc, nt) : a.n); i += blockDim.x)
             gp[i] = 0.0;
     if (DG && grad && a.des.slew) { /* R_k = sum_{j>=k} dF/dg_j of the block's rows */
+        /* the buffer: from the tiles' buffers' start (the pulse, the
+         * sensitivities: done with) to the staging's end */
+        double *rbuf = (double *)smem_align16(smem, lamf + 3 * sb);
         __syncthreads();
-        reverse_rows(a, gp, (double *)Tm, cap, dscr);
+        reverse_rows(a, gp, rbuf, (int)(((char *)stage_end - (char *)rbuf) / sizeof(double)), dscr);
     }
     if (t == 0)
         a.lpart[team_rank(a)] = loss_acc;
