@@ -7,12 +7,14 @@
 For each kernel whose name matches --kernel (default: the float32 staged
 single-channel kernels, fixed and designed), disassembles the object
 (cuobjdump and nvdisasm of the CUDA toolkit; the object must be built with
--lineinfo, as the meson build is) and prints, for every innermost loop of
-the spin loops (the forward steps of composite, the replay's staged steps,
-the flush's sums over spins: found by their source lines in
-src/cuda/evaluate.cuh and sums.cuh), its length in instructions and the
-number of instructions that read two or more registers of the same bank
-(register index modulo 2, operands without .reuse).
+-lineinfo, as the meson build is) and prints, for every loop of the spin
+loops, its length in instructions and the number of instructions that
+read two or more registers of the same bank (register index modulo 2,
+operands without .reuse). The loops are found by their source lines and
+length: 120-400 instructions holding the step math of
+src/model/bloch_math_tmpl.h (composite's forward steps, the replay's
+staged steps), 800-2000 holding src/cuda/sums.cuh (the flush's sums over
+spins).
 
 Why: the designed kernel sits at its 128-register cap, and a change
 anywhere in it (even in code that runs once an evaluation) can move ptxas
@@ -32,6 +34,7 @@ import sys
 import tempfile
 
 DEFAULT_KERNELS = r'persistent_solve_kernelIfLi1ELi0ELi[01]ELi2E'
+
 
 def tool(name):
     for d in [os.environ.get('CUDA_HOME', ''), '/usr/local/cuda']:
@@ -59,7 +62,7 @@ def disassemble(obj):
 
 
 def functions(text, pattern):
-    """{kernel: [(instruction, 'file:line')], labels}"""
+    """{kernel: ([(instruction, 'file:line')], {label: instruction index})}"""
     funcs, cur, line = {}, None, None
     for l in text.splitlines():
         m = re.match(r'\s*\.text\.(\S+):', l)
