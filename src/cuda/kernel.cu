@@ -1,6 +1,7 @@
 /*
  * The persistent kernel's entry points (the kernel itself: cuda/kernel.cuh)
- * and its instances without designed gradient axes; the designed ones are
+ * and its single-channel instances without designed gradient axes; the
+ * channels kernels are cuda/kernel_channels.cu's, those with designed axes
  * cuda/kernel_designed.cu's.
  */
 #include <cuda_runtime.h>
@@ -21,13 +22,15 @@ template <typename R> static void *kernel_ptr(int regcap, int kclass)
     if (kclass == PS_GPU_STAGED && sizeof(R) == sizeof(float))
         return regcap ? (void *)persistent_solve_kernel<float, 2, 0, 0, GR_STAGED>
                       : (void *)persistent_solve_kernel<float, 1, 0, 0, GR_STAGED>;
-    return kernel_ptr_of<R, 0>(regcap, PS_GPU_CLASS_CHANNELS(kclass));
+    return regcap ? (void *)persistent_solve_kernel<R, 2, 0, 0> : (void *)persistent_solve_kernel<R, 1, 0, 0>;
 }
 
 extern "C" void *ps_gpu_kernel_ptr(int precision, int regcap, int kclass)
 {
     if (kclass & PS_GPU_DESIGNED)
         return designed_kernel_ptr(precision, regcap, kclass);
+    if (PS_GPU_CLASS_CHANNELS(kclass))
+        return channels_kernel_ptr(precision, regcap, kclass);
     return precision == PS_PRECISION_DOUBLE ? kernel_ptr<double>(regcap, kclass)
                                             : kernel_ptr<float>(regcap, kclass);
 }

@@ -8,10 +8,12 @@
  * variant runs it too, one iteration per launch); the device data is a
  * context (cuda/context.cu).
  *
- * Its instances are compiled in two translation units: cuda/kernel.cu
- * (every kernel without designed gradient axes, and the entry points) and
- * cuda/kernel_designed.cu (DG 1, with ptxas flags of their own:
- * src/meson.build). Each instance is named in one of them only.
+ * Its instances are compiled in three translation units, each with ptxas
+ * flags of its own (meson.build: the register usage levels measured
+ * fastest for them): cuda/kernel.cu (the single-channel kernels without
+ * designed gradient axes, and the entry points), cuda/kernel_channels.cu
+ * (the channels kernels without them) and cuda/kernel_designed.cu (every
+ * kernel with them, DG 1). Each instance is named in one of them only.
  */
 #ifndef PS_SRC_CUDA_KERNEL_CUH
 #define PS_SRC_CUDA_KERNEL_CUH
@@ -68,20 +70,21 @@ __global__ void __launch_bounds__(PS_GPU_MAX_THREADS, MINB) persistent_solve_ker
 
 namespace ps_gpu {
 
-/* The instance for a class's channel count (PS_GPU_CLASS_CHANNELS: 0, 8
- * or another) and DG, at register cap regcap (0: MINB 1, else 2). */
-template <typename R, int DG> inline void *kernel_ptr_of(int regcap, int channels)
+/* The instance of the channels kernels (NCH 8 for eight channels, the
+ * common pTx coil, whose sensitivities stay in registers; NCH 1 for any
+ * other count) for DG, at register cap regcap (0: MINB 1, else 2). */
+template <typename R, int DG> inline void *channels_kernel_of(int regcap, int channels)
 {
-    if (channels == 8) /* the common pTx coil: its sensitivities in registers */
+    if (channels == 8)
         return regcap ? (void *)persistent_solve_kernel<R, 2, 8, DG> : (void *)persistent_solve_kernel<R, 1, 8, DG>;
-    if (channels)
-        return regcap ? (void *)persistent_solve_kernel<R, 2, 1, DG> : (void *)persistent_solve_kernel<R, 1, 1, DG>;
-    return regcap ? (void *)persistent_solve_kernel<R, 2, 0, DG> : (void *)persistent_solve_kernel<R, 1, 0, DG>;
+    return regcap ? (void *)persistent_solve_kernel<R, 2, 1, DG> : (void *)persistent_solve_kernel<R, 1, 1, DG>;
 }
 
-/* The designed kernels' instance for a kernel class with PS_GPU_DESIGNED
- * (cuda/kernel_designed.cu): kernel_ptr's. */
+/* The instance for a kernel class with PS_GPU_DESIGNED
+ * (cuda/kernel_designed.cu), and for one of the channels kernels without
+ * designed axes (cuda/kernel_channels.cu): ps_gpu_kernel_ptr's. */
 void *designed_kernel_ptr(int precision, int regcap, int kclass);
+void *channels_kernel_ptr(int precision, int regcap, int kclass);
 
 } // namespace ps_gpu
 
