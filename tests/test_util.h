@@ -1,7 +1,8 @@
 /*
  * Small helpers shared by the cmocka tests: seeded random numbers,
- * poisoning, and array comparison with atol + rtol*|ref| that reports the
- * worst element (cmocka's assert_float_equal casts to float).
+ * poisoning, array comparison with atol + rtol*|ref| that reports the
+ * worst element (cmocka's assert_float_equal casts to float), and the
+ * bound of the tests' waits for a run.
  */
 #ifndef PS_TESTS_TEST_UTIL_H
 #define PS_TESTS_TEST_UTIL_H
@@ -11,7 +12,19 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The bound of every wait of a test for a run or a batch, s: TU_WAIT_S,
+ * unless PS_TEST_WAIT_S (s) sets one (compute-sanitizer's racecheck runs
+ * the kernels far slower). */
+#define TU_WAIT_S 60.0
+static inline double tu_wait_s(void)
+{
+    const char *e = getenv("PS_TEST_WAIT_S");
+    const double v = e ? atof(e) : 0.0;
+    return v > 0.0 ? v : TU_WAIT_S;
+}
 
 /* The sentinel every output is pre-filled with. */
 #define PS_POISON (-1.2345678e300)

@@ -148,17 +148,8 @@ static inline ps_snapshot snap(const ps_run *run)
     return s;
 }
 
-/* The bound of a wait for a run's end: 60 s, unless PS_TEST_WAIT_S (s)
- * sets one (compute-sanitizer's racecheck runs the kernels far slower). */
-static inline double run_wait_s(void)
-{
-    const char *e = getenv("PS_TEST_WAIT_S");
-    const double v = e ? atof(e) : 0.0;
-    return v > 0.0 ? v : 60.0;
-}
-
 /* Checkpoint the paused run, free it, resume from the blob with o and wait
- * for the end (run_wait_s) into r and x; the status. */
+ * for the end (tu_wait_s) into r and x; the status. */
 static inline int resume_from_checkpoint(const ps_problem *p, const ps_options *o, ps_run *run, ps_result *r,
                                   double *x)
 {
@@ -169,7 +160,7 @@ static inline int resume_from_checkpoint(const ps_problem *p, const ps_options *
     assert_int_equal(ps_solve_resume(p, o, buf, len, &run), 0);
     free(buf);
     memset(r, 0, sizeof *r);
-    int st = ps_run_wait(run, run_wait_s(), r, x);
+    int st = ps_run_wait(run, tu_wait_s(), r, x);
     ps_run_free(run);
     return st;
 }
@@ -332,7 +323,7 @@ static inline int wait_for(const ps_run *run, int want)
         const ps_snapshot s = snap(run);
         if (s.state == want || s.state == PS_RUN_FINISHED)
             return s.state;
-        if (now_s() - t0 > run_wait_s())
+        if (now_s() - t0 > tu_wait_s())
             fail_msg("run did not reach state %d", want);
         sleep_us(10);
     }
@@ -385,7 +376,7 @@ static inline int steered_run(const ps_problem *p, const ps_options *o, const do
         }
     }
     memset(r, 0, sizeof *r);
-    const int st = ps_run_wait(run, run_wait_s(), r, x);
+    const int st = ps_run_wait(run, tu_wait_s(), r, x);
     ps_run_free(run);
     return st;
 }

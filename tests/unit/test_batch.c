@@ -38,14 +38,6 @@
 #endif
 
 #define ITERS 40
-#define WAIT_S 60.0 /* bound of every wait, unless PS_TEST_WAIT_S (s) sets one */
-
-static double wait_s(void)
-{
-    const char *e = getenv("PS_TEST_WAIT_S");
-    const double v = e ? atof(e) : 0.0;
-    return v > 0.0 ? v : WAIT_S;
-}
 
 /* Mixed sizes, channel counts (ptx2d: 8 channels), a designed gradient
  * (of 2100 steps: on the GPU formed by the team, cuda/gradient.cuh, where
@@ -200,9 +192,9 @@ static int same_outcome(const char *what, const outcome *a, const outcome *b, si
 
 static int wait_bounded(ps_batch *b)
 {
-    int st = ps_batch_wait(b, wait_s());
+    int st = ps_batch_wait(b, tu_wait_s());
     if (st == PS_RUNNING)
-        fail_msg("batch did not finish within %.0f s", wait_s());
+        fail_msg("batch did not finish within %.0f s", tu_wait_s());
     return st;
 }
 
@@ -410,7 +402,7 @@ static void test_steering_storm(void **state)
     uint64_t rng = getenv("PS_TEST_SEED") ? strtoull(getenv("PS_TEST_SEED"), NULL, 10) : 12345;
     int cancelled[NSPEC] = {0};
     int ops = 0;
-    const double t_end = now_s() + wait_s();
+    const double t_end = now_s() + tu_wait_s();
     for (; ops < 400 && now_s() < t_end; ops++) {
         const size_t i = (size_t)(tu_next(&rng) % s.n);
         const unsigned what = (unsigned)(tu_next(&rng) % 16);
@@ -488,7 +480,7 @@ static void test_pause_before_setup(void **state)
     assert_int_equal(ps_batch_progress(b, &rep), 0);
     if ((size_t)rep.teams >= COPIES) /* every problem set up at the start: not this test's path */
         printf("note: %d teams for %d problems; none set up after the launch\n", rep.teams, COPIES);
-    const double t_end = now_s() + wait_s();
+    const double t_end = now_s() + tu_wait_s();
     do {
         sleep_us(1000);
         assert_int_equal(ps_batch_progress(b, &rep), 0);
@@ -608,7 +600,7 @@ static void test_yield_storm(void **state)
     ps_batch *b = start_long(&s, big, 4, 2, 300, &o);
     uint64_t rng = 777;
     int yields = 0;
-    const double t_end = now_s() + wait_s();
+    const double t_end = now_s() + tu_wait_s();
     while (ps_batch_wait(b, 0.0) == PS_RUNNING && yields < 30 && now_s() < t_end) {
         sleep_us(1000 + (long)(tu_next(&rng) % 4000));
         assert_int_equal(ps_batch_yield(b), 0);
@@ -684,7 +676,7 @@ static void test_edges(void **state)
     assert_int_equal(ps_batch_start(b), 0);
     void *blob = NULL;
     size_t len = 0;
-    assert_int_equal(ps_batch_wait(b, wait_s()), 0);
+    assert_int_equal(ps_batch_wait(b, tu_wait_s()), 0);
     assert_int_equal(ps_batch_result(b, 1, NULL, NULL), PS_ERR_NONFINITE);
     assert_true(ps_batch_result(b, 0, NULL, NULL) >= 0);
     assert_true(ps_batch_result(b, 2, NULL, NULL) >= 0);
@@ -711,7 +703,7 @@ static void test_edges(void **state)
     assert_null(blob);
     const double t = now_s();
     ps_batch_free(b);
-    assert_true(now_s() - t < WAIT_S); /* a fixed bound: free must not hang */
+    assert_true(now_s() - t < TU_WAIT_S); /* a fixed bound: free must not hang */
     set_free(&s);
 }
 
