@@ -59,7 +59,7 @@ targets = {"tools/persolve"} | {os.path.relpath(t["cmd"][0], build) for t in tes
 for t in sorted(targets):
     a, dst = link_of(t), os.path.join(out, t)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    static = [x for x in a if re.search(r"src/libpersolve(_gpu|_gpu_channels|_gpu_designed|_io|_export)?\.a$", x)]
+    static = [x for x in a if re.search(r"src/libpersolve(_\w+)?\.a$", x)]
     if not static:  # links no library: as built
         shutil.copy2(os.path.join(B, t), dst)
         continue
